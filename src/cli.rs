@@ -1,0 +1,179 @@
+//! The command line, and its translation into the library's validated options. clap
+//! stops here: the core only ever sees `RunConfig`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use jax_runner::config::{Device, RunOptions};
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0    every script succeeded
+  1    at least one script failed, timed out, or is listed but missing
+  2    usage or environment error (bad option, missing folder, no usable Python)
+  3    no scripts found
+  130  interrupted (Ctrl-C or SIGTERM)";
+
+/// Discover, run and report generated JAX/POMDP scripts (step 12 of a GNN-style pipeline).
+#[derive(Debug, Parser)]
+#[command(
+    name = "jax-runner",
+    version,
+    after_help = EXIT_CODES,
+    args_conflicts_with_subcommands = true,
+    // The last of a repeated option wins, so wrappers can append overrides.
+    args_override_self = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Running is the default: `jax-runner --output-dir output` runs.
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub verbosity: Verbosity,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Discover and run every script, then write the reports (the default).
+    #[command(after_help = EXIT_CODES)]
+    Run(RunArgs),
+    /// Discover scripts and list them without running anything.
+    List(ListArgs),
+    /// Create the managed Python environment and print which interpreter runs will use.
+    Setup(SetupArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DeviceArg {
+    Auto,
+    Cpu,
+    Gpu,
+    Tpu,
+}
+
+impl From<DeviceArg> for Device {
+    fn from(d: DeviceArg) -> Device {
+        match d {
+            DeviceArg::Auto => Device::Auto,
+            DeviceArg::Cpu => Device::Cpu,
+            DeviceArg::Gpu => Device::Gpu,
+            DeviceArg::Tpu => Device::Tpu,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DiscoverArgs {
+    /// The pipeline output folder to search.
+    #[arg(long, value_name = "DIR", default_value = "output")]
+    pub output_dir: PathBuf,
+    /// Search sub-folders (the default).
+    #[arg(long, overrides_with = "no_recursive")]
+    pub recursive: bool,
+    /// Only look at files directly inside --output-dir.
+    #[arg(long, overrides_with = "recursive")]
+    pub no_recursive: bool,
+    /// Where results go [default: DIR/execution_results/jax]; never searched.
+    #[arg(long, value_name = "DIR")]
+    pub results_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub discover: DiscoverArgs,
+    /// Device to run on: auto picks the GPU when NVML reports one.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: DeviceArg,
+    /// Scripts run at once [default: CPU cores for CPU runs, one per GPU for GPU runs].
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Time limit of one script, e.g. 90s, 5m, 1h.
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL when stopping a script.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub grace: Duration,
+    /// Python interpreter to use (else JAX_RUNNER_PYTHON, VIRTUAL_ENV, python3, managed env).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Persistent XLA compilation cache folder, or `off` [default: in the user cache].
+    #[arg(long, value_name = "DIR|off")]
+    pub compilation_cache: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub discover: DiscoverArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FlavorArg {
+    /// CUDA wheels when NVML reports an NVIDIA driver, else CPU.
+    Auto,
+    Cpu,
+    Cuda12,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SetupArgs {
+    /// Which wheels the managed environment gets.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub flavor: FlavorArg,
+}
+
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Verbosity {
+    /// More output (-v debug, -vv trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Less output (-q warnings only, -qq errors only).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "verbose")]
+    pub quiet: u8,
+}
+
+impl Verbosity {
+    pub fn level(self) -> tracing::Level {
+        match (self.verbose, self.quiet) {
+            (0, 0) => tracing::Level::INFO,
+            (1, _) => tracing::Level::DEBUG,
+            (v, _) if v > 1 => tracing::Level::TRACE,
+            (_, 1) => tracing::Level::WARN,
+            _ => tracing::Level::ERROR,
+        }
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (use a duration such as 90s, 5m or 1h)"))
+}
+
+impl DiscoverArgs {
+    pub fn recursive(&self) -> bool {
+        !self.no_recursive
+    }
+}
+
+impl RunArgs {
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            output_dir: self.discover.output_dir.clone(),
+            results_dir: self.discover.results_dir.clone(),
+            device: self.device.into(),
+            recursive: self.discover.recursive(),
+            jobs: self.jobs,
+            timeout: self.timeout,
+            grace: self.grace,
+            python: self.python.clone(),
+            compilation_cache: self.compilation_cache.clone(),
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The validated run configuration: what the CLI becomes before the core sees it.
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ConfigError;
+
+/// The device a user asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    /// The GPU when one is usable, else the CPU.
+    Auto,
+    Cpu,
+    Gpu,
+    Tpu,
+}
+
+/// A concrete platform a script runs on: what `JAX_PLATFORMS` is set from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    Cpu,
+    Gpu,
+    Tpu,
+}
+
+impl Platform {
+    /// The value of `JAX_PLATFORMS` for this platform (jax calls NVIDIA GPUs `cuda`).
+    pub fn jax_platforms(self) -> &'static str {
+        match self {
+            Platform::Cpu => "cpu",
+            Platform::Gpu => "cuda",
+            Platform::Tpu => "tpu",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Cpu => "cpu",
+            Platform::Gpu => "gpu",
+            Platform::Tpu => "tpu",
+        }
+    }
+}
+
+impl Device {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Device::Auto => "auto",
+            Device::Cpu => "cpu",
+            Device::Gpu => "gpu",
+            Device::Tpu => "tpu",
+        }
+    }
+
+    /// The platform to run on, given how many NVIDIA GPUs the host reports.
+    pub fn resolve(self, gpus: usize) -> Platform {
+        match self {
+            Device::Auto if gpus > 0 => Platform::Gpu,
+            Device::Auto | Device::Cpu => Platform::Cpu,
+            Device::Gpu => Platform::Gpu,
+            Device::Tpu => Platform::Tpu,
+        }
+    }
+}
+
+/// Where the persistent XLA compilation cache lives, if anywhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompilationCache {
+    Off,
+    Dir(PathBuf),
+}
+
+/// Everything a run needs, validated.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The pipeline output tree to search (absolute).
+    pub output_dir: PathBuf,
+    /// Where results, logs and metrics go (absolute, created).
+    pub results_dir: PathBuf,
+    pub device: Device,
+    pub recursive: bool,
+    /// Parallel scripts; `None` picks the default for the platform.
+    pub jobs: Option<NonZeroUsize>,
+    /// Wall-clock limit of one attempt.
+    pub timeout: Duration,
+    /// Time between SIGTERM and SIGKILL when stopping a script.
+    pub grace: Duration,
+    /// `--python`, when given.
+    pub python: Option<PathBuf>,
+    pub compilation_cache: CompilationCache,
+}
+
+/// The raw choices from the edge, before validation.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub output_dir: PathBuf,
+    pub results_dir: Option<PathBuf>,
+    pub device: Device,
+    pub recursive: bool,
+    pub jobs: Option<usize>,
+    pub timeout: Duration,
+    pub grace: Duration,
+    pub python: Option<PathBuf>,
+    /// `None` means the default folder in the user cache; `Some("off")` disables it.
+    pub compilation_cache: Option<String>,
+}
+
+impl RunConfig {
+    /// Validates the options; creates the results folder.
+    pub fn from_options(opts: RunOptions) -> Result<Self, ConfigError> {
+        let output_dir = validate_output_dir(&opts.output_dir)?;
+        let results_dir = match opts.results_dir {
+            Some(dir) => absolute(&dir),
+            None => output_dir.join("execution_results").join("jax"),
+        };
+        std::fs::create_dir_all(&results_dir).map_err(|source| ConfigError::ResultsDir {
+            path: results_dir.clone(),
+            source,
+        })?;
+        let results_dir = results_dir
+            .canonicalize()
+            .map_err(|source| ConfigError::ResultsDir {
+                path: results_dir.clone(),
+                source,
+            })?;
+        let jobs = match opts.jobs {
+            None => None,
+            Some(n) => Some(NonZeroUsize::new(n).ok_or_else(|| ConfigError::Invalid {
+                option: "--jobs",
+                value: n.to_string(),
+                reason: "must be at least 1".into(),
+            })?),
+        };
+        if opts.timeout.is_zero() {
+            return Err(ConfigError::Invalid {
+                option: "--timeout",
+                value: "0s".into(),
+                reason: "must be longer than zero, for example 90s or 30m".into(),
+            });
+        }
+        let compilation_cache = match opts.compilation_cache.as_deref() {
+            Some("off") | Some("none") => CompilationCache::Off,
+            Some(dir) => CompilationCache::Dir(absolute(Path::new(dir))),
+            None => CompilationCache::Dir(crate::paths::cache_dir().join("jax-compilation-cache")),
+        };
+        Ok(RunConfig {
+            output_dir,
+            results_dir,
+            device: opts.device,
+            recursive: opts.recursive,
+            jobs,
+            timeout: opts.timeout,
+            grace: opts.grace,
+            python: opts.python.map(|p| absolute(&p)),
+            compilation_cache,
+        })
+    }
+}
+
+/// Checks that the output folder exists and is a directory; returns it canonical.
+pub fn validate_output_dir(path: &Path) -> Result<PathBuf, ConfigError> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ConfigError::OutputDirMissing {
+            path: path.to_path_buf(),
+        }),
+        Err(source) => Err(ConfigError::OutputDirUnreadable {
+            path: path.to_path_buf(),
+            source,
+        }),
+        Ok(m) if !m.is_dir() => Err(ConfigError::OutputDirNotADirectory {
+            path: path.to_path_buf(),
+        }),
+        Ok(_) => path
+            .canonicalize()
+            .map_err(|source| ConfigError::OutputDirUnreadable {
+                path: path.to_path_buf(),
+                source,
+            }),
+    }
+}
+
+/// Makes a path absolute against the current directory without touching the filesystem.
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(dir: &Path) -> RunOptions {
+        RunOptions {
+            output_dir: dir.to_path_buf(),
+            results_dir: None,
+            device: Device::Cpu,
+            recursive: true,
+            jobs: None,
+            timeout: Duration::from_secs(60),
+            grace: Duration::from_secs(1),
+            python: None,
+            compilation_cache: Some("off".into()),
+        }
+    }
+
+    #[test]
+    fn missing_output_dir_names_the_path() {
+        let err = RunConfig::from_options(opts(Path::new("/no/such/folder"))).unwrap_err();
+        assert!(matches!(err, ConfigError::OutputDirMissing { .. }));
+        assert!(err.to_string().contains("/no/such/folder"));
+    }
+
+    #[test]
+    fn default_results_dir_is_created_inside_output() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = RunConfig::from_options(opts(tmp.path())).unwrap();
+        assert!(cfg.results_dir.ends_with("execution_results/jax"));
+        assert!(cfg.results_dir.is_dir());
+        assert_eq!(cfg.compilation_cache, CompilationCache::Off);
+    }
+
+    #[test]
+    fn zero_jobs_and_zero_timeout_are_rejected() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut o = opts(tmp.path());
+        o.jobs = Some(0);
+        assert!(RunConfig::from_options(o).is_err());
+        let mut o = opts(tmp.path());
+        o.timeout = Duration::ZERO;
+        assert!(RunConfig::from_options(o).is_err());
+    }
+
+    #[test]
+    fn auto_resolves_by_gpu_count() {
+        assert_eq!(Device::Auto.resolve(0), Platform::Cpu);
+        assert_eq!(Device::Auto.resolve(2), Platform::Gpu);
+        assert_eq!(Device::Gpu.resolve(0), Platform::Gpu);
+        assert_eq!(Platform::Gpu.jax_platforms(), "cuda");
+    }
+}

@@ -1,0 +1,175 @@
+//! Stage 1, discovery: walk the pipeline output tree and return the JAX scripts to
+//! run, in a deterministic order, with unique ids.
+
+mod classify;
+mod ids;
+pub mod manifest;
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use walkdir::WalkDir;
+
+pub use classify::source_imports_jax;
+pub use ids::sanitize;
+
+use crate::error::DiscoveryError;
+use crate::model::DiscoveredBy;
+
+/// A script to run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Script {
+    /// Unique id in this run.
+    pub id: String,
+    /// Absolute path.
+    pub path: PathBuf,
+    /// Path relative to the output folder.
+    pub relative_path: PathBuf,
+    /// Why it was picked.
+    pub discovered_by: DiscoveredBy,
+    /// Size in bytes (a stand-in for expected cost when there is no history).
+    pub size_bytes: u64,
+}
+
+/// What discovery found.
+#[derive(Debug, Default)]
+pub struct Discovery {
+    pub scripts: Vec<Script>,
+    /// Scripts the render manifest lists that do not exist.
+    pub missing: Vec<String>,
+    /// Entries that could not be read, loops, and the like: reported, never fatal.
+    pub warnings: Vec<String>,
+    /// The render manifest used, if any.
+    pub manifest: Option<PathBuf>,
+}
+
+/// How to walk.
+#[derive(Debug, Clone, Default)]
+pub struct DiscoverOptions {
+    /// Descend into sub-folders (otherwise only files directly in the root).
+    pub recursive: bool,
+    /// Folders never entered, such as the runner's own results folder.
+    pub exclude: Vec<PathBuf>,
+}
+
+/// Walks `root` (an existing, canonical folder) and returns its JAX scripts.
+pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, DiscoveryError> {
+    let mut found = Discovery::default();
+    let mut picked: Vec<(PathBuf, DiscoveredBy, u64)> = Vec::new();
+    // The same file reached through two symlinked paths runs once.
+    let mut seen_files: HashSet<(u64, u64)> = HashSet::new();
+    let mut exclude = opts.exclude.clone();
+
+    if let Some(manifest_path) = manifest::find(root) {
+        let m = manifest::load(&manifest_path, root)?;
+        for path in m.scripts {
+            if let Ok(meta) = std::fs::metadata(&path) {
+                if seen_files.insert((meta.dev(), meta.ino())) {
+                    picked.push((path, DiscoveredBy::Manifest, meta.len()));
+                }
+            }
+        }
+        found.missing = m.missing;
+        // The manifest is authoritative for its own folder; the walk covers the rest.
+        if let Some(dir) = manifest_path.parent() {
+            exclude.push(dir.to_path_buf());
+        }
+        found.manifest = Some(manifest_path);
+    }
+
+    let walker = WalkDir::new(root)
+        .follow_links(true)
+        .sort_by_file_name()
+        .max_depth(if opts.recursive { usize::MAX } else { 1 })
+        .into_iter()
+        .filter_entry(|e| {
+            e.depth() == 0
+                || !e.file_type().is_dir()
+                || !(classify::is_skipped_dir(e.path()) || exclude.iter().any(|x| x == e.path()))
+        });
+    for entry in walker {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(err) => {
+                found.warnings.push(walk_warning(&err));
+                continue;
+            }
+        };
+        if !entry.file_type().is_file() || !classify::is_python_file(entry.file_name()) {
+            continue;
+        }
+        let path = entry.path();
+        let by = if classify::in_jax_folder(path) {
+            DiscoveredBy::JaxFolder
+        } else {
+            match classify::file_imports_jax(path) {
+                Ok(true) => DiscoveredBy::ImportsJax,
+                Ok(false) => continue,
+                Err(e) => {
+                    found
+                        .warnings
+                        .push(format!("skipped unreadable file {}: {e}", path.display()));
+                    continue;
+                }
+            }
+        };
+        let meta = match entry.metadata() {
+            Ok(m) => m,
+            Err(e) => {
+                found
+                    .warnings
+                    .push(format!("skipped {}: {e}", path.display()));
+                continue;
+            }
+        };
+        if seen_files.insert((meta.dev(), meta.ino())) {
+            picked.push((path.to_path_buf(), by, meta.len()));
+        }
+    }
+
+    picked.sort_by(|a, b| a.0.cmp(&b.0));
+    let relative: Vec<PathBuf> = picked
+        .iter()
+        .map(|(p, _, _)| p.strip_prefix(root).unwrap_or(p).to_path_buf())
+        .collect();
+    let rel_refs: Vec<&Path> = relative.iter().map(PathBuf::as_path).collect();
+    let ids = ids::assign_ids(&rel_refs);
+    found.scripts = picked
+        .into_iter()
+        .zip(relative)
+        .zip(ids)
+        .map(
+            |(((path, discovered_by, size_bytes), relative_path), id)| Script {
+                id,
+                path,
+                relative_path,
+                discovered_by,
+                size_bytes,
+            },
+        )
+        .collect();
+    Ok(found)
+}
+
+fn walk_warning(err: &walkdir::Error) -> String {
+    let at = err
+        .path()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if let Some(ancestor) = err.loop_ancestor() {
+        format!(
+            "skipped symlink loop at {at} (points back to {})",
+            ancestor.display()
+        )
+    } else {
+        match err.io_error() {
+            Some(io) => format!("skipped unreadable entry {at}: {io}"),
+            None => format!("skipped entry {at}: {err}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

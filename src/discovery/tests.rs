@@ -1,0 +1,173 @@
+//! Discovery against real folder trees: rules, order, ids and hostile layouts.
+
+use super::*;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::symlink;
+
+fn write(root: &Path, rel: &str, body: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, body).unwrap();
+}
+
+fn tree() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    (tmp, root)
+}
+
+fn run(root: &Path) -> Discovery {
+    discover(
+        root,
+        &DiscoverOptions {
+            recursive: true,
+            exclude: vec![],
+        },
+    )
+    .unwrap()
+}
+
+fn rels(d: &Discovery) -> Vec<String> {
+    d.scripts
+        .iter()
+        .map(|s| s.relative_path.to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn finds_jax_folder_and_importing_scripts_in_order() {
+    let (_t, root) = tree();
+    write(&root, "b/jax/solver.py", "print('no import needed here')\n");
+    write(&root, "a/model.py", "import jax.numpy as jnp\n");
+    write(&root, "a/plain.py", "import numpy\n");
+    write(&root, "a/jax/__init__.py", "import jax\n");
+    write(&root, "notes.txt", "import jax\n");
+    let d = run(&root);
+    assert_eq!(rels(&d), vec!["a/model.py", "b/jax/solver.py"]);
+    assert_eq!(d.scripts[0].discovered_by, DiscoveredBy::ImportsJax);
+    assert_eq!(d.scripts[1].discovered_by, DiscoveredBy::JaxFolder);
+    assert!(d.warnings.is_empty());
+}
+
+#[test]
+fn skips_hidden_venv_cache_tests_and_excluded_folders() {
+    let (_t, root) = tree();
+    write(&root, ".hidden/jax/x.py", "import jax\n");
+    write(&root, "__pycache__/jax/x.py", "import jax\n");
+    write(&root, "tests/jax/x.py", "import jax\n");
+    write(&root, "myenv/pyvenv.cfg", "home = /usr\n");
+    write(&root, "myenv/lib/jax/x.py", "import jax\n");
+    write(&root, "lib/site-packages/jax/x.py", "import jax\n");
+    write(&root, "execution_results/jax/old.py", "import jax\n");
+    write(&root, "keep/jax/x.py", "import jax\n");
+    let d = discover(
+        &root,
+        &DiscoverOptions {
+            recursive: true,
+            exclude: vec![root.join("execution_results")],
+        },
+    )
+    .unwrap();
+    assert_eq!(rels(&d), vec!["keep/jax/x.py"]);
+}
+
+#[test]
+fn non_recursive_stays_at_the_top() {
+    let (_t, root) = tree();
+    write(&root, "top.py", "import jax\n");
+    write(&root, "deep/jax/x.py", "import jax\n");
+    let d = discover(
+        &root,
+        &DiscoverOptions {
+            recursive: false,
+            exclude: vec![],
+        },
+    )
+    .unwrap();
+    assert_eq!(rels(&d), vec!["top.py"]);
+}
+
+#[test]
+fn symlink_loops_and_dangling_links_warn_and_go_on() {
+    let (_t, root) = tree();
+    write(&root, "m/jax/x.py", "import jax\n");
+    symlink(&root, root.join("m/loop")).unwrap();
+    symlink(root.join("nowhere"), root.join("m/dangling")).unwrap();
+    let d = run(&root);
+    assert_eq!(rels(&d), vec!["m/jax/x.py"]);
+    assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+    assert!(d.warnings.iter().any(|w| w.contains("symlink loop")));
+}
+
+#[test]
+fn a_file_reached_twice_through_symlinks_runs_once() {
+    let (_t, root) = tree();
+    write(&root, "real/jax/x.py", "import jax\n");
+    symlink(root.join("real"), root.join("alias")).unwrap();
+    let d = run(&root);
+    assert_eq!(rels(&d), vec!["alias/jax/x.py"]);
+}
+
+#[test]
+fn odd_names_spaces_unicode_and_invalid_utf8() {
+    let (_t, root) = tree();
+    write(&root, "my models/jax/pomdp solver.py", "import jax\n");
+    write(&root, "модели/jax/модель.py", "import jax\n");
+    let bad = root
+        .join("x/jax")
+        .join(OsStr::from_bytes(b"bad\xffname.py"));
+    std::fs::create_dir_all(bad.parent().unwrap()).unwrap();
+    std::fs::write(&bad, "import jax\n").unwrap();
+    let d = run(&root);
+    assert_eq!(d.scripts.len(), 3);
+    let ids: Vec<&str> = d.scripts.iter().map(|s| s.id.as_str()).collect();
+    assert!(ids.contains(&"pomdp_solver"));
+    assert!(ids.contains(&"модель"));
+    assert!(ids.contains(&"bad_name"), "{ids:?}");
+    assert!(d.scripts.iter().any(|s| s.path == bad));
+}
+
+#[test]
+fn same_stem_gets_parent_prefix() {
+    let (_t, root) = tree();
+    write(&root, "m1/jax/model.py", "import jax\n");
+    write(&root, "m2/jax/model.py", "import jax\n");
+    let d = run(&root);
+    let ids: Vec<&str> = d.scripts.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, vec!["m1_jax_model", "m2_jax_model"]);
+}
+
+#[test]
+fn manifest_lists_scripts_and_missing_ones() {
+    let (_t, root) = tree();
+    write(&root, "11_render_output/m/jax/listed.py", "import jax\n");
+    write(&root, "11_render_output/m/jax/unlisted.py", "import jax\n");
+    write(&root, "elsewhere/jax/other.py", "import jax\n");
+    write(
+        &root,
+        "11_render_output/render_processing_summary.json",
+        r#"{"file_results":[{"framework_results":{"jax":{"output_file":"m/jax/listed.py"}}},
+            {"framework_results":{"jax":{"output_file":"q/jax/missing.py"}}}]}"#,
+    );
+    let d = run(&root);
+    assert_eq!(
+        rels(&d),
+        vec!["11_render_output/m/jax/listed.py", "elsewhere/jax/other.py"]
+    );
+    assert_eq!(d.scripts[0].discovered_by, DiscoveredBy::Manifest);
+    assert_eq!(d.missing, vec!["q/jax/missing.py"]);
+}
+
+#[test]
+fn order_is_deterministic_across_runs() {
+    let (_t, root) = tree();
+    for name in ["z", "a", "m", "B", "b"] {
+        write(&root, &format!("{name}/jax/s.py"), "import jax\n");
+    }
+    let first = rels(&run(&root));
+    let mut sorted = first.clone();
+    sorted.sort();
+    assert_eq!(first, sorted);
+    assert_eq!(first, rels(&run(&root)));
+}

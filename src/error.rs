@@ -1,0 +1,117 @@
+//! Typed errors of the library, one enum per operation, and the top-level [`Error`]
+//! that the binary maps to exit codes.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A configuration the runner cannot use: caught before any work starts.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("output directory {path} does not exist: pass --output-dir with the folder that holds the rendered scripts")]
+    OutputDirMissing { path: PathBuf },
+    #[error("output directory {path} is not a directory")]
+    OutputDirNotADirectory { path: PathBuf },
+    #[error("failed to resolve output directory {path}")]
+    OutputDirUnreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to create results directory {path}")]
+    ResultsDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid value {value:?} for {option}: {reason}")]
+    Invalid {
+        option: &'static str,
+        value: String,
+        reason: String,
+    },
+}
+
+/// Discovery failed as a whole (single unreadable entries are warnings, not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    #[error("failed to read the render manifest {path}")]
+    Manifest {
+        path: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("failed to parse the render manifest {path}: {message}")]
+    ManifestJson { path: PathBuf, message: String },
+}
+
+/// The Python interpreter could not be found, probed or provisioned.
+#[derive(Debug, thiserror::Error)]
+pub enum PythonError {
+    #[error("python interpreter {path} ({source_name}) does not exist or is not executable")]
+    NotFound {
+        path: PathBuf,
+        source_name: &'static str,
+    },
+    #[error("failed to run {path} to probe it")]
+    Spawn {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("probing {path} failed: {message}")]
+    Probe { path: PathBuf, message: String },
+    #[error("{path} cannot import jax ({reason}); fix it with:\n    {fix}")]
+    NoJax {
+        path: PathBuf,
+        reason: String,
+        fix: String,
+    },
+    #[error("no python3 found on PATH to create the managed environment: install Python 3.11 or newer (for example `apt-get install python3 python3-venv`) or pass --python")]
+    NoBasePython,
+    #[error("failed to {step} while creating the managed environment {venv} (log: {log}); retry with `jax-runner setup`, or pass --python with an interpreter that has jax")]
+    Setup {
+        step: &'static str,
+        venv: PathBuf,
+        log: PathBuf,
+        #[source]
+        source: Option<std::io::Error>,
+    },
+    #[error("failed to create the cache directory {path}")]
+    CacheDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Writing a report file failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("failed to write {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to serialize {what}")]
+    Serialize {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Everything that can stop a command; the binary maps each to an exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
+    #[error(transparent)]
+    Python(#[from] PythonError),
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    #[error("failed to start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}

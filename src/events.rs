@@ -1,0 +1,77 @@
+//! The event stream the core emits. Reporters (logs, JSON writers, progress displays)
+//! subscribe to it; the core itself never prints.
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::config::Platform;
+use crate::model::{Attempt, PerformanceMetrics, ScriptResult};
+
+/// Something that happened during a run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    /// The run begins.
+    RunStarted {
+        /// Scripts scheduled.
+        total: usize,
+        /// Scripts run at once.
+        jobs: usize,
+        /// Platform scripts start on.
+        device: Platform,
+        /// Interpreter path.
+        interpreter: String,
+    },
+    /// An attempt of a script starts.
+    ScriptStarted {
+        /// Script id.
+        id: String,
+        /// Attempt number, from 1.
+        attempt: u32,
+        /// Platform of this attempt.
+        device: Platform,
+        /// Path relative to the output folder.
+        path: String,
+    },
+    /// An attempt ended.
+    AttemptFinished {
+        /// Script id.
+        id: String,
+        /// The attempt.
+        attempt: Attempt,
+    },
+    /// A script's final result is known.
+    ScriptFinished {
+        /// The result, as written to `<id>_results.json`.
+        result: Box<ScriptResult>,
+    },
+    /// A problem that does not stop the run.
+    Warning {
+        /// What happened.
+        message: String,
+    },
+    /// The run ended; the metrics are final.
+    RunFinished {
+        /// As written to `performance_metrics.json`.
+        metrics: Box<PerformanceMetrics>,
+    },
+}
+
+/// The sending side of the stream; cheap to clone into tasks.
+#[derive(Debug, Clone)]
+pub struct EventSender(mpsc::UnboundedSender<RunEvent>);
+
+/// Receiving side, owned by the dispatcher.
+pub type EventReceiver = mpsc::UnboundedReceiver<RunEvent>;
+
+impl EventSender {
+    pub fn channel() -> (EventSender, EventReceiver) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (EventSender(tx), rx)
+    }
+
+    /// Sends an event; a closed stream (no subscribers left) is not the core's problem.
+    pub fn emit(&self, event: RunEvent) {
+        let _ = self.0.send(event);
+    }
+}

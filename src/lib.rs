@@ -1,0 +1,19 @@
+//! jax-runner: discover, run and report generated JAX/POMDP scripts.
+//!
+//! The three stages are [`discovery`] (find scripts), [`runner`] (execute them) and
+//! [`report`] (write results); [`app`] wires them together, [`events`] is the stream
+//! between the core and its subscribers, and [`model`] is the serialized contract.
+
+pub mod app;
+pub mod config;
+pub mod discovery;
+pub mod error;
+pub mod events;
+pub mod gpu;
+pub mod lock;
+pub mod model;
+pub mod paths;
+pub mod python;
+pub mod render;
+pub mod report;
+pub mod runner;

@@ -1,0 +1,60 @@
+//! Advisory file locks (`flock`), released when the handle drops or the process dies.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+/// A held lock; dropping it releases the lock.
+#[derive(Debug)]
+pub struct FileLock {
+    _file: File,
+}
+
+impl FileLock {
+    /// Blocks until the lock is held.
+    pub fn acquire(path: &Path) -> std::io::Result<FileLock> {
+        Self::lock(path, libc::LOCK_EX).map(|f| f.expect("blocking lock returns a file"))
+    }
+
+    /// Returns `None` when another process holds the lock.
+    pub fn try_acquire(path: &Path) -> std::io::Result<Option<FileLock>> {
+        Self::lock(path, libc::LOCK_EX | libc::LOCK_NB)
+    }
+
+    fn lock(path: &Path, op: libc::c_int) -> std::io::Result<Option<FileLock>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        loop {
+            // SAFETY: flock on a file descriptor we own; no memory is shared.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+            if rc == 0 {
+                return Ok(Some(FileLock { _file: file }));
+            }
+            let err = std::io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EWOULDBLOCK) => return Ok(None),
+                _ => return Err(err),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_holder_is_refused_until_release() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("x.lock");
+        let first = FileLock::try_acquire(&path).unwrap();
+        assert!(first.is_some());
+        assert!(FileLock::try_acquire(&path).unwrap().is_none());
+        drop(first);
+        assert!(FileLock::try_acquire(&path).unwrap().is_some());
+    }
+}

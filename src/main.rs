@@ -1,0 +1,262 @@
+//! The `jax-runner` binary: parse the command line, run the pipeline, print the
+//! summary, and map the outcome to the documented exit codes.
+
+mod cli;
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Parser;
+use tokio::sync::watch;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{filter, Layer};
+
+use cli::{Cli, Command, FlavorArg};
+use jax_runner::config::{validate_output_dir, RunConfig, RunOptions};
+use jax_runner::discovery::{self, DiscoverOptions};
+use jax_runner::error::Error;
+use jax_runner::python::{self, setup::Flavor, Resolver};
+use jax_runner::report::{self, summary};
+use jax_runner::runner::Stop;
+use jax_runner::{app, config};
+
+const EXIT_FAILED: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_NO_SCRIPTS: u8 = 3;
+const EXIT_INTERRUPTED: u8 = 130;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = cli.verbosity.level();
+    let outcome = match cli.command {
+        None => run(cli.run.options(), level),
+        Some(Command::Run(args)) => run(args.options(), level),
+        Some(Command::List(args)) => list(&args, level),
+        Some(Command::Setup(args)) => setup(args.flavor, level),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {}", chain(&err));
+            ExitCode::from(exit_code(&err))
+        }
+    }
+}
+
+/// The one map from errors to exit codes.
+fn exit_code(err: &Error) -> u8 {
+    match err {
+        Error::Config(_) | Error::Discovery(_) | Error::Python(_) | Error::Runtime(_) => EXIT_USAGE,
+        Error::Report(_) => EXIT_USAGE,
+    }
+}
+
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut s = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        s.push_str(&format!("\n  caused by: {e}"));
+        source = e.source();
+    }
+    s
+}
+
+/// Terminal logging at `level`, plus `execution_log.txt` when a run has a results folder.
+/// The guard flushes the log file when dropped.
+fn init_logging(
+    level: tracing::Level,
+    log_file: Option<&Path>,
+) -> Result<Option<tracing_appender::non_blocking::WorkerGuard>, Error> {
+    let terminal = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .without_time()
+        .with_target(false)
+        .with_filter(filter::Targets::new().with_target("jax_runner", level));
+    let (file_layer, guard) = match log_file {
+        Some(path) => {
+            let file = std::fs::File::create(path).map_err(|source| {
+                Error::Report(jax_runner::error::ReportError::Write {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            })?;
+            let (writer, guard) = tracing_appender::non_blocking(file);
+            let layer = tracing_subscriber::fmt::layer()
+                .with_writer(writer)
+                .with_ansi(false)
+                .with_target(false)
+                .with_filter(
+                    filter::Targets::new().with_target("jax_runner", tracing::Level::DEBUG),
+                );
+            (Some(layer), Some(guard))
+        }
+        None => (None, None),
+    };
+    tracing_subscriber::registry()
+        .with(terminal)
+        .with(file_layer)
+        .init();
+    Ok(guard)
+}
+
+fn run(opts: RunOptions, level: tracing::Level) -> Result<u8, Error> {
+    let config = RunConfig::from_options(opts)?;
+    let _guard = init_logging(level, Some(&config.results_dir.join("execution_log.txt")))?;
+    let discovery = app::discover(&config)?;
+    let interpreter = if discovery.scripts.is_empty() {
+        None
+    } else {
+        Some(Resolver::from_env(config.python.clone()).resolve()?)
+    };
+    if let Some(i) = &interpreter {
+        tracing::info!(
+            "python {} from {} ({}), jax {}",
+            i.info.python_version,
+            i.path.display(),
+            i.source.as_str(),
+            i.info.jax_version.as_deref().unwrap_or("?")
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    let report = runtime.block_on(async {
+        let (stop_tx, stop_rx) = watch::channel(Stop::Run);
+        tokio::spawn(forward_signals(stop_tx));
+        let reporters: Vec<Box<dyn report::Reporter>> = vec![Box::new(report::LogReporter)];
+        app::run(&config, interpreter.as_ref(), discovery, reporters, stop_rx).await
+    });
+    if let Some(err) = report.report_errors.into_iter().next() {
+        return Err(Error::Report(err));
+    }
+    let m = &report.metrics;
+    if level >= tracing::Level::INFO && m.totals.total_scripts > 0 {
+        print!("{}", summary::run_summary(m));
+    }
+    Ok(if m.run.interrupted {
+        EXIT_INTERRUPTED
+    } else if m.totals.total_scripts == 0 && m.totals.missing == 0 {
+        tracing::warn!(
+            "no JAX scripts found under {}: scripts are *.py files in a folder named jax, or files that import jax",
+            config.output_dir.display()
+        );
+        EXIT_NO_SCRIPTS
+    } else if m.all_succeeded() {
+        0
+    } else {
+        EXIT_FAILED
+    })
+}
+
+/// First Ctrl-C or SIGTERM: stop gracefully. Second: kill. Third: leave at once.
+async fn forward_signals(stop: watch::Sender<Stop>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    let mut count = 0;
+    loop {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        count += 1;
+        match count {
+            1 => {
+                tracing::warn!("interrupted: stopping running scripts (again to kill them)");
+                stop.send_replace(Stop::Graceful);
+            }
+            2 => {
+                tracing::warn!("interrupted again: killing running scripts");
+                stop.send_replace(Stop::Kill);
+            }
+            _ => std::process::exit(EXIT_INTERRUPTED as i32),
+        }
+    }
+}
+
+fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
+    init_logging(level, None)?;
+    let root = validate_output_dir(&args.discover.output_dir)?;
+    let results = args
+        .discover
+        .results_dir
+        .as_deref()
+        .map(config::absolute)
+        .unwrap_or_else(|| root.join("execution_results").join("jax"));
+    let found = discovery::discover(
+        &root,
+        &DiscoverOptions {
+            recursive: args.discover.recursive(),
+            exclude: vec![results],
+        },
+    )?;
+    for w in &found.warnings {
+        tracing::warn!("{w}");
+    }
+    if args.json {
+        let doc = serde_json::json!({
+            "schema_version": jax_runner::model::SCHEMA_VERSION,
+            "output_dir": root,
+            "manifest": found.manifest,
+            "scripts": found.scripts,
+            "missing": found.missing,
+            "warnings": found.warnings,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("JSON values serialize")
+        );
+    } else {
+        print!("{}", summary::discovery_table(&found));
+    }
+    Ok(if found.scripts.is_empty() && found.missing.is_empty() {
+        EXIT_NO_SCRIPTS
+    } else {
+        0
+    })
+}
+
+fn setup(flavor: FlavorArg, level: tracing::Level) -> Result<u8, Error> {
+    init_logging(level, None)?;
+    let flavor = match flavor {
+        FlavorArg::Auto => Flavor::for_host(),
+        FlavorArg::Cpu => Flavor::Cpu,
+        FlavorArg::Cuda12 => Flavor::Cuda12,
+    };
+    let managed = match python::setup::existing(flavor) {
+        Some(p) => p,
+        None => {
+            let path_var = std::env::var_os("PATH");
+            let base = python::find_on_path("python3", path_var.as_deref())
+                .ok_or(jax_runner::error::PythonError::NoBasePython)?;
+            python::setup::create(flavor, &base)?
+        }
+    };
+    let managed_info = python::probe_as(&managed, python::Source::Managed)?;
+    eprintln!(
+        "managed environment: {} (python {}, jax {})",
+        managed.display(),
+        managed_info.info.python_version,
+        managed_info
+            .info
+            .jax_version
+            .as_deref()
+            .unwrap_or("missing")
+    );
+    let chosen = Resolver::from_env(None).resolve()?;
+    eprintln!(
+        "runs will use: {} ({})",
+        chosen.path.display(),
+        chosen.source.as_str()
+    );
+    println!("{}", chosen.path.display());
+    Ok(0)
+}

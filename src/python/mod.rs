@@ -1,0 +1,269 @@
+//! The Python side: which interpreter runs the scripts, and what it has installed.
+//! Chosen once per run, in order: `--python`, `JAX_RUNNER_PYTHON`, the active
+//! `VIRTUAL_ENV`, `python3` on PATH when it imports jax, else the managed environment.
+
+pub mod setup;
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::PythonError;
+
+const PROBE: &str = include_str!("probe.py");
+const PROBE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Where the interpreter came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// `--python`.
+    Flag,
+    /// `JAX_RUNNER_PYTHON`.
+    Env,
+    /// The active `VIRTUAL_ENV`.
+    Virtualenv,
+    /// `python3` on PATH.
+    Path,
+    /// The environment jax-runner manages in the user cache.
+    Managed,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Flag => "flag",
+            Source::Env => "env",
+            Source::Virtualenv => "virtualenv",
+            Source::Path => "path",
+            Source::Managed => "managed",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Source::Flag => "--python",
+            Source::Env => "JAX_RUNNER_PYTHON",
+            Source::Virtualenv => "VIRTUAL_ENV",
+            Source::Path => "python3 on PATH",
+            Source::Managed => "managed environment",
+        }
+    }
+}
+
+/// What the probe reports about an interpreter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PythonInfo {
+    /// `sys.executable`.
+    pub executable: String,
+    /// `sys.prefix`.
+    pub prefix: String,
+    /// `platform.python_version()`.
+    pub python_version: String,
+    /// Installed jax distribution version.
+    pub jax_version: Option<String>,
+    /// Installed jaxlib distribution version.
+    pub jaxlib_version: Option<String>,
+    /// Whether `import jax` worked.
+    pub jax_importable: bool,
+    /// The exception when it did not.
+    pub import_error: Option<String>,
+}
+
+/// The chosen interpreter.
+#[derive(Debug, Clone)]
+pub struct Interpreter {
+    /// The command scripts are started with.
+    pub path: PathBuf,
+    pub source: Source,
+    pub info: PythonInfo,
+}
+
+/// The inputs of the choice, captured so tests can set them without touching the
+/// process environment.
+#[derive(Debug, Clone, Default)]
+pub struct Resolver {
+    pub flag: Option<PathBuf>,
+    pub env_var: Option<PathBuf>,
+    pub virtual_env: Option<PathBuf>,
+    pub path_var: Option<OsString>,
+}
+
+impl Resolver {
+    /// Reads `JAX_RUNNER_PYTHON`, `VIRTUAL_ENV` and `PATH` from this process.
+    pub fn from_env(flag: Option<PathBuf>) -> Self {
+        let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+        Resolver {
+            flag,
+            env_var: var("JAX_RUNNER_PYTHON").map(PathBuf::from),
+            virtual_env: var("VIRTUAL_ENV").map(PathBuf::from),
+            path_var: var("PATH"),
+        }
+    }
+
+    /// Picks and probes the interpreter; an explicit choice without jax is an error
+    /// with the command that fixes it.
+    pub fn resolve(&self) -> Result<Interpreter, PythonError> {
+        let explicit = [
+            (self.flag.clone(), Source::Flag),
+            (self.env_var.clone(), Source::Env),
+            (
+                self.virtual_env
+                    .as_ref()
+                    .map(|v| v.join("bin").join("python")),
+                Source::Virtualenv,
+            ),
+        ];
+        if let Some((Some(path), source)) = explicit.into_iter().find(|(p, _)| p.is_some()) {
+            return require_jax(probe_as(&path, source)?);
+        }
+        if let Some(path) = find_on_path("python3", self.path_var.as_deref()) {
+            if let Ok(found) = probe_as(&path, Source::Path) {
+                if found.info.jax_importable {
+                    return Ok(found);
+                }
+                tracing::debug!(python = %path.display(), "python3 on PATH has no jax; using the managed environment");
+            }
+        }
+        let flavor = setup::Flavor::for_host();
+        let python = match setup::existing(flavor) {
+            Some(p) => p,
+            None => {
+                let base = find_on_path("python3", self.path_var.as_deref())
+                    .ok_or(PythonError::NoBasePython)?;
+                setup::create(flavor, &base)?
+            }
+        };
+        require_jax(probe_as(&python, Source::Managed)?)
+    }
+}
+
+fn require_jax(interp: Interpreter) -> Result<Interpreter, PythonError> {
+    if interp.info.jax_importable {
+        return Ok(interp);
+    }
+    let reason = interp
+        .info
+        .import_error
+        .clone()
+        .unwrap_or_else(|| "jax is not installed".into());
+    let fix = format!(
+        "{} -m pip install {}   (or run `jax-runner setup` and drop {})",
+        shell_quote(&interp.path),
+        setup::Flavor::Cpu.pinned_jax(),
+        interp.source.describe()
+    );
+    Err(PythonError::NoJax {
+        path: interp.path,
+        reason,
+        fix,
+    })
+}
+
+/// Probes `path` and tags it with where it came from.
+pub fn probe_as(path: &Path, source: Source) -> Result<Interpreter, PythonError> {
+    if !is_executable(path) {
+        return Err(PythonError::NotFound {
+            path: path.to_path_buf(),
+            source_name: source.describe(),
+        });
+    }
+    let info = probe(path)?;
+    Ok(Interpreter {
+        path: path.to_path_buf(),
+        source,
+        info,
+    })
+}
+
+/// Runs the embedded probe in the interpreter (once per run) and parses its report.
+pub fn probe(path: &Path) -> Result<PythonInfo, PythonError> {
+    let mut cmd = Command::new(path);
+    cmd.arg("-c").arg(PROBE).env("JAX_PLATFORMS", "cpu");
+    let (status, stdout, stderr) =
+        capture(cmd, PROBE_TIMEOUT).map_err(|source| PythonError::Spawn {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'));
+    match line.map(serde_json::from_str::<PythonInfo>) {
+        Some(Ok(info)) => Ok(info),
+        _ => Err(PythonError::Probe {
+            path: path.to_path_buf(),
+            message: format!(
+                "{status}; stderr: {}",
+                stderr.lines().last().unwrap_or("").trim()
+            ),
+        }),
+    }
+}
+
+/// Runs a short command to completion with a time limit, capturing its output.
+fn capture(mut cmd: Command, limit: Duration) -> std::io::Result<(String, String, String)> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let out_pipe = child.stdout.take().expect("piped");
+    let err_pipe = child.stderr.take().expect("piped");
+    // Both pipes drain on threads so a chatty or hung child cannot block the timer.
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = pipe.read_to_string(&mut s);
+            s
+        })
+    };
+    let out_reader = drain(Box::new(out_pipe));
+    let err_reader = drain(Box::new(err_pipe));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status.to_string();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break format!("timed out after {}s", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    Ok((status, stdout, stderr))
+}
+
+/// The first executable `name` on a PATH-like list.
+pub fn find_on_path(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(path_var?)
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Quotes a path for a copy-pasteable shell command.
+pub fn shell_quote(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    if s.chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
+    {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,78 @@
+//! Atomic file writes: a temporary file in the same folder, flushed, then renamed over
+//! the target, so a reader sees the old file or the new one, never half of one.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::ReportError;
+
+/// Writes `bytes` to `path` atomically.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    let fail = |source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    // Hidden and unique per process and call, so concurrent writers never share one.
+    let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(fail)
+}
+
+/// Serializes `value` as pretty JSON with a final newline and writes it atomically.
+pub fn write_json<T: serde::Serialize>(
+    path: &Path,
+    what: &'static str,
+    value: &T,
+) -> Result<(), ReportError> {
+    let mut bytes = serde_json::to_vec_pretty(value)
+        .map_err(|source| ReportError::Serialize { what, source })?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_the_file_and_leaves_no_temporaries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("sub/x.json");
+        write_json(&path, "test", &serde_json::json!({"a": 1})).unwrap();
+        write_json(&path, "test", &serde_json::json!({"a": 2})).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["a"], 2);
+        let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("x.json")]);
+    }
+
+    #[test]
+    fn failure_names_the_path() {
+        let err = write_atomic(Path::new("/proc/no/such/place.json"), b"{}").unwrap_err();
+        assert!(err.to_string().contains("/proc/no/such/place.json"));
+    }
+}

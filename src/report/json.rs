@@ -1,0 +1,39 @@
+//! Writes `<id>_results.json` as each script finishes and `performance_metrics.json`
+//! when the run ends.
+
+use std::path::PathBuf;
+
+use super::{write_json, Reporter};
+use crate::error::ReportError;
+use crate::events::RunEvent;
+use crate::model::results_file_name;
+
+pub const METRICS_FILE: &str = "performance_metrics.json";
+
+/// The JSON contract writer.
+#[derive(Debug)]
+pub struct JsonReporter {
+    results_dir: PathBuf,
+}
+
+impl JsonReporter {
+    pub fn new(results_dir: PathBuf) -> Self {
+        JsonReporter { results_dir }
+    }
+}
+
+impl Reporter for JsonReporter {
+    fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
+        match event {
+            RunEvent::ScriptFinished { result } => write_json(
+                &self.results_dir.join(results_file_name(&result.id)),
+                "script result",
+                result,
+            ),
+            RunEvent::RunFinished { metrics } => {
+                write_json(&self.results_dir.join(METRICS_FILE), "run metrics", metrics)
+            }
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The environment each script starts with: the parent's, plus the device settings,
+//! the data folder, the attempt number and the compilation cache.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use crate::config::Platform;
+
+/// Variables removed from the child's environment: `JAX_PLATFORM_NAME` is deprecated,
+/// and `gpu` there also means ROCm, so it must not compete with `JAX_PLATFORMS`.
+pub const REMOVED: &[&str] = &["JAX_PLATFORM_NAME"];
+
+/// What one attempt's environment is built from.
+#[derive(Debug, Clone)]
+pub struct EnvSpec<'a> {
+    pub platform: Platform,
+    pub data_dir: &'a Path,
+    pub attempt: u32,
+    pub compilation_cache: Option<&'a Path>,
+}
+
+/// The variables to set on top of the parent's environment.
+pub fn child_env(spec: &EnvSpec<'_>) -> Vec<(&'static str, OsString)> {
+    let mut vars: Vec<(&'static str, OsString)> = vec![
+        ("JAX_PLATFORMS", spec.platform.jax_platforms().into()),
+        ("GNN_OUTPUT_DIR", spec.data_dir.into()),
+        ("JAX_OUTPUT_DIR", spec.data_dir.into()),
+        ("JAX_RUNNER_ATTEMPT", spec.attempt.to_string().into()),
+        // Logs stream to files as the script writes them, not when it exits.
+        ("PYTHONUNBUFFERED", "1".into()),
+    ];
+    match spec.platform {
+        // An empty list hides every GPU, so a CPU run cannot grab GPU memory.
+        Platform::Cpu => vars.push(("CUDA_VISIBLE_DEVICES", "".into())),
+        // Without this each process takes 75% of GPU memory at start, and a second
+        // script on the same GPU fails with out-of-memory.
+        Platform::Gpu => vars.push(("XLA_PYTHON_CLIENT_PREALLOCATE", "false".into())),
+        Platform::Tpu => {}
+    }
+    if let Some(cache) = spec.compilation_cache {
+        vars.push(("JAX_COMPILATION_CACHE_DIR", cache.into()));
+        // Cache every compilation: generated scripts compile many small programs.
+        vars.push(("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0".into()));
+        vars.push(("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1".into()));
+    }
+    vars
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get<'a>(vars: &'a [(&'static str, OsString)], key: &str) -> Option<&'a OsString> {
+        vars.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    #[test]
+    fn cpu_hides_gpus_and_gpu_disables_preallocation() {
+        let data = Path::new("/r/data/x");
+        let mut spec = EnvSpec {
+            platform: Platform::Cpu,
+            data_dir: data,
+            attempt: 2,
+            compilation_cache: None,
+        };
+        let cpu = child_env(&spec);
+        assert_eq!(get(&cpu, "JAX_PLATFORMS").unwrap(), "cpu");
+        assert_eq!(get(&cpu, "CUDA_VISIBLE_DEVICES").unwrap(), "");
+        assert_eq!(get(&cpu, "JAX_RUNNER_ATTEMPT").unwrap(), "2");
+        assert_eq!(get(&cpu, "GNN_OUTPUT_DIR").unwrap(), "/r/data/x");
+        assert!(get(&cpu, "JAX_COMPILATION_CACHE_DIR").is_none());
+        spec.platform = Platform::Gpu;
+        spec.compilation_cache = Some(Path::new("/c"));
+        let gpu = child_env(&spec);
+        assert_eq!(get(&gpu, "JAX_PLATFORMS").unwrap(), "cuda");
+        assert_eq!(get(&gpu, "XLA_PYTHON_CLIENT_PREALLOCATE").unwrap(), "false");
+        assert!(get(&gpu, "CUDA_VISIBLE_DEVICES").is_none());
+        assert_eq!(get(&gpu, "JAX_COMPILATION_CACHE_DIR").unwrap(), "/c");
+        assert_eq!(
+            get(&gpu, "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES").unwrap(),
+            "-1"
+        );
+    }
+}

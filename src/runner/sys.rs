@@ -1,0 +1,131 @@
+//! Thin, safe wrappers over the Unix calls the runner needs: wait4 with the kernel's
+//! resource accounting, and signals to whole process groups.
+
+use std::time::Duration;
+
+/// How a process ended and what it cost, from `wait4`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Exit {
+    /// Exit code when it exited.
+    pub code: Option<i32>,
+    /// Signal when a signal killed it.
+    pub signal: Option<i32>,
+    pub user_cpu: Duration,
+    pub system_cpu: Duration,
+    /// Peak RSS of the process (and of descendants it waited for), bytes.
+    pub max_rss_bytes: u64,
+}
+
+/// Blocks until `pid` exits and reaps it. Call from a blocking thread.
+pub fn wait4(pid: libc::pid_t) -> std::io::Result<Exit> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is plain data that the kernel fills in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: pointers are to live locals; pid is our own child.
+        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if rc == pid {
+            break;
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return Err(err);
+        }
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
+    let (code, signal) = if libc::WIFEXITED(status) {
+        (Some(libc::WEXITSTATUS(status)), None)
+    } else if libc::WIFSIGNALED(status) {
+        (None, Some(libc::WTERMSIG(status)))
+    } else {
+        (None, None)
+    };
+    Ok(Exit {
+        code,
+        signal,
+        user_cpu: tv(usage.ru_utime),
+        system_cpu: tv(usage.ru_stime),
+        // Linux reports ru_maxrss in KiB.
+        max_rss_bytes: (usage.ru_maxrss.max(0) as u64) * 1024,
+    })
+}
+
+/// Sends `signal` to every process in group `pgid`; a group already gone is fine.
+pub fn kill_group(pgid: libc::pid_t, signal: libc::c_int) {
+    if pgid <= 1 {
+        return; // never signal init or "every process"
+    }
+    // SAFETY: killpg has no memory effects.
+    unsafe {
+        libc::killpg(pgid, signal);
+    }
+}
+
+/// Sends `signal` to one process.
+pub fn kill_pid(pid: libc::pid_t, signal: libc::c_int) {
+    if pid <= 1 {
+        return;
+    }
+    // SAFETY: kill has no memory effects.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// The conventional name of a signal number.
+pub fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        _ => return format!("SIG{signal}"),
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+
+    // The children are reaped by wait4, which clippy cannot see.
+    #[test]
+    #[allow(clippy::zombie_processes)]
+    fn wait4_reports_exit_code_and_cpu() {
+        let child = Command::new("sh").args(["-c", "exit 7"]).spawn().unwrap();
+        let exit = wait4(child.id() as i32).unwrap();
+        assert_eq!((exit.code, exit.signal), (Some(7), None));
+        assert!(exit.max_rss_bytes > 0);
+    }
+
+    #[test]
+    #[allow(clippy::zombie_processes)]
+    fn kill_group_reaches_the_whole_group() {
+        let child = Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30; wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        std::thread::sleep(Duration::from_millis(100));
+        kill_group(pid, libc::SIGKILL);
+        let exit = wait4(pid).unwrap();
+        assert_eq!(exit.signal, Some(libc::SIGKILL));
+        assert_eq!(signal_name(9), "SIGKILL");
+        assert_eq!(signal_name(64), "SIG64");
+    }
+}

@@ -1,0 +1,89 @@
+//! The process tree of a running script and its resident memory. Only the tree's own
+//! PIDs are refreshed, so sampling costs the same on a busy host as on an idle one.
+
+use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+
+/// A cap on the tree walked, so a fork bomb cannot make sampling itself expensive.
+const MAX_TREE: usize = 4096;
+
+/// PIDs of `root` and its live descendants, read from `/proc/<pid>/task/*/children`.
+pub fn tree_pids(root: u32) -> Vec<u32> {
+    let mut out = vec![root];
+    let mut i = 0;
+    while i < out.len() && out.len() < MAX_TREE {
+        let pid = out[i];
+        i += 1;
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Ok(children) = std::fs::read_to_string(task.path().join("children")) else {
+                continue;
+            };
+            out.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    out.truncate(MAX_TREE);
+    out
+}
+
+/// Samples a tree's total RSS and keeps the peak.
+pub struct TreeSampler {
+    system: System,
+    /// Highest total RSS seen, bytes.
+    pub peak_bytes: u64,
+}
+
+impl Default for TreeSampler {
+    fn default() -> Self {
+        TreeSampler {
+            system: System::new(),
+            peak_bytes: 0,
+        }
+    }
+}
+
+impl TreeSampler {
+    /// Refreshes the tree under `root` and returns its total RSS in bytes.
+    pub fn sample(&mut self, root: u32) -> u64 {
+        let pids: Vec<Pid> = tree_pids(root).into_iter().map(Pid::from_u32).collect();
+        self.system.refresh_processes_specifics(
+            ProcessesToUpdate::Some(&pids),
+            true,
+            ProcessRefreshKind::nothing().with_memory(),
+        );
+        let total: u64 = pids
+            .iter()
+            .filter_map(|p| self.system.process(*p))
+            .map(|p| p.memory())
+            .sum();
+        self.peak_bytes = self.peak_bytes.max(total);
+        total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    #[test]
+    fn finds_grandchildren_and_sums_their_memory() {
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 5 & sleep 5 & wait"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let pids = tree_pids(child.id());
+        assert_eq!(pids.len(), 3, "{pids:?}");
+        let mut sampler = TreeSampler::default();
+        let total = sampler.sample(child.id());
+        assert!(total > 0 && sampler.peak_bytes == total);
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}

@@ -1,0 +1,118 @@
+//! The command line itself: help, exit codes, `list`, and the default subcommand.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn help_documents_exit_codes() {
+    let out = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "Exit codes",
+        "130",
+        "no scripts found",
+        "--device",
+        "--timeout",
+    ] {
+        assert!(text.contains(needle), "help lacks {needle}: {text}");
+    }
+}
+
+#[test]
+fn list_shows_scripts_without_running_them() {
+    let t = Tree::new();
+    t.fixture("fail_exception.py", "m/jax/fail_exception.py");
+    t.write("m/helper.py", "import jax.numpy as jnp\n");
+    t.write("m/other.py", "import numpy\n");
+    let out = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .args(["list", "--json", "--output-dir"])
+        .arg(t.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let scripts = doc["scripts"].as_array().unwrap();
+    assert_eq!(scripts.len(), 2);
+    // Path order: m/helper.py sorts before m/jax/….
+    assert_eq!(scripts[0]["id"], "helper");
+    assert_eq!(scripts[0]["discovered_by"], "imports_jax");
+    assert_eq!(scripts[1]["id"], "fail_exception");
+    assert_eq!(scripts[1]["discovered_by"], "jax_folder");
+    assert!(!t.results_dir().exists(), "list writes nothing");
+
+    let table = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .args(["list", "--output-dir"])
+        .arg(t.dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains("ID") && text.contains("m/helper.py") && text.contains("2 script(s)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn list_of_an_empty_tree_exits_3() {
+    let t = Tree::new();
+    let out = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .args(["list", "--output-dir"])
+        .arg(t.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 3);
+}
+
+#[test]
+fn the_run_subcommand_and_the_default_are_the_same() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    let out = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .arg("run")
+        .arg("--output-dir")
+        .arg(t.dir.path())
+        .arg("--python")
+        .arg(python())
+        .args(["--device", "cpu", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(t.result("ok_plain")["discovered_by"], "jax_folder");
+    assert!(out.stdout.is_empty(), "-q prints no summary");
+}
+
+#[test]
+fn python_without_jax_is_exit_2_with_the_fix() {
+    let t = Tree::new();
+    t.fixture("ok_jax.py", "m/jax/ok_jax.py");
+    let venv = t.root().join("nojax-venv");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .arg("--output-dir")
+        .arg(t.dir.path())
+        .arg("--python")
+        .arg(venv.join("bin/python"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot import jax") && err.contains("-m pip install 'jax==0.10.2'"),
+        "{err}"
+    );
+}

@@ -1,0 +1,124 @@
+//! Shared helpers for integration tests: the managed interpreter, fixture trees, and
+//! reading what a run wrote.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The interpreter runs use, provisioned once per test binary through `jax-runner
+/// setup` (which locks, so parallel test binaries share one environment).
+pub fn python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let out = Command::cargo_bin("jax-runner")
+            .unwrap()
+            .args(["setup", "-q"])
+            .output()
+            .expect("jax-runner setup runs");
+        assert!(
+            out.status.success(),
+            "jax-runner setup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+}
+
+/// A temporary pipeline output tree.
+pub struct Tree {
+    pub dir: tempfile::TempDir,
+}
+
+impl Tree {
+    pub fn new() -> Tree {
+        Tree {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().canonicalize().unwrap()
+    }
+
+    /// Copies `fixtures/<fixture>` to `<rel>` in the tree.
+    pub fn fixture(&self, fixture: &str, rel: &str) -> PathBuf {
+        let dest = self.dir.path().join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(repo().join("fixtures").join(fixture), &dest).unwrap();
+        dest
+    }
+
+    pub fn write(&self, rel: &str, body: &str) -> PathBuf {
+        let dest = self.dir.path().join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::write(&dest, body).unwrap();
+        dest
+    }
+
+    pub fn results_dir(&self) -> PathBuf {
+        self.root().join("execution_results/jax")
+    }
+
+    /// `jax-runner --output-dir <tree> --python <managed> --compilation-cache off ARGS`.
+    pub fn cmd(&self) -> Command {
+        let mut cmd = Command::cargo_bin("jax-runner").unwrap();
+        cmd.arg("--output-dir")
+            .arg(self.dir.path())
+            .arg("--python")
+            .arg(python())
+            .args(["--compilation-cache", "off", "--device", "cpu"])
+            .env_remove("JAX_PLATFORM_NAME")
+            .timeout(std::time::Duration::from_secs(300));
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd().args(args).output().unwrap()
+    }
+
+    pub fn result(&self, id: &str) -> Value {
+        read_json(&self.results_dir().join(format!("{id}_results.json")))
+    }
+
+    pub fn metrics(&self) -> Value {
+        read_json(&self.results_dir().join("performance_metrics.json"))
+    }
+}
+
+pub fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+pub fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// PIDs of live processes whose command line mentions `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
