@@ -1,20 +1,43 @@
 //! The run pipeline: discovered scripts and a chosen interpreter in, results and
 //! metrics out, with every reporter subscribed to the event stream.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 use tokio::sync::watch;
 
-use crate::config::{CompilationCache, Platform, RunConfig};
+use crate::config::{CompilationCache, Device, Platform, RunConfig};
 use crate::discovery::{DiscoverOptions, Discovery};
-use crate::error::{DiscoveryError, ReportError};
+use crate::error::{ConfigError, DiscoveryError, ReportError};
 use crate::events::{EventSender, RunEvent};
+use crate::lock::FileLock;
 use crate::model::{PerformanceMetrics, RunInfo};
 use crate::paths::rfc3339;
 use crate::python::Interpreter;
 use crate::report::{self, Reporter};
-use crate::runner::{self, RunContext, Stop};
+use crate::runner::{self, telemetry, RunContext, Stop};
+
+/// Takes the results folder's lock, so two runners never write the same folder.
+pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
+    let path = config.results_dir.join(".jax-runner.lock");
+    let locked = |source| ConfigError::ResultsDir {
+        path: path.clone(),
+        source,
+    };
+    match FileLock::try_acquire(&path).map_err(locked)? {
+        Some(lock) => {
+            // Best effort: the PID tells the next runner who holds it.
+            let _ = std::fs::write(&path, format!("{}\n", std::process::id()));
+            Ok(lock)
+        }
+        None => Err(ConfigError::ResultsLocked {
+            path: config.results_dir.clone(),
+            holder: std::fs::read_to_string(&path)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+        }),
+    }
+}
 
 /// Discovers scripts for `config`, never entering the results folder.
 pub fn discover(config: &RunConfig) -> Result<Discovery, DiscoveryError> {
@@ -27,17 +50,39 @@ pub fn discover(config: &RunConfig) -> Result<Discovery, DiscoveryError> {
     )
 }
 
-/// The platform and the number of parallel jobs for this host.
-pub fn plan(config: &RunConfig) -> (Platform, usize) {
-    let gpus = crate::gpu::nvidia_gpu_count().unwrap_or(0);
+/// Where and how wide a run goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The platform scripts are set up for.
+    pub platform: Platform,
+    pub jobs: usize,
+    /// Why a GPU request will run on the CPU from the start, if it will.
+    pub gpu_unusable: Option<String>,
+}
+
+/// The platform, the GPU verdict and the number of parallel jobs for this host.
+pub fn plan(config: &RunConfig) -> Plan {
+    let nvml = crate::gpu::nvidia_gpu_count();
+    let gpus = nvml.unwrap_or(0);
     let platform = config.device.resolve(gpus);
-    let jobs = config.jobs.map(|j| j.get()).unwrap_or(match platform {
-        Platform::Cpu => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        // One script per GPU by default: scripts on one GPU fight over its memory.
-        Platform::Gpu => gpus.max(1),
-        Platform::Tpu => 1,
+    let gpu_unusable = (platform == Platform::Gpu && gpus == 0).then(|| match nvml {
+        None => "no NVIDIA driver: NVML could not be loaded".to_string(),
+        Some(_) => "NVML reports no NVIDIA GPU".to_string(),
     });
-    (platform, jobs)
+    let on_cpu = platform == Platform::Cpu || (gpu_unusable.is_some() && config.fallback_to_cpu);
+    let jobs = config.jobs.map(|j| j.get()).unwrap_or(if on_cpu {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else if platform == Platform::Gpu {
+        // One script per GPU by default: scripts on one GPU fight over its memory.
+        gpus.max(1)
+    } else {
+        1
+    });
+    Plan {
+        platform,
+        jobs,
+        gpu_unusable,
+    }
 }
 
 /// What a finished run hands back to the edge.
@@ -63,53 +108,70 @@ pub async fn run(
     );
     let (events, rx) = EventSender::channel();
     let dispatcher = tokio::spawn(report::dispatch(rx, reporters));
-    let (platform, jobs) = plan(config);
+    let plan = plan(config);
     let started_at = SystemTime::now();
     let started = Instant::now();
+    let warn = |message: String| events.emit(RunEvent::Warning { message });
 
     for message in &discovery.warnings {
-        events.emit(RunEvent::Warning {
-            message: message.clone(),
-        });
+        warn(message.clone());
     }
     for missing in &discovery.missing {
-        events.emit(RunEvent::Warning {
-            message: format!("the render manifest lists {missing}, which does not exist"),
-        });
+        warn(format!(
+            "the render manifest lists {missing}, which does not exist"
+        ));
     }
     let compilation_cache = match &config.compilation_cache {
         CompilationCache::Off => None,
         CompilationCache::Dir(dir) => match std::fs::create_dir_all(dir) {
             Ok(()) => Some(dir.clone()),
             Err(e) => {
-                events.emit(RunEvent::Warning {
-                    message: format!(
-                        "compilation cache disabled: failed to create {}: {e}",
-                        dir.display()
-                    ),
-                });
+                warn(format!(
+                    "compilation cache disabled: failed to create {}: {e}",
+                    dir.display()
+                ));
                 None
             }
         },
     };
+    let shim_dir = match telemetry::install(&crate::paths::cache_dir()) {
+        Ok(dir) => Some(dir),
+        Err(e) => {
+            warn(format!(
+                "device telemetry disabled: failed to install the shim: {e}"
+            ));
+            None
+        }
+    };
+    if let (Some(reason), false) = (&plan.gpu_unusable, config.fallback_to_cpu) {
+        warn(format!(
+            "GPU requested but unusable ({reason}) and --fallback none: scripts will fail"
+        ));
+    }
 
     let results = match interpreter {
         Some(interp) if !discovery.scripts.is_empty() => {
             events.emit(RunEvent::RunStarted {
                 total: discovery.scripts.len(),
-                jobs,
-                device: platform,
+                jobs: plan.jobs,
+                device: plan.platform,
                 interpreter: interp.path.display().to_string(),
             });
             let ctx = Arc::new(RunContext {
                 python: interp.path.clone(),
                 device_requested: config.device,
-                platform,
-                jobs,
+                platform: plan.platform,
+                jobs: plan.jobs,
                 timeout: config.timeout,
                 grace: config.grace,
                 results_dir: config.results_dir.clone(),
                 compilation_cache: compilation_cache.clone(),
+                retry: config.retry.clone(),
+                fallback_to_cpu: config.fallback_to_cpu,
+                max_log_bytes: config.max_log_bytes,
+                shim_dir,
+                run_token: format!("{}-{}", std::process::id(), rfc3339(started_at)),
+                gpu_broken: Mutex::new(plan.gpu_unusable.clone()),
             });
             runner::run_all(ctx, discovery.scripts, events.clone(), stop.clone()).await
         }
@@ -122,8 +184,12 @@ pub async fn run(
         finished_at: rfc3339(SystemTime::now()),
         wall_time_s: started.elapsed().as_secs_f64(),
         device_requested: config.device,
-        device: platform,
-        jobs,
+        device: if plan.gpu_unusable.is_some() && config.fallback_to_cpu {
+            Platform::Cpu
+        } else {
+            plan.platform
+        },
+        jobs: plan.jobs,
         interpreter: info(|i| Some(i.path.display().to_string())),
         interpreter_source: info(|i| Some(i.source.as_str().to_string())),
         python_version: info(|i| Some(i.info.python_version.clone())),
@@ -133,10 +199,22 @@ pub async fn run(
         results_dir: config.results_dir.display().to_string(),
         compilation_cache: compilation_cache.map(|p| p.display().to_string()),
         interrupted: *stop.borrow() != Stop::Run,
+        retries: config.retry.retries,
+        retry_on: config.retry.retry_on.iter().copied().collect(),
+        fallback: if config.fallback_to_cpu {
+            "cpu"
+        } else {
+            "none"
+        }
+        .into(),
+        device_fallback_reason: plan
+            .gpu_unusable
+            .filter(|_| config.fallback_to_cpu && config.device != Device::Cpu),
+        runner_peak_rss_mb: runner_peak_rss_mb(),
     };
     let metrics = PerformanceMetrics::build(
         run,
-        &results,
+        results,
         discovery.missing.clone(),
         discovery.warnings.clone(),
     );
@@ -149,4 +227,14 @@ pub async fn run(
         metrics,
         report_errors,
     }
+}
+
+/// The runner's own peak RSS, from the kernel.
+fn runner_peak_rss_mb() -> f64 {
+    // SAFETY: getrusage fills a plain struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0.0;
+    }
+    usage.ru_maxrss as f64 / 1024.0
 }

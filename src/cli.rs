@@ -104,6 +104,23 @@ pub struct RunArgs {
     /// Persistent XLA compilation cache folder, or `off` [default: in the user cache].
     #[arg(long, value_name = "DIR|off")]
     pub compilation_cache: Option<String>,
+    /// Retries after a failed attempt, for the classes in --retry-on.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub retries: u32,
+    /// Failure classes to retry, comma-separated [default: killed_by_signal]. Classes:
+    /// script_error, timed_out, out_of_memory, gpu_environment, broken_install,
+    /// killed_by_signal.
+    #[arg(long, value_name = "CLASSES", value_delimiter = ',')]
+    pub retry_on: Option<Vec<String>>,
+    /// Delay before the first retry; doubles each retry, with jitter.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub retry_delay: Duration,
+    /// Where a GPU script goes when the GPU environment fails: cpu, or none to fail.
+    #[arg(long, value_name = "cpu|none", default_value = "cpu", value_parser = ["cpu", "none"])]
+    pub fallback: String,
+    /// Cap on each log file (e.g. 50M, 1G), keeping its head and its end [default: no cap].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_log_size: Option<u64>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -152,6 +169,31 @@ impl Verbosity {
     }
 }
 
+/// Sizes such as `512K`, `50M`, `1G` (binary units) or plain bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, unit) = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((t, ""), |i| t.split_at(i));
+    let mult: u64 = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return Err(format!("unknown unit in {s:?} (use K, M, G or T)")),
+    };
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size such as 50M or 1G"))?;
+    Ok((value * mult as f64) as u64)
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (use a duration such as 90s, 5m or 1h)"))
 }
@@ -174,6 +216,26 @@ impl RunArgs {
             grace: self.grace,
             python: self.python.clone(),
             compilation_cache: self.compilation_cache.clone(),
+            retries: self.retries,
+            retry_on: self.retry_on.clone(),
+            retry_delay: self.retry_delay,
+            fallback: self.fallback.clone(),
+            max_log_bytes: self.max_log_size,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("50M"), Ok(50 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("1.5KiB"), Ok(1536));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("5Q").is_err());
     }
 }

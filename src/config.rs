@@ -7,6 +7,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
+use crate::runner::classify::FailureClass;
+use crate::runner::RetryPolicy;
 
 /// The device a user asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +95,11 @@ pub struct RunConfig {
     /// `--python`, when given.
     pub python: Option<PathBuf>,
     pub compilation_cache: CompilationCache,
+    pub retry: RetryPolicy,
+    /// Move GPU scripts to the CPU when the GPU environment fails (`--fallback cpu`).
+    pub fallback_to_cpu: bool,
+    /// Cap on each log file, keeping head and tail.
+    pub max_log_bytes: Option<u64>,
 }
 
 /// The raw choices from the edge, before validation.
@@ -108,6 +115,15 @@ pub struct RunOptions {
     pub python: Option<PathBuf>,
     /// `None` means the default folder in the user cache; `Some("off")` disables it.
     pub compilation_cache: Option<String>,
+    /// Retries after the first attempt.
+    pub retries: u32,
+    /// Failure class names to retry; `None` keeps the default set.
+    pub retry_on: Option<Vec<String>>,
+    /// Delay before the first retry (doubles after each).
+    pub retry_delay: Duration,
+    /// `cpu` or `none`.
+    pub fallback: String,
+    pub max_log_bytes: Option<u64>,
 }
 
 impl RunConfig {
@@ -148,7 +164,52 @@ impl RunConfig {
             Some(dir) => CompilationCache::Dir(absolute(Path::new(dir))),
             None => CompilationCache::Dir(crate::paths::cache_dir().join("jax-compilation-cache")),
         };
+        let retry_on = match &opts.retry_on {
+            None => RetryPolicy::default_retry_on(),
+            Some(names) => names
+                .iter()
+                .flat_map(|n| n.split(','))
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(|n| {
+                    FailureClass::parse(n).ok_or_else(|| ConfigError::Invalid {
+                        option: "--retry-on",
+                        value: n.to_string(),
+                        reason: format!(
+                            "not a failure class; use one of {}",
+                            FailureClass::ALL.map(FailureClass::as_str).join(", ")
+                        ),
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let fallback_to_cpu = match opts.fallback.as_str() {
+            "cpu" => true,
+            "none" => false,
+            other => {
+                return Err(ConfigError::Invalid {
+                    option: "--fallback",
+                    value: other.to_string(),
+                    reason: "use cpu or none".into(),
+                })
+            }
+        };
+        if opts.max_log_bytes.is_some_and(|b| b < 1024) {
+            return Err(ConfigError::Invalid {
+                option: "--max-log-size",
+                value: format!("{}", opts.max_log_bytes.unwrap_or(0)),
+                reason: "must be at least 1KiB".into(),
+            });
+        }
         Ok(RunConfig {
+            retry: RetryPolicy {
+                retries: opts.retries,
+                retry_on,
+                base_delay: opts.retry_delay,
+                ..RetryPolicy::default()
+            },
+            fallback_to_cpu,
+            max_log_bytes: opts.max_log_bytes,
             output_dir,
             results_dir,
             device: opts.device,
@@ -204,6 +265,11 @@ mod tests {
             grace: Duration::from_secs(1),
             python: None,
             compilation_cache: Some("off".into()),
+            retries: 1,
+            retry_on: None,
+            retry_delay: Duration::from_secs(1),
+            fallback: "cpu".into(),
+            max_log_bytes: None,
         }
     }
 
@@ -231,6 +297,23 @@ mod tests {
         assert!(RunConfig::from_options(o).is_err());
         let mut o = opts(tmp.path());
         o.timeout = Duration::ZERO;
+        assert!(RunConfig::from_options(o).is_err());
+    }
+
+    #[test]
+    fn retry_classes_and_fallback_are_validated() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut o = opts(tmp.path());
+        o.retry_on = Some(vec!["timed_out,out_of_memory".into()]);
+        let cfg = RunConfig::from_options(o).unwrap();
+        assert!(cfg.retry.retry_on.contains(&FailureClass::TimedOut));
+        assert!(!cfg.retry.retry_on.contains(&FailureClass::KilledBySignal));
+        let mut o = opts(tmp.path());
+        o.retry_on = Some(vec!["flaky".into()]);
+        let err = RunConfig::from_options(o).unwrap_err().to_string();
+        assert!(err.contains("script_error"), "{err}");
+        let mut o = opts(tmp.path());
+        o.fallback = "tpu".into();
         assert!(RunConfig::from_options(o).is_err());
     }
 

@@ -23,6 +23,8 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    #[error("another jax-runner (pid {holder}) is writing {path}: wait for it to finish, or pass --results-dir with another folder")]
+    ResultsLocked { path: PathBuf, holder: String },
     #[error("invalid value {value:?} for {option}: {reason}")]
     Invalid {
         option: &'static str,

@@ -5,7 +5,7 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 
 use crate::config::Platform;
-use crate::model::{Attempt, PerformanceMetrics, ScriptResult};
+use crate::model::{Attempt, FailureClass, Fallback, PerformanceMetrics, ScriptResult};
 
 /// Something that happened during a run.
 #[derive(Debug, Clone, Serialize)]
@@ -38,7 +38,25 @@ pub enum RunEvent {
         /// Script id.
         id: String,
         /// The attempt.
-        attempt: Attempt,
+        attempt: Box<Attempt>,
+    },
+    /// A failed attempt will be retried after a delay.
+    RetryScheduled {
+        /// Script id.
+        id: String,
+        /// The attempt that failed.
+        attempt: u32,
+        /// Its failure class.
+        class: FailureClass,
+        /// Seconds until the next attempt.
+        delay_s: f64,
+    },
+    /// A script moves to another device.
+    Fallback {
+        /// Script id.
+        id: String,
+        /// From, to and why.
+        fallback: Fallback,
     },
     /// A script's final result is known.
     ScriptFinished {

@@ -104,7 +104,16 @@ fn init_logging(
 
 fn run(opts: RunOptions, level: tracing::Level) -> Result<u8, Error> {
     let config = RunConfig::from_options(opts)?;
+    // Before anything touches the results folder: a second runner must not truncate
+    // the first one's log.
+    let _lock = app::lock_results(&config)?;
     let _guard = init_logging(level, Some(&config.results_dir.join("execution_log.txt")))?;
+    // Orphans of scripts come to us, not to init, so they can be found and killed.
+    if let Err(e) = jax_runner::runner::reaper::become_subreaper() {
+        tracing::warn!(
+            "cannot become a subreaper ({e}): leftover processes may escape leak checks"
+        );
+    }
     let discovery = app::discover(&config)?;
     let interpreter = if discovery.scripts.is_empty() {
         None
@@ -127,7 +136,8 @@ fn run(opts: RunOptions, level: tracing::Level) -> Result<u8, Error> {
     let report = runtime.block_on(async {
         let (stop_tx, stop_rx) = watch::channel(Stop::Run);
         tokio::spawn(forward_signals(stop_tx));
-        let reporters: Vec<Box<dyn report::Reporter>> = vec![Box::new(report::LogReporter)];
+        let reporters: Vec<Box<dyn report::Reporter>> =
+            vec![Box::new(report::LogReporter::default())];
         app::run(&config, interpreter.as_ref(), discovery, reporters, stop_rx).await
     });
     if let Some(err) = report.report_errors.into_iter().next() {
@@ -231,16 +241,13 @@ fn setup(flavor: FlavorArg, level: tracing::Level) -> Result<u8, Error> {
         FlavorArg::Cpu => Flavor::Cpu,
         FlavorArg::Cuda12 => Flavor::Cuda12,
     };
-    let managed = match python::setup::existing(flavor) {
-        Some(p) => p,
-        None => {
-            let path_var = std::env::var_os("PATH");
-            let base = python::find_on_path("python3", path_var.as_deref())
-                .ok_or(jax_runner::error::PythonError::NoBasePython)?;
-            python::setup::create(flavor, &base)?
-        }
-    };
+    let managed = python::setup::ensure(flavor, std::env::var_os("PATH").as_deref())?;
     let managed_info = python::probe_as(&managed, python::Source::Managed)?;
+    let chosen = Resolver::from_env(None).resolve()?;
+    if level < tracing::Level::INFO {
+        println!("{}", chosen.path.display());
+        return Ok(0);
+    }
     eprintln!(
         "managed environment: {} (python {}, jax {})",
         managed.display(),
@@ -251,7 +258,6 @@ fn setup(flavor: FlavorArg, level: tracing::Level) -> Result<u8, Error> {
             .as_deref()
             .unwrap_or("missing")
     );
-    let chosen = Resolver::from_env(None).resolve()?;
     eprintln!(
         "runs will use: {} ({})",
         chosen.path.display(),

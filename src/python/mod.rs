@@ -129,15 +129,7 @@ impl Resolver {
                 tracing::debug!(python = %path.display(), "python3 on PATH has no jax; using the managed environment");
             }
         }
-        let flavor = setup::Flavor::for_host();
-        let python = match setup::existing(flavor) {
-            Some(p) => p,
-            None => {
-                let base = find_on_path("python3", self.path_var.as_deref())
-                    .ok_or(PythonError::NoBasePython)?;
-                setup::create(flavor, &base)?
-            }
-        };
+        let python = setup::ensure(setup::Flavor::for_host(), self.path_var.as_deref())?;
         require_jax(probe_as(&python, Source::Managed)?)
     }
 }

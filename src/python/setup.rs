@@ -78,6 +78,16 @@ pub fn existing(flavor: Flavor) -> Option<PathBuf> {
     venv.join(READY_MARKER).is_file().then(|| python_in(&venv))
 }
 
+/// The managed environment's interpreter, created first when missing, with the first
+/// `python3` on `path_var` as the base.
+pub fn ensure(flavor: Flavor, path_var: Option<&std::ffi::OsStr>) -> Result<PathBuf, PythonError> {
+    if let Some(python) = existing(flavor) {
+        return Ok(python);
+    }
+    let base = super::find_on_path("python3", path_var).ok_or(PythonError::NoBasePython)?;
+    create(flavor, &base)
+}
+
 /// Creates the managed environment (or waits for another process creating it) and
 /// returns its interpreter. Output of venv and pip goes to a log beside it.
 pub fn create(flavor: Flavor, base_python: &Path) -> Result<PathBuf, PythonError> {

@@ -47,16 +47,28 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
             vec![
                 mark(s.status).to_string(),
                 s.id.clone(),
+                s.device_used.map_or("-", |d| d.as_str()).to_string(),
+                s.attempts.to_string(),
                 format!("{:.2}s", s.execution_time_s),
                 format!("{:.2}s", s.cpu_user_s + s.cpu_system_s),
                 format!("{:.0} MiB", s.peak_memory_mb),
+                if s.status == Status::Succeeded {
+                    String::new()
+                } else {
+                    s.class.as_str().to_string()
+                },
             ]
         })
         .collect();
-    let mut out = table(&["STATUS", "SCRIPT", "WALL", "CPU", "PEAK RSS"], &rows);
+    let mut out = table(
+        &[
+            "STATUS", "SCRIPT", "DEVICE", "TRIES", "WALL", "CPU", "PEAK RSS", "CLASS",
+        ],
+        &rows,
+    );
     let t = &m.totals;
     out.push_str(&format!(
-        "\n{} of {} succeeded, {} failed ({} timed out, {} interrupted) in {:.2}s on {} with {} job(s)\n",
+        "\n{} of {} succeeded, {} failed ({} timed out, {} interrupted) in {:.2}s on {}{} with {} job(s)\n",
         t.succeeded,
         t.total_scripts,
         t.failed,
@@ -64,8 +76,35 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
         t.interrupted,
         m.run.wall_time_s,
         m.run.device.as_str(),
+        if m.run.device_requested.as_str() == m.run.device.as_str()
+            || m.run.device_requested == crate::config::Device::Auto
+        {
+            String::new()
+        } else {
+            format!(" ({} requested)", m.run.device_requested.as_str())
+        },
         m.run.jobs
     ));
+    if t.fallbacks > 0 {
+        out.push_str(&format!(
+            "fell back to cpu: {} script(s){}\n",
+            t.fallbacks,
+            m.run
+                .device_fallback_reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ));
+    }
+    if t.device_mismatches > 0 {
+        out.push_str(&format!(
+            "device mismatch: {} script(s) ran on another device than asked\n",
+            t.device_mismatches
+        ));
+    }
+    if t.leaks > 0 {
+        out.push_str(&format!("leaked processes killed: {}\n", t.leaks));
+    }
     for missing in &m.missing_scripts {
         out.push_str(&format!(
             "missing: {missing} (listed in the render manifest)\n"

@@ -1,6 +1,7 @@
 //! One attempt of one script: the single place children are spawned. The child gets
-//! null stdin, piped output streamed to log files, its own process group, and is
-//! stopped as a group: SIGTERM, a grace period, then SIGKILL.
+//! null stdin, piped output streamed to log files, its own process group, a death
+//! signal tied to the runner, and is stopped as a group: SIGTERM, a grace period,
+//! then SIGKILL. After it exits, whatever it left running is killed and reported.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -11,7 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::watch;
 use tokio::time::{sleep_until, Instant as TokioInstant};
 
-use super::output::{drain, Drained};
+use super::output::{drain, DrainOptions, Drained, Drainer};
+use super::reaper::{self, Leak};
 use super::sys::{self, Exit};
 use super::tree::TreeSampler;
 use super::Stop;
@@ -22,6 +24,8 @@ const LAUNCH_ODD_NAME: &str = include_str!("launch.py");
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// How long to wait, after the script exits, for its output pipes to close.
 const PIPE_CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// Lines of stderr kept for the result.
+const STDERR_TAIL_LINES: usize = 40;
 
 /// Everything one attempt needs.
 #[derive(Debug, Clone)]
@@ -35,6 +39,9 @@ pub struct AttemptSpec {
     pub stderr_log: PathBuf,
     pub timeout: Duration,
     pub grace: Duration,
+    pub max_log_bytes: Option<u64>,
+    /// Marks every process of this attempt (see [`reaper::TOKEN_VAR`]).
+    pub token: String,
 }
 
 /// Why the runner stopped the attempt, if it did.
@@ -55,15 +62,17 @@ pub struct AttemptOutcome {
     pub peak_rss_bytes: u64,
     pub stdout: Drained,
     pub stderr: Drained,
-    /// Output pipes were still held open after the script exited (a leftover process).
-    pub pipes_left_open: bool,
+    /// Processes left running after the script exited, now killed.
+    pub leaks: Vec<Leak>,
+    /// The kernel's OOM killer fired in the runner's cgroup during the attempt.
+    pub kernel_oom_kill: bool,
 }
 
 /// The attempt could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError {
-    #[error("failed to create log file {path}")]
-    Log {
+    #[error("failed to create {path}")]
+    Prepare {
         path: PathBuf,
         #[source]
         source: std::io::Error,
@@ -80,19 +89,13 @@ pub enum SpawnError {
 }
 
 fn open_log(path: &Path) -> Result<std::fs::File, SpawnError> {
-    std::fs::File::create(path).map_err(|source| SpawnError::Log {
+    std::fs::File::create(path).map_err(|source| SpawnError::Prepare {
         path: path.to_path_buf(),
         source,
     })
 }
 
-/// Runs one attempt to its end, honouring the timeout and stop requests.
-pub async fn run_attempt(
-    spec: &AttemptSpec,
-    mut stop: watch::Receiver<Stop>,
-) -> Result<AttemptOutcome, SpawnError> {
-    let stdout_file = open_log(&spec.stdout_log)?;
-    let stderr_file = open_log(&spec.stderr_log)?;
+fn command(spec: &AttemptSpec) -> Command {
     let mut cmd = Command::new(&spec.python);
     if spec.script.to_str().is_some() {
         cmd.arg(&spec.script);
@@ -109,7 +112,24 @@ pub async fn run_attempt(
         cmd.env_remove(key);
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    cmd.env(reaper::TOKEN_VAR, &spec.token);
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid).
+    unsafe {
+        cmd.pre_exec(move || reaper::die_with_parent(parent));
+    }
+    cmd
+}
 
+/// Runs one attempt to its end, honouring the timeout and stop requests.
+pub async fn run_attempt(
+    spec: &AttemptSpec,
+    mut stop: watch::Receiver<Stop>,
+) -> Result<AttemptOutcome, SpawnError> {
+    let stdout_file = open_log(&spec.stdout_log)?;
+    let stderr_file = open_log(&spec.stderr_log)?;
+    let mut cmd = command(spec);
+    let oom_before = reaper::oom_kill_count();
     let started_at = SystemTime::now();
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|source| SpawnError::Spawn {
@@ -118,8 +138,17 @@ pub async fn run_attempt(
         source,
     })?;
     let pid = child.id() as libc::pid_t;
-    let out_task = drain(child.stdout.take().expect("piped"), stdout_file, 0);
-    let err_task = drain(child.stderr.take().expect("piped"), stderr_file, 40);
+    let out_opts = DrainOptions {
+        max_bytes: spec.max_log_bytes,
+        ..Default::default()
+    };
+    let err_opts = DrainOptions {
+        tail_lines: STDERR_TAIL_LINES,
+        max_bytes: spec.max_log_bytes,
+        scan: true,
+    };
+    let out_task = drain(child.stdout.take().expect("piped"), stdout_file, out_opts);
+    let err_task = drain(child.stderr.take().expect("piped"), stderr_file, err_opts);
     // std's Child neither waits nor kills on drop; wait4 reaps it with its rusage.
     drop(child);
     let mut waiter = tokio::task::spawn_blocking(move || sys::wait4(pid));
@@ -159,13 +188,12 @@ pub async fn run_attempt(
                 let level = *stop.borrow_and_update();
                 match level {
                     Stop::Run => {}
-                    Stop::Graceful => {
-                        if stopped_by.is_none() {
-                            stopped_by = Some(StoppedBy::Interrupt);
-                            sys::kill_group(pid, libc::SIGTERM);
-                            kill_at = Some(TokioInstant::now() + spec.grace);
-                        }
+                    Stop::Graceful if stopped_by.is_none() => {
+                        stopped_by = Some(StoppedBy::Interrupt);
+                        sys::kill_group(pid, libc::SIGTERM);
+                        kill_at = Some(TokioInstant::now() + spec.grace);
                     }
+                    Stop::Graceful => {}
                     Stop::Kill => {
                         stopped_by.get_or_insert(StoppedBy::Interrupt);
                         sys::kill_group(pid, libc::SIGKILL);
@@ -176,12 +204,20 @@ pub async fn run_attempt(
         }
     };
     let duration = started.elapsed();
-    if stopped_by.is_some() {
-        // Whatever the group left behind goes with it.
-        sys::kill_group(pid, libc::SIGKILL);
+    // Whatever is left in the group goes, then anything that escaped it.
+    sys::kill_group(pid, libc::SIGKILL);
+    let token = spec.token.clone();
+    let seen = sampler.seen.clone();
+    let mut leaks = tokio::task::spawn_blocking(move || reaper::sweep(&token, &seen))
+        .await
+        .unwrap_or_default();
+    let (stdout, stderr, held_open) = collect_output(out_task, err_task).await;
+    if held_open {
+        leaks.push(Leak {
+            pid: 0,
+            command: "an unknown process outside the script's tree held its output open".into(),
+        });
     }
-
-    let (stdout, stderr, pipes_left_open) = collect_output(pid, out_task, err_task).await;
     Ok(AttemptOutcome {
         started_at,
         duration,
@@ -190,36 +226,31 @@ pub async fn run_attempt(
         stopped_by,
         stdout,
         stderr,
-        pipes_left_open,
+        leaks,
+        kernel_oom_kill: matches!((oom_before, reaper::oom_kill_count()), (Some(a), Some(b)) if b > a),
     })
 }
 
-/// Waits for both pipes to reach end-of-file. A process that outlived the script and
-/// still holds them is killed with the group so the logs end and the runner moves on.
-async fn collect_output(
-    pgid: libc::pid_t,
-    mut out_task: tokio::task::JoinHandle<Drained>,
-    mut err_task: tokio::task::JoinHandle<Drained>,
-) -> (Drained, Drained, bool) {
-    let both = async { ((&mut out_task).await, (&mut err_task).await) };
-    let (out, err, left_open) = match tokio::time::timeout(PIPE_CLOSE_WAIT, both).await {
-        Ok((o, e)) => (o, e, false),
-        Err(_) => {
-            sys::kill_group(pgid, libc::SIGKILL);
-            match tokio::time::timeout(PIPE_CLOSE_WAIT, async {
-                ((&mut out_task).await, (&mut err_task).await)
-            })
-            .await
-            {
-                Ok((o, e)) => (o, e, true),
+/// Waits for both pipes to reach end-of-file. Leftovers were killed already; a pipe
+/// still open after that is held by a process outside the tree, so reading stops
+/// and what was read is kept.
+async fn collect_output(out: Drainer, err: Drainer) -> (Drained, Drained, bool) {
+    let deadline = TokioInstant::now() + PIPE_CLOSE_WAIT;
+    let mut held_open = false;
+    let finish = |d: Drainer| {
+        let mut handle = d.handle;
+        async move {
+            match tokio::time::timeout_at(deadline, &mut handle).await {
+                Ok(r) => (r.unwrap_or_default(), false),
                 Err(_) => {
-                    // Held by a process outside the group: stop reading and move on.
-                    out_task.abort();
-                    err_task.abort();
-                    (Ok(Drained::default()), Ok(Drained::default()), true)
+                    let _ = d.stop.send(true);
+                    (handle.await.unwrap_or_default(), true)
                 }
             }
         }
     };
-    (out.unwrap_or_default(), err.unwrap_or_default(), left_open)
+    let (o, o_open) = finish(out).await;
+    let (e, e_open) = finish(err).await;
+    held_open |= o_open || e_open;
+    (o, e, held_open)
 }

@@ -17,6 +17,8 @@ pub struct EnvSpec<'a> {
     pub data_dir: &'a Path,
     pub attempt: u32,
     pub compilation_cache: Option<&'a Path>,
+    /// Where the telemetry shim writes its report, when the shim is installed.
+    pub telemetry: Option<(&'a Path, OsString)>,
 }
 
 /// The variables to set on top of the parent's environment.
@@ -28,7 +30,13 @@ pub fn child_env(spec: &EnvSpec<'_>) -> Vec<(&'static str, OsString)> {
         ("JAX_RUNNER_ATTEMPT", spec.attempt.to_string().into()),
         // Logs stream to files as the script writes them, not when it exits.
         ("PYTHONUNBUFFERED", "1".into()),
+        // The classifier needs jax's internal frames (xla_bridge) in tracebacks.
+        ("JAX_TRACEBACK_FILTERING", "off".into()),
     ];
+    if let Some((report, python_path)) = &spec.telemetry {
+        vars.push(("JAX_RUNNER_TELEMETRY", report.into()));
+        vars.push(("PYTHONPATH", python_path.clone()));
+    }
     match spec.platform {
         // An empty list hides every GPU, so a CPU run cannot grab GPU memory.
         Platform::Cpu => vars.push(("CUDA_VISIBLE_DEVICES", "".into())),
@@ -62,6 +70,7 @@ mod tests {
             data_dir: data,
             attempt: 2,
             compilation_cache: None,
+            telemetry: None,
         };
         let cpu = child_env(&spec);
         assert_eq!(get(&cpu, "JAX_PLATFORMS").unwrap(), "cpu");
@@ -69,6 +78,8 @@ mod tests {
         assert_eq!(get(&cpu, "JAX_RUNNER_ATTEMPT").unwrap(), "2");
         assert_eq!(get(&cpu, "GNN_OUTPUT_DIR").unwrap(), "/r/data/x");
         assert!(get(&cpu, "JAX_COMPILATION_CACHE_DIR").is_none());
+        assert_eq!(get(&cpu, "JAX_TRACEBACK_FILTERING").unwrap(), "off");
+        assert!(get(&cpu, "PYTHONPATH").is_none());
         spec.platform = Platform::Gpu;
         spec.compilation_cache = Some(Path::new("/c"));
         let gpu = child_env(&spec);

@@ -1,5 +1,6 @@
-//! Streams a child's output pipe to its log file without holding it in memory,
-//! keeping only a bounded tail of the last lines for the result.
+//! Streams a child's output pipe to its log file without holding it in memory. It
+//! keeps a bounded tail of the last lines, can cap the log (keeping its head and its
+//! tail), and can show every line to the stderr scanner that classification reads.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -7,30 +8,124 @@ use std::os::fd::OwnedFd;
 
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
+use tokio::sync::watch;
+
+use super::classify::StderrScan;
 
 /// Bytes of the stream's end kept to extract the last lines.
 const TAIL_BYTES: usize = 16 * 1024;
+/// Most bytes of a capped log's end kept in memory until the stream ends.
+const MAX_KEPT_END: u64 = 4 * 1024 * 1024;
+/// Longest partial line buffered for the scanner.
+const MAX_PENDING_LINE: usize = 8 * 1024;
+
+/// How to drain one stream.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DrainOptions {
+    /// Last lines to keep for the result (0 = none).
+    pub tail_lines: usize,
+    /// Cap on the log file's size, keeping its head and its end.
+    pub max_bytes: Option<u64>,
+    /// Feed every line to a [`StderrScan`].
+    pub scan: bool,
+}
 
 /// What a drained stream left behind.
 #[derive(Debug, Default, Clone)]
 pub struct Drained {
-    /// Bytes read from the pipe and written to the log.
+    /// Bytes read from the pipe.
     pub bytes: u64,
     /// The last lines, when asked for.
     pub tail: Vec<String>,
+    /// Bytes left out of the log by the cap (0 when not cut).
+    pub cut_bytes: u64,
     /// A write to the log failed; reading went on so the child never blocks.
     pub write_error: Option<String>,
+    /// What the scanner saw, when asked for.
+    pub scan: StderrScan,
 }
 
-/// Spawns a task that copies `pipe` to `file` until end-of-file, keeping up to
-/// `tail_lines` final lines.
-pub fn drain(
-    source: impl Into<OwnedFd>,
-    mut file: std::fs::File,
-    tail_lines: usize,
-) -> tokio::task::JoinHandle<Drained> {
+/// The log file and the cap's bookkeeping.
+struct CappedLog {
+    file: std::fs::File,
+    head_limit: u64,
+    written: u64,
+    end: VecDeque<u8>,
+    end_limit: usize,
+    dropped: u64,
+    error: Option<String>,
+}
+
+impl CappedLog {
+    fn new(file: std::fs::File, max: Option<u64>) -> Self {
+        let (head_limit, end_limit) = match max {
+            None => (u64::MAX, 0),
+            Some(max) => {
+                let end = (max / 2).min(MAX_KEPT_END);
+                (max - end, end as usize)
+            }
+        };
+        CappedLog {
+            file,
+            head_limit,
+            written: 0,
+            end: VecDeque::new(),
+            end_limit,
+            dropped: 0,
+            error: None,
+        }
+    }
+
+    fn write(&mut self, mut data: &[u8]) {
+        if self.written < self.head_limit {
+            let n = (self.head_limit - self.written).min(data.len() as u64) as usize;
+            if self.error.is_none() {
+                if let Err(e) = self.file.write_all(&data[..n]) {
+                    self.error = Some(e.to_string());
+                }
+            }
+            self.written += n as u64;
+            data = &data[n..];
+        }
+        if data.is_empty() {
+            return;
+        }
+        let excess = (self.end.len() + data.len()).saturating_sub(self.end_limit);
+        let from_end = excess.min(self.end.len());
+        self.end.drain(..from_end);
+        self.dropped += from_end as u64;
+        let skip = excess - from_end;
+        self.dropped += skip as u64;
+        self.end.extend(&data[skip..]);
+    }
+
+    fn finish(mut self) -> (u64, Option<String>) {
+        if self.dropped > 0 {
+            let marker = format!(
+                "\n[jax-runner: {} bytes cut here by --max-log-size]\n",
+                self.dropped
+            );
+            let _ = self.file.write_all(marker.as_bytes());
+        }
+        let (a, b) = self.end.as_slices();
+        let _ = self.file.write_all(a).and_then(|_| self.file.write_all(b));
+        let _ = self.file.flush();
+        (self.dropped, self.error)
+    }
+}
+
+/// A running drain: await `handle`; `stop` makes it finish early with what it has
+/// (for a pipe some stranger keeps open).
+pub struct Drainer {
+    pub handle: tokio::task::JoinHandle<Drained>,
+    pub stop: watch::Sender<bool>,
+}
+
+/// Spawns a task that copies `source` to `file` until end-of-file or a stop.
+pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions) -> Drainer {
     let fd: OwnedFd = source.into();
-    tokio::spawn(async move {
+    let (stop, mut stopped) = watch::channel(false);
+    let handle = tokio::spawn(async move {
         let mut out = Drained::default();
         let mut rx = match pipe::Receiver::from_owned_fd(fd) {
             Ok(rx) => rx,
@@ -39,32 +134,60 @@ pub fn drain(
                 return out;
             }
         };
+        let mut log = CappedLog::new(file, opts.max_bytes);
         let mut buf = vec![0u8; 64 * 1024];
-        let mut tail: VecDeque<u8> = VecDeque::with_capacity(TAIL_BYTES);
+        let mut tail: VecDeque<u8> = VecDeque::new();
+        let mut pending: Vec<u8> = Vec::new();
         loop {
-            let n = match rx.read(&mut buf).await {
+            let read = tokio::select! {
+                r = rx.read(&mut buf) => r,
+                _ = stopped.changed() => break,
+            };
+            let n = match read {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => break,
             };
+            let chunk = &buf[..n];
             out.bytes += n as u64;
-            if out.write_error.is_none() {
-                if let Err(e) = file.write_all(&buf[..n]) {
-                    out.write_error = Some(e.to_string());
-                }
-            }
-            if tail_lines > 0 {
-                let chunk = &buf[n.saturating_sub(TAIL_BYTES)..n];
-                let excess = (tail.len() + chunk.len()).saturating_sub(TAIL_BYTES);
+            log.write(chunk);
+            if opts.tail_lines > 0 {
+                let keep = &chunk[n.saturating_sub(TAIL_BYTES)..];
+                let excess = (tail.len() + keep.len()).saturating_sub(TAIL_BYTES);
                 tail.drain(..excess.min(tail.len()));
-                tail.extend(chunk);
+                tail.extend(keep);
+            }
+            if opts.scan {
+                scan_lines(&mut out.scan, &mut pending, chunk);
             }
         }
-        let _ = file.flush();
-        out.tail = last_lines(tail.make_contiguous(), tail_lines);
+        if opts.scan && !pending.is_empty() {
+            out.scan.line(&pending);
+        }
+        let (cut, error) = log.finish();
+        out.cut_bytes = cut;
+        out.write_error = error;
+        out.tail = last_lines(tail.make_contiguous(), opts.tail_lines);
         out
-    })
+    });
+    Drainer { handle, stop }
+}
+
+fn scan_lines(scan: &mut StderrScan, pending: &mut Vec<u8>, chunk: &[u8]) {
+    let mut rest = chunk;
+    while let Some(pos) = rest.iter().position(|b| *b == b'\n') {
+        if pending.is_empty() {
+            scan.line(&rest[..pos]);
+        } else {
+            pending.extend_from_slice(&rest[..pos]);
+            scan.line(pending);
+            pending.clear();
+        }
+        rest = &rest[pos + 1..];
+    }
+    let room = MAX_PENDING_LINE.saturating_sub(pending.len());
+    pending.extend_from_slice(&rest[..rest.len().min(room)]);
 }
 
 /// The last `n` non-empty lines of `bytes`, decoded lossily.
@@ -85,38 +208,4 @@ pub fn last_lines(bytes: &[u8], n: usize) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn last_lines_keeps_order_and_skips_blanks() {
-        assert_eq!(last_lines(b"a\nb\n\nc\n", 2), vec!["b", "c"]);
-        assert_eq!(last_lines(b"x", 5), vec!["x"]);
-        assert!(last_lines(b"a\nb", 0).is_empty());
-    }
-
-    #[tokio::test]
-    async fn drains_a_large_stream_to_file_with_a_bounded_tail() {
-        let tmp = tempfile::tempdir().unwrap();
-        let log = tmp.path().join("out.log");
-        let mut child = std::process::Command::new("sh")
-            .args([
-                "-c",
-                "i=0; while [ $i -lt 20000 ]; do echo line-$i; i=$((i+1)); done",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let task = drain(
-            child.stdout.take().unwrap(),
-            std::fs::File::create(&log).unwrap(),
-            3,
-        );
-        let drained = task.await.unwrap();
-        child.wait().unwrap();
-        let written = std::fs::read_to_string(&log).unwrap();
-        assert_eq!(drained.bytes, written.len() as u64);
-        assert_eq!(written.lines().count(), 20000);
-        assert_eq!(drained.tail, vec!["line-19997", "line-19998", "line-19999"]);
-    }
-}
+mod tests;

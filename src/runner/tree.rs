@@ -36,6 +36,8 @@ pub struct TreeSampler {
     system: System,
     /// Highest total RSS seen, bytes.
     pub peak_bytes: u64,
+    /// Every PID seen in the tree (bounded), for finding leftovers after exit.
+    pub seen: Vec<u32>,
 }
 
 impl Default for TreeSampler {
@@ -43,6 +45,7 @@ impl Default for TreeSampler {
         TreeSampler {
             system: System::new(),
             peak_bytes: 0,
+            seen: Vec::new(),
         }
     }
 }
@@ -50,7 +53,13 @@ impl Default for TreeSampler {
 impl TreeSampler {
     /// Refreshes the tree under `root` and returns its total RSS in bytes.
     pub fn sample(&mut self, root: u32) -> u64 {
-        let pids: Vec<Pid> = tree_pids(root).into_iter().map(Pid::from_u32).collect();
+        let raw = tree_pids(root);
+        for pid in &raw {
+            if self.seen.len() < MAX_TREE && !self.seen.contains(pid) {
+                self.seen.push(*pid);
+            }
+        }
+        let pids: Vec<Pid> = raw.into_iter().map(Pid::from_u32).collect();
         self.system.refresh_processes_specifics(
             ProcessesToUpdate::Some(&pids),
             true,

@@ -122,3 +122,16 @@ pub fn processes_mentioning(needle: &str) -> Vec<u32> {
     }
     found
 }
+
+/// Waits (up to a minute) until a log file has output: the script is running.
+pub fn wait_for_output(log: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::metadata(log).map(|m| m.len()).unwrap_or(0) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never got output",
+            log.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs N trivial scripts (`print(1)`) through jax-runner and prints the wall time and
+# the runner's own peak RSS, to check that the runner stays flat as N grows.
+# Usage: bench/many_trivial.sh N [jax-runner binary]
+set -euo pipefail
+n=${1:-1000}
+bin=${2:-$(dirname "$0")/../target/release/jax-runner}
+tree=$(mktemp -d)
+trap 'rm -rf "$tree"' EXIT
+mkdir -p "$tree/trivial/jax"
+for i in $(seq 1 "$n"); do echo 'print(1)' > "$tree/trivial/jax/s$i.py"; done
+python=$("$bin" setup -q)
+start=$(date +%s.%N)
+"$bin" --output-dir "$tree" --python "$python" --device cpu --compilation-cache off -q || true
+end=$(date +%s.%N)
+python3 - "$tree/execution_results/jax/performance_metrics.json" "$start" "$end" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+wall = float(sys.argv[3]) - float(sys.argv[2])
+t = m["totals"]
+print(f"scripts={t['total_scripts']} succeeded={t['succeeded']} wall={wall:.1f}s "
+      f"per_script={1000*wall/t['total_scripts']:.1f}ms runner_peak_rss={m['run']['runner_peak_rss_mb']:.1f}MiB")
+PY

@@ -1,0 +1,211 @@
+//! `performance_metrics.json`: the run, its totals, one line per script.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{results_file_name, FailureClass, ScriptResult, Status, SCHEMA_VERSION};
+use crate::config::{Device, Platform};
+
+/// The run as a whole, in `performance_metrics.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// Start, RFC 3339 UTC.
+    pub started_at: String,
+    /// End, RFC 3339 UTC.
+    pub finished_at: String,
+    /// Wall-clock seconds of the whole run.
+    pub wall_time_s: f64,
+    /// The device asked for.
+    pub device_requested: Device,
+    /// The platform scripts were started with.
+    pub device: Platform,
+    /// Scripts run at once.
+    pub jobs: usize,
+    /// Path of the Python interpreter (absent when no script needed one).
+    pub interpreter: Option<String>,
+    /// How the interpreter was chosen (`flag`, `env`, `virtualenv`, `path`, `managed`).
+    pub interpreter_source: Option<String>,
+    /// Its version.
+    pub python_version: Option<String>,
+    /// jax version in that interpreter.
+    pub jax_version: Option<String>,
+    /// jaxlib version in that interpreter.
+    pub jaxlib_version: Option<String>,
+    /// The folder searched.
+    pub output_dir: String,
+    /// The folder results were written to.
+    pub results_dir: String,
+    /// The persistent compilation cache folder, absent when off.
+    pub compilation_cache: Option<String>,
+    /// True when the run was stopped by a signal.
+    pub interrupted: bool,
+    /// Retries allowed after a script's first attempt.
+    pub retries: u32,
+    /// Failure classes that were retried.
+    pub retry_on: Vec<FailureClass>,
+    /// Where GPU scripts go when the GPU environment fails (`cpu` or `none`).
+    pub fallback: String,
+    /// Why the whole run left the requested device before starting, if it did.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub device_fallback_reason: Option<String>,
+    /// The runner's own peak resident memory, MiB (it stays flat however much scripts print).
+    pub runner_peak_rss_mb: f64,
+}
+
+/// Counts over the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Scripts discovered and scheduled.
+    pub total_scripts: usize,
+    /// Scripts whose final status is `succeeded`.
+    pub succeeded: usize,
+    /// Scripts that did not succeed (failed, timed out, interrupted).
+    pub failed: usize,
+    /// Of those, timed out.
+    pub timed_out: usize,
+    /// Of those, interrupted.
+    pub interrupted: usize,
+    /// Scripts the render manifest lists that do not exist.
+    pub missing: usize,
+    /// Mean of `execution_time_s` over scripts that ran, seconds.
+    pub avg_execution_time: f64,
+    /// Sum of `execution_time_s`, seconds.
+    pub total_execution_time: f64,
+    /// Highest `peak_memory_mb` of any script.
+    pub peak_memory_mb: f64,
+    /// Scripts that ran on another device than requested.
+    pub fallbacks: usize,
+    /// Scripts whose jax backend differed from the device their environment asked for.
+    pub device_mismatches: usize,
+    /// Scripts that needed more than one attempt.
+    pub retried: usize,
+    /// Processes scripts left running, killed by the runner.
+    pub leaks: usize,
+    /// Scripts per final failure class.
+    pub by_class: BTreeMap<FailureClass, usize>,
+}
+
+/// One line per script in `performance_metrics.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptSummary {
+    /// The script's id.
+    pub id: String,
+    /// Its final status.
+    pub status: Status,
+    /// Wall-clock seconds over attempts.
+    pub execution_time_s: f64,
+    /// User CPU seconds.
+    pub cpu_user_s: f64,
+    /// System CPU seconds.
+    pub cpu_system_s: f64,
+    /// Peak tree RSS, MiB.
+    pub peak_memory_mb: f64,
+    /// Number of attempts.
+    pub attempts: usize,
+    /// Final failure class.
+    pub class: FailureClass,
+    /// Requested device.
+    pub device_requested: Device,
+    /// Device jax really used (null when no backend was initialised).
+    pub device_used: Option<Platform>,
+    /// Ran on another device than requested.
+    pub fallback: bool,
+    /// jax's backend differed from the device its environment asked for.
+    pub device_mismatch: bool,
+    /// Processes it left running, killed.
+    pub leaks: usize,
+    /// Name of its results file inside the results folder.
+    pub results_file: String,
+}
+
+/// `performance_metrics.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PerformanceMetrics {
+    /// Version of this format.
+    pub schema_version: u32,
+    /// The run.
+    pub run: RunInfo,
+    /// Counts and aggregates.
+    pub totals: Totals,
+    /// One entry per script, in discovery order.
+    pub scripts: Vec<ScriptSummary>,
+    /// Paths the render manifest lists that do not exist.
+    pub missing_scripts: Vec<String>,
+    /// Problems met along the way that did not stop the run (unreadable folders, …).
+    pub warnings: Vec<String>,
+}
+
+impl ScriptSummary {
+    /// The line of `performance_metrics.json` for one result.
+    pub fn of(r: &ScriptResult) -> Self {
+        ScriptSummary {
+            id: r.id.clone(),
+            status: r.status,
+            execution_time_s: r.execution_time_s,
+            cpu_user_s: r.cpu_user_s,
+            cpu_system_s: r.cpu_system_s,
+            peak_memory_mb: r.peak_memory_mb,
+            attempts: r.attempts.len(),
+            class: r.class,
+            device_requested: r.device_requested,
+            device_used: r.device_used,
+            fallback: r.fallback.is_some(),
+            device_mismatch: r.device_mismatch,
+            leaks: r.leaks.len(),
+            results_file: results_file_name(&r.id),
+        }
+    }
+}
+
+impl PerformanceMetrics {
+    /// Aggregates the per-script lines; the single place totals are computed. Runs
+    /// keep only these small lines, not whole results, so memory stays flat.
+    pub fn build(
+        run: RunInfo,
+        scripts: Vec<ScriptSummary>,
+        missing_scripts: Vec<String>,
+        warnings: Vec<String>,
+    ) -> Self {
+        let count = |s: Status| scripts.iter().filter(|r| r.status == s).count();
+        let ran: Vec<&ScriptSummary> = scripts.iter().filter(|r| r.attempts > 0).collect();
+        let total_execution_time: f64 = ran.iter().map(|r| r.execution_time_s).sum();
+        let succeeded = count(Status::Succeeded);
+        let totals = Totals {
+            total_scripts: scripts.len(),
+            succeeded,
+            failed: scripts.len() - succeeded,
+            timed_out: count(Status::TimedOut),
+            interrupted: count(Status::Interrupted),
+            missing: missing_scripts.len(),
+            avg_execution_time: if ran.is_empty() {
+                0.0
+            } else {
+                total_execution_time / ran.len() as f64
+            },
+            total_execution_time,
+            peak_memory_mb: scripts.iter().map(|r| r.peak_memory_mb).fold(0.0, f64::max),
+            fallbacks: scripts.iter().filter(|r| r.fallback).count(),
+            device_mismatches: scripts.iter().filter(|r| r.device_mismatch).count(),
+            retried: scripts.iter().filter(|r| r.attempts > 1).count(),
+            leaks: scripts.iter().map(|r| r.leaks).sum(),
+            by_class: scripts.iter().fold(BTreeMap::new(), |mut m, r| {
+                *m.entry(r.class).or_default() += 1;
+                m
+            }),
+        };
+        PerformanceMetrics {
+            schema_version: SCHEMA_VERSION,
+            run,
+            totals,
+            scripts,
+            missing_scripts,
+            warnings,
+        }
+    }
+
+    /// True when every script succeeded and nothing the manifest listed was missing.
+    pub fn all_succeeded(&self) -> bool {
+        self.totals.failed == 0 && self.totals.missing == 0
+    }
+}

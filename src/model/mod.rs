@@ -1,0 +1,235 @@
+//! The serialized output contract: per-script results and run metrics. One versioned
+//! module, because the next pipeline step reads these files.
+
+mod metrics;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::runner::classify::{ExceptionInfo, FailureClass};
+pub use crate::runner::reaper::Leak;
+pub use metrics::{PerformanceMetrics, RunInfo, ScriptSummary, Totals};
+
+use crate::config::{Device, Platform};
+
+/// Bumped whenever a field changes meaning or disappears (additions keep it).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How a script ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Succeeded,
+    Failed,
+    TimedOut,
+    Interrupted,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Succeeded => "succeeded",
+            Status::Failed => "failed",
+            Status::TimedOut => "timed_out",
+            Status::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Why discovery picked a script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiscoveredBy {
+    /// A `*.py` inside a folder named `jax`.
+    JaxFolder,
+    /// The source imports jax.
+    ImportsJax,
+    /// Listed in GNN's `render_processing_summary.json`.
+    Manifest,
+}
+
+/// One execution of a script.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// 1 for the first attempt.
+    pub number: u32,
+    /// The platform whose environment the attempt ran with.
+    pub device: Platform,
+    /// Start time, RFC 3339 UTC.
+    pub started_at: String,
+    /// Wall-clock seconds from spawn to exit.
+    pub duration_s: f64,
+    /// How the attempt ended.
+    pub status: Status,
+    /// Exit code when the process exited normally.
+    pub return_code: Option<i32>,
+    /// Terminating signal number when the process was killed by a signal.
+    pub signal: Option<i32>,
+    /// Peak resident memory of the whole process tree, MiB.
+    pub peak_memory_mb: f64,
+    /// User CPU seconds of the child and its waited-for descendants (kernel accounting).
+    pub cpu_user_s: f64,
+    /// System CPU seconds, likewise.
+    pub cpu_system_s: f64,
+    /// The failure class (`succeeded` when it worked).
+    pub class: FailureClass,
+    /// The stderr line or description that decided the class.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub matched_line: Option<String>,
+    /// The uncaught exception, when a traceback ended the script.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub exception: Option<ExceptionInfo>,
+    /// What jax reported about itself (absent when the process died before exit handlers).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub jax: Option<JaxTelemetry>,
+    /// This attempt's standard output log.
+    pub stdout_log: String,
+    /// This attempt's standard error log.
+    pub stderr_log: String,
+    /// Bytes `--max-log-size` left out of the logs (stdout + stderr).
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub log_cut_bytes: u64,
+    /// Processes the attempt left running, killed after it exited.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub leaks: Vec<Leak>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What the telemetry shim saw jax do in the script.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JaxTelemetry {
+    /// Whether the script imported jax at all.
+    pub jax_imported: bool,
+    /// Platform of the default backend jax initialised (`cpu`, `cuda`, `tpu`).
+    pub backend: Option<String>,
+    /// Devices of that backend.
+    #[serde(default)]
+    pub devices: Vec<String>,
+    /// Their kinds (`cpu`, `NVIDIA H100 80GB HBM3`, …).
+    #[serde(default)]
+    pub device_kinds: Vec<String>,
+    /// XLA compilations, persistent-cache hits included.
+    #[serde(default)]
+    pub compilations: u64,
+    /// Seconds spent compiling.
+    #[serde(default)]
+    pub compile_time_s: f64,
+    /// Persistent compilation cache hits.
+    #[serde(default)]
+    pub cache_hits: u64,
+    /// Persistent compilation cache misses.
+    #[serde(default)]
+    pub cache_misses: u64,
+    /// Type of the uncaught exception, if the script died of one.
+    pub uncaught_exception: Option<String>,
+}
+
+impl JaxTelemetry {
+    /// The platform jax actually ran on, if it initialised a backend.
+    pub fn platform(&self) -> Option<Platform> {
+        match self.backend.as_deref()? {
+            "cpu" => Some(Platform::Cpu),
+            "cuda" | "gpu" | "rocm" => Some(Platform::Gpu),
+            "tpu" => Some(Platform::Tpu),
+            _ => None,
+        }
+    }
+}
+
+/// A move from the requested device to another.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fallback {
+    /// The platform given up.
+    pub from: Platform,
+    /// The platform used instead.
+    pub to: Platform,
+    /// Why.
+    pub reason: String,
+}
+
+/// The result of one script: `<id>_results.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptResult {
+    /// Version of this format.
+    pub schema_version: u32,
+    /// Unique id of the script in this run; also the results file's prefix.
+    pub id: String,
+    /// Absolute path of the script (lossy where the name is not UTF-8).
+    pub script_path: String,
+    /// Path relative to the output folder.
+    pub relative_path: String,
+    /// Why discovery picked it.
+    pub discovered_by: DiscoveredBy,
+    /// True when the final attempt exited with code 0.
+    pub success: bool,
+    /// How the script ended.
+    pub status: Status,
+    /// The final attempt's failure class (`succeeded` when it worked).
+    pub class: FailureClass,
+    /// The line that decided the class.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub matched_line: Option<String>,
+    /// The uncaught exception of the final attempt.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub exception: Option<ExceptionInfo>,
+    /// Exit code of the final attempt, when it exited normally.
+    pub return_code: Option<i32>,
+    /// Terminating signal of the final attempt, when killed by one.
+    pub signal: Option<i32>,
+    /// Name of that signal (`SIGKILL`, …).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub signal_name: Option<String>,
+    /// What the user asked for (`auto`, `cpu`, `gpu`, `tpu`).
+    pub device_requested: Device,
+    /// The platform jax really used in the final attempt, from the telemetry shim;
+    /// `null` when the script never initialised a jax backend.
+    pub device_used: Option<Platform>,
+    /// Set when the script ran on another device than requested.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fallback: Option<Fallback>,
+    /// True when a GPU was asked for and the script's environment said so, yet jax ran
+    /// on another platform (for example `JAX_PLATFORMS=cuda,cpu` falling back silently).
+    pub device_mismatch: bool,
+    /// jax's own figures for the final attempt.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub jax: Option<JaxTelemetry>,
+    /// Every attempt, in order.
+    pub attempts: Vec<Attempt>,
+    /// Wall-clock seconds summed over attempts.
+    pub execution_time_s: f64,
+    /// Highest tree RSS of any attempt, MiB.
+    pub peak_memory_mb: f64,
+    /// User CPU seconds summed over attempts.
+    pub cpu_user_s: f64,
+    /// System CPU seconds summed over attempts.
+    pub cpu_system_s: f64,
+    /// The attempt time limit, seconds.
+    pub timeout_s: f64,
+    /// Start of the first attempt, RFC 3339 UTC (absent when never started).
+    pub started_at: Option<String>,
+    /// End of the last attempt, RFC 3339 UTC.
+    pub finished_at: Option<String>,
+    /// File holding the script's standard output (the last attempt's).
+    pub stdout_log: String,
+    /// File holding the script's standard error (the last attempt's).
+    pub stderr_log: String,
+    /// Bytes the last attempt wrote to stdout.
+    pub stdout_bytes: u64,
+    /// Bytes the last attempt wrote to stderr.
+    pub stderr_bytes: u64,
+    /// The last lines of standard error.
+    pub stderr_tail: Vec<String>,
+    /// True when `--max-log-size` cut a log of the final attempt.
+    pub log_truncated: bool,
+    /// Processes left running after the script exited (all attempts), killed.
+    pub leaks: Vec<Leak>,
+    /// The per-script data folder (`GNN_OUTPUT_DIR`, `JAX_OUTPUT_DIR`).
+    pub data_dir: String,
+}
+
+/// The results file name of a script id.
+pub fn results_file_name(id: &str) -> String {
+    format!("{id}_results.json")
+}

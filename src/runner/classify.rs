@@ -1,0 +1,286 @@
+//! Failure classes: how each attempt ended, decided from its exit status, signal,
+//! the runner's own stop reason and the lines it wrote to stderr. The signature table
+//! below is the one place stderr patterns live.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Platform;
+
+/// Why an attempt ended the way it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    Succeeded,
+    /// A Python exception or a non-zero exit without a better explanation.
+    ScriptError,
+    TimedOut,
+    OutOfMemory,
+    /// The GPU stack failed (no device, plugin conflict, cuDNN mismatch, …); the same
+    /// script may well work on the CPU.
+    GpuEnvironment,
+    /// jax and jaxlib do not fit together: nothing works until the install is fixed.
+    BrokenInstall,
+    KilledBySignal,
+    Interrupted,
+}
+
+impl FailureClass {
+    pub const ALL: [FailureClass; 8] = [
+        FailureClass::Succeeded,
+        FailureClass::ScriptError,
+        FailureClass::TimedOut,
+        FailureClass::OutOfMemory,
+        FailureClass::GpuEnvironment,
+        FailureClass::BrokenInstall,
+        FailureClass::KilledBySignal,
+        FailureClass::Interrupted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Succeeded => "succeeded",
+            FailureClass::ScriptError => "script_error",
+            FailureClass::TimedOut => "timed_out",
+            FailureClass::OutOfMemory => "out_of_memory",
+            FailureClass::GpuEnvironment => "gpu_environment",
+            FailureClass::BrokenInstall => "broken_install",
+            FailureClass::KilledBySignal => "killed_by_signal",
+            FailureClass::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FailureClass> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// The stderr signatures, strongest class first: a broken install explains GPU errors
+/// too, and a GPU environment failure explains the out-of-memory lines it can cause.
+pub const SIGNATURES: &[(FailureClass, &str)] = &[
+    (FailureClass::BrokenInstall, "incompatible with jax version"),
+    (
+        FailureClass::BrokenInstall,
+        "This version of jax requires jaxlib version",
+    ),
+    (
+        FailureClass::GpuEnvironment,
+        "Unable to initialize backend 'cuda'",
+    ),
+    (
+        FailureClass::GpuEnvironment,
+        "PJRT_Api already exists for device type cuda",
+    ),
+    (
+        FailureClass::GpuEnvironment,
+        "Loaded runtime CuDNN library:",
+    ),
+    (
+        FailureClass::GpuEnvironment,
+        "DNN library initialization failed",
+    ),
+    (
+        FailureClass::GpuEnvironment,
+        "Jax plugin configuration error",
+    ),
+    (FailureClass::GpuEnvironment, "Unable to load CUDA"),
+    (FailureClass::GpuEnvironment, "CUDA_ERROR_NO_DEVICE"),
+    (FailureClass::GpuEnvironment, "No visible GPU devices"),
+    (
+        FailureClass::OutOfMemory,
+        "RESOURCE_EXHAUSTED: Out of memory",
+    ),
+    (FailureClass::OutOfMemory, "CUDA_ERROR_OUT_OF_MEMORY"),
+    (FailureClass::OutOfMemory, "std::bad_alloc"),
+];
+
+/// Longest stderr line examined; longer lines are cut (a flood cannot cost memory).
+const MAX_LINE: usize = 4096;
+
+/// The uncaught exception a traceback ended with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExceptionInfo {
+    /// Its type, as printed (`ValueError`, `jax.errors.JaxRuntimeError`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its message (may be empty).
+    pub message: String,
+}
+
+/// Watches every stderr line as it streams past, keeping only what classification
+/// needs: the first line matching each signature, and the last exception.
+#[derive(Debug, Default, Clone)]
+pub struct StderrScan {
+    /// First matching line per signature-table entry.
+    matches: Vec<(usize, String)>,
+    in_traceback: bool,
+    traceback_in_xla_bridge: bool,
+    /// The last exception and whether its traceback went through jax's xla_bridge.
+    pub exception: Option<(ExceptionInfo, bool)>,
+}
+
+impl StderrScan {
+    /// Feeds one line (without its newline).
+    pub fn line(&mut self, raw: &[u8]) {
+        let raw = &raw[..raw.len().min(MAX_LINE)];
+        let line = String::from_utf8_lossy(raw);
+        let line = line.trim_end();
+        for (i, (_, needle)) in SIGNATURES.iter().enumerate() {
+            if line.contains(needle) && !self.matches.iter().any(|(j, _)| *j == i) {
+                self.matches.push((i, line.trim().to_string()));
+            }
+        }
+        if line.starts_with("Traceback (most recent call last)") {
+            self.in_traceback = true;
+            self.traceback_in_xla_bridge = false;
+            return;
+        }
+        let indented = line.starts_with(' ') || line.starts_with('\t');
+        if self.in_traceback && indented {
+            if line.contains("xla_bridge.py") {
+                self.traceback_in_xla_bridge = true;
+            }
+            return;
+        }
+        if indented || line.is_empty() {
+            return;
+        }
+        // `Type: message` or a bare `Type` ends a traceback; outside one, Python's
+        // SyntaxError report has no header, so any `…Error: …` line counts.
+        if let Some(info) = parse_exception_line(line, self.in_traceback) {
+            self.exception = Some((info, self.in_traceback && self.traceback_in_xla_bridge));
+        }
+        self.in_traceback = false;
+    }
+
+    /// The strongest matched signature, with its line.
+    pub fn strongest(&self) -> Option<(FailureClass, &str)> {
+        self.matches
+            .iter()
+            .min_by_key(|(i, _)| *i)
+            .map(|(i, l)| (SIGNATURES[*i].0, l.as_str()))
+    }
+
+    fn first_of(&self, class: FailureClass) -> Option<&str> {
+        self.matches
+            .iter()
+            .filter(|(i, _)| SIGNATURES[*i].0 == class)
+            .min_by_key(|(i, _)| *i)
+            .map(|(_, l)| l.as_str())
+    }
+}
+
+fn parse_exception_line(line: &str, after_traceback: bool) -> Option<ExceptionInfo> {
+    let (kind, message) = match line.split_once(": ") {
+        Some((k, m)) => (k, m),
+        None => (line.trim_end_matches(':'), ""),
+    };
+    let is_name = !kind.is_empty()
+        && kind
+            .split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        && kind
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let looks_like_error = ["Error", "Exception", "Exit", "Interrupt"]
+        .iter()
+        .any(|s| kind.ends_with(s));
+    (is_name && (after_traceback || looks_like_error)).then(|| ExceptionInfo {
+        kind: kind.to_string(),
+        message: message.to_string(),
+    })
+}
+
+/// Everything classification looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct Ending<'a> {
+    pub platform: Platform,
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub interrupted: bool,
+    /// The runner's memory watchdog killed it (`--memory-limit`).
+    pub memory_limit_hit: bool,
+    /// The kernel's OOM killer fired in our cgroup while it ran.
+    pub kernel_oom_kill: bool,
+    pub scan: &'a StderrScan,
+}
+
+/// The verdict on one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classification {
+    pub class: FailureClass,
+    /// The stderr line (or a description) that decided it.
+    pub matched_line: Option<String>,
+    pub exception: Option<ExceptionInfo>,
+}
+
+/// Decides the class of an attempt.
+pub fn classify(e: &Ending<'_>) -> Classification {
+    let exception = e.scan.exception.as_ref().map(|(x, _)| x.clone());
+    let verdict = |class, line: Option<String>| Classification {
+        class,
+        matched_line: line,
+        exception: exception.clone(),
+    };
+    if e.interrupted {
+        return verdict(FailureClass::Interrupted, None);
+    }
+    if e.timed_out {
+        return verdict(FailureClass::TimedOut, None);
+    }
+    if e.memory_limit_hit {
+        return verdict(
+            FailureClass::OutOfMemory,
+            Some("killed by the --memory-limit watchdog".into()),
+        );
+    }
+    if e.code == Some(0) {
+        return verdict(FailureClass::Succeeded, None);
+    }
+    for class in [FailureClass::BrokenInstall, FailureClass::GpuEnvironment] {
+        if let Some(line) = e.scan.first_of(class) {
+            return verdict(class, Some(line.to_string()));
+        }
+    }
+    // jax's xla_bridge asserts a default backend exists: with JAX_PLATFORMS=cuda and no
+    // visible GPU that bare AssertionError is all the user sees.
+    if let Some((x, true)) = &e.scan.exception {
+        if x.kind == "AssertionError" && e.platform == Platform::Gpu {
+            return verdict(
+                FailureClass::GpuEnvironment,
+                Some("AssertionError in jax's xla_bridge: no usable cuda backend".into()),
+            );
+        }
+    }
+    if let Some(line) = e.scan.first_of(FailureClass::OutOfMemory) {
+        return verdict(FailureClass::OutOfMemory, Some(line.to_string()));
+    }
+    if exception.as_ref().is_some_and(|x| x.kind == "MemoryError") {
+        return verdict(FailureClass::OutOfMemory, Some("MemoryError".into()));
+    }
+    if let Some(sig) = e.signal {
+        if sig == libc::SIGKILL && e.kernel_oom_kill {
+            return verdict(
+                FailureClass::OutOfMemory,
+                Some("SIGKILL from the kernel's OOM killer".into()),
+            );
+        }
+        let name = super::sys::signal_name(sig);
+        return verdict(
+            FailureClass::KilledBySignal,
+            Some(format!("killed by {name}")),
+        );
+    }
+    let line = exception.as_ref().map(|x| {
+        if x.message.is_empty() {
+            x.kind.clone()
+        } else {
+            format!("{}: {}", x.kind, x.message)
+        }
+    });
+    verdict(FailureClass::ScriptError, line)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+//! Every signature in the table, and the precedence between classes.
+
+use super::*;
+
+fn scan(text: &str) -> StderrScan {
+    let mut s = StderrScan::default();
+    for line in text.lines() {
+        s.line(line.as_bytes());
+    }
+    s
+}
+
+fn ending<'a>(scan: &'a StderrScan, code: Option<i32>, signal: Option<i32>) -> Ending<'a> {
+    Ending {
+        platform: Platform::Gpu,
+        code,
+        signal,
+        timed_out: false,
+        interrupted: false,
+        memory_limit_hit: false,
+        kernel_oom_kill: false,
+        scan,
+    }
+}
+
+fn class_of(stderr: &str) -> Classification {
+    let s = scan(stderr);
+    classify(&ending(&s, Some(1), None))
+}
+
+#[test]
+fn every_signature_maps_to_its_class() {
+    let cases = [
+        ("RuntimeError: jaxlib version 0.9.0 is newer than and incompatible with jax version 0.8.0. Please update", FailureClass::BrokenInstall),
+        ("RuntimeError: This version of jax requires jaxlib version >= 0.10.0.", FailureClass::BrokenInstall),
+        ("RuntimeError: Unable to initialize backend 'cuda': FAILED_PRECONDITION: No visible GPU devices.", FailureClass::GpuEnvironment),
+        ("ALREADY_EXISTS: PJRT_Api already exists for device type cuda", FailureClass::GpuEnvironment),
+        ("E0000 Loaded runtime CuDNN library: 9.10.2 but source was compiled with: 9.12.0.", FailureClass::GpuEnvironment),
+        ("FAILED_PRECONDITION: DNN library initialization failed.", FailureClass::GpuEnvironment),
+        ("jax.errors.JaxRuntimeError: Jax plugin configuration error: Exception when calling jax_plugins.xla_cuda12.initialize()", FailureClass::GpuEnvironment),
+        ("RuntimeError: Unable to load CUDA. Is it installed?", FailureClass::GpuEnvironment),
+        ("INTERNAL: CUDA error: Failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected", FailureClass::GpuEnvironment),
+        ("No visible GPU devices.", FailureClass::GpuEnvironment),
+        ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.", FailureClass::OutOfMemory),
+        ("E external/xla: CUDA_ERROR_OUT_OF_MEMORY: out of memory", FailureClass::OutOfMemory),
+        ("terminate called after throwing an instance of 'std::bad_alloc'", FailureClass::OutOfMemory),
+    ];
+    assert_eq!(cases.len(), SIGNATURES.len(), "one case per signature");
+    for (line, class) in cases {
+        let c = class_of(line);
+        assert_eq!(c.class, class, "{line}");
+        assert_eq!(c.matched_line.as_deref(), Some(line.trim()), "{line}");
+    }
+}
+
+#[test]
+fn traceback_gives_script_error_with_the_exception() {
+    let c = class_of(
+        "Traceback (most recent call last):\n  File \"m.py\", line 3, in <module>\n    raise ValueError(\"bad A matrix\")\nValueError: bad A matrix\n",
+    );
+    assert_eq!(c.class, FailureClass::ScriptError);
+    let x = c.exception.unwrap();
+    assert_eq!(
+        (x.kind.as_str(), x.message.as_str()),
+        ("ValueError", "bad A matrix")
+    );
+    assert_eq!(c.matched_line.as_deref(), Some("ValueError: bad A matrix"));
+}
+
+#[test]
+fn syntax_and_import_errors_are_script_errors() {
+    let c =
+        class_of("  File \"s.py\", line 2\n    def (\n        ^\nSyntaxError: invalid syntax\n");
+    assert_eq!(c.class, FailureClass::ScriptError);
+    assert_eq!(c.exception.unwrap().kind, "SyntaxError");
+    let c = class_of("Traceback (most recent call last):\n  File \"m.py\", line 2, in <module>\nModuleNotFoundError: No module named 'xyz'\n");
+    assert_eq!(c.exception.unwrap().kind, "ModuleNotFoundError");
+}
+
+#[test]
+fn bare_assertion_in_xla_bridge_is_gpu_environment_only_for_gpu_runs() {
+    let text = "Traceback (most recent call last):\n  File \"/x/jax/_src/xla_bridge.py\", line 857, in backends\n    assert _default_backend is not None\nAssertionError\n";
+    let s = scan(text);
+    assert_eq!(
+        classify(&ending(&s, Some(1), None)).class,
+        FailureClass::GpuEnvironment
+    );
+    let mut cpu = ending(&s, Some(1), None);
+    cpu.platform = Platform::Cpu;
+    assert_eq!(classify(&cpu).class, FailureClass::ScriptError);
+    let user =
+        scan("Traceback (most recent call last):\n  File \"m.py\", line 1\nAssertionError\n");
+    assert_eq!(
+        classify(&ending(&user, Some(1), None)).class,
+        FailureClass::ScriptError
+    );
+}
+
+#[test]
+fn precedence_stop_reasons_then_success_then_signatures() {
+    let s = scan("RESOURCE_EXHAUSTED: Out of memory\nNo visible GPU devices\n");
+    assert_eq!(
+        classify(&ending(&s, Some(1), None)).class,
+        FailureClass::GpuEnvironment
+    );
+    assert_eq!(
+        classify(&ending(&s, Some(0), None)).class,
+        FailureClass::Succeeded
+    );
+    let mut e = ending(&s, None, Some(libc::SIGTERM));
+    e.timed_out = true;
+    assert_eq!(classify(&e).class, FailureClass::TimedOut);
+    e.interrupted = true;
+    assert_eq!(classify(&e).class, FailureClass::Interrupted);
+    let mut m = ending(&s, None, Some(libc::SIGKILL));
+    m.memory_limit_hit = true;
+    assert_eq!(classify(&m).class, FailureClass::OutOfMemory);
+}
+
+#[test]
+fn signals_memory_errors_and_the_oom_killer() {
+    let empty = StderrScan::default();
+    let c = classify(&ending(&empty, None, Some(libc::SIGSEGV)));
+    assert_eq!(c.class, FailureClass::KilledBySignal);
+    assert_eq!(c.matched_line.as_deref(), Some("killed by SIGSEGV"));
+    let mut oom = ending(&empty, None, Some(libc::SIGKILL));
+    assert_eq!(classify(&oom).class, FailureClass::KilledBySignal);
+    oom.kernel_oom_kill = true;
+    assert_eq!(classify(&oom).class, FailureClass::OutOfMemory);
+    let s = scan("Traceback (most recent call last):\n  File \"m.py\"\nMemoryError\n");
+    assert_eq!(
+        classify(&ending(&s, Some(1), None)).class,
+        FailureClass::OutOfMemory
+    );
+    let plain = classify(&ending(&empty, Some(3), None));
+    assert_eq!(
+        (plain.class, plain.exception),
+        (FailureClass::ScriptError, None)
+    );
+}
+
+#[test]
+fn class_names_round_trip() {
+    for c in FailureClass::ALL {
+        assert_eq!(FailureClass::parse(c.as_str()), Some(c));
+        assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+    }
+    assert_eq!(FailureClass::parse("nope"), None);
+}

@@ -1,0 +1,154 @@
+//! Keeping the process tree accountable: the runner is a child subreaper, so orphans
+//! of a script are reparented to it rather than to init; each child dies with the
+//! runner; and after a script exits, whatever it left running is found, killed,
+//! reaped and reported as a leak.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::sys;
+
+/// The variable that marks every process a script starts (children inherit it), so a
+/// leftover can be traced to its script even after it left the process group.
+pub const TOKEN_VAR: &str = "JAX_RUNNER_TOKEN";
+
+/// A process a script left behind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Leak {
+    /// Its PID.
+    pub pid: u32,
+    /// Its command line.
+    pub command: String,
+}
+
+/// Makes this process the subreaper of its descendants. Call once, early.
+pub fn become_subreaper() -> std::io::Result<()> {
+    // SAFETY: prctl with integer arguments has no memory effects.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// In the child, between fork and exec: die with the parent. The parent's PID is
+/// checked afterwards because the parent may already be gone.
+///
+/// The death signal fires when the *thread* that forked exits, so children must be
+/// spawned from threads that live as long as the run (tokio's worker threads).
+pub fn die_with_parent(parent: libc::pid_t) -> std::io::Result<()> {
+    // SAFETY: async-signal-safe calls only (prctl, getppid).
+    unsafe {
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::getppid() != parent {
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+    }
+    Ok(())
+}
+
+/// Our own direct children, from `/proc/self/task/*/children`.
+fn own_children() -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        if let Ok(s) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+    }
+    out
+}
+
+fn environ_has(pid: u32, entry: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry))
+}
+
+fn command_line(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| {
+            String::from_utf8_lossy(&c)
+                .split('\0')
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+fn is_zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Finds every live process carrying `token` among `seen` (PIDs sampled from the
+/// script's tree) and the runner's own children (reparented orphans), kills each with
+/// its descendants, reaps those that were reparented to us, and reports them.
+/// Repeats, because a killed leftover's own children are reparented to us in turn.
+pub fn sweep(token: &str, seen: &[u32]) -> Vec<Leak> {
+    let entry = format!("{TOKEN_VAR}={token}").into_bytes();
+    let mut leaks: Vec<Leak> = Vec::new();
+    for _round in 0..8 {
+        let mut candidates: Vec<u32> = own_children();
+        candidates.extend_from_slice(seen);
+        candidates.sort_unstable();
+        candidates.dedup();
+        let found: Vec<u32> = candidates
+            .into_iter()
+            .filter(|pid| !leaks.iter().any(|l| l.pid == *pid))
+            .filter(|pid| !is_zombie(*pid) && environ_has(*pid, &entry))
+            .collect();
+        if found.is_empty() {
+            break;
+        }
+        for pid in found {
+            let command = command_line(pid);
+            // Its own group too: a leftover that made a new session leads one.
+            sys::kill_group(pid as i32, libc::SIGKILL);
+            sys::kill_pid(pid as i32, libc::SIGKILL);
+            leaks.push(Leak { pid, command });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        reap_orphans(&leaks);
+    }
+    reap_orphans(&leaks);
+    leaks
+}
+
+/// Reaps leftovers that were reparented to the runner (others are not ours to reap).
+fn reap_orphans(leaks: &[Leak]) {
+    let mine = own_children();
+    for leak in leaks.iter().filter(|l| mine.contains(&l.pid)) {
+        let mut status = 0;
+        // SAFETY: waitpid on a specific child of ours, without blocking.
+        unsafe {
+            libc::waitpid(leak.pid as i32, &mut status, libc::WNOHANG);
+        }
+    }
+}
+
+/// The kernel's OOM-kill counter for the runner's cgroup (cgroup v2), which children
+/// share: a SIGKILL while it rose is the OOM killer's doing.
+pub fn oom_kill_count() -> Option<u64> {
+    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let path = PathBuf::from("/sys/fs/cgroup")
+        .join(rel.trim_start_matches('/'))
+        .join("memory.events");
+    let events = std::fs::read_to_string(path).ok()?;
+    events
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|n| n.trim().parse().ok())
+}

@@ -1,0 +1,77 @@
+//! The telemetry shim: a `sitecustomize.py` embedded in the binary, written once to
+//! the cache folder and put first on the child's `PYTHONPATH`. It reports what jax
+//! really used, because `JAX_PLATFORMS=cuda,cpu` falls back to the CPU without a word
+//! and scripts can change platforms themselves.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::model::JaxTelemetry;
+
+const SHIM: &str = include_str!("telemetry/sitecustomize.py");
+
+/// Writes the shim into `<cache>/telemetry-shim/<hash>/` (once per shim version) and
+/// returns that folder.
+pub fn install(cache_dir: &Path) -> std::io::Result<PathBuf> {
+    let digest = Sha256::digest(SHIM.as_bytes());
+    let hash: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let dir = cache_dir.join("telemetry-shim").join(hash);
+    let file = dir.join("sitecustomize.py");
+    if std::fs::read_to_string(&file).is_ok_and(|s| s == SHIM) {
+        return Ok(dir);
+    }
+    std::fs::create_dir_all(&dir)?;
+    let tmp = dir.join(format!(".sitecustomize.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, SHIM)?;
+    std::fs::rename(&tmp, &file)?;
+    Ok(dir)
+}
+
+/// `PYTHONPATH` with the shim folder first and the parent's entries after it.
+pub fn python_path(shim_dir: &Path) -> OsString {
+    let mut paths = vec![shim_dir.to_path_buf()];
+    if let Some(existing) = std::env::var_os("PYTHONPATH") {
+        paths.extend(std::env::split_paths(&existing).filter(|p| !p.as_os_str().is_empty()));
+    }
+    std::env::join_paths(paths).unwrap_or_else(|_| shim_dir.as_os_str().to_owned())
+}
+
+/// Reads and removes an attempt's telemetry file; absent when the process died
+/// before Python's exit handlers ran.
+pub fn take(path: &Path) -> Option<JaxTelemetry> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let _ = std::fs::remove_file(path);
+    serde_json::from_str(&text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_is_idempotent_and_python_path_puts_the_shim_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = install(tmp.path()).unwrap();
+        let b = install(tmp.path()).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(
+            std::fs::read_to_string(a.join("sitecustomize.py")).unwrap(),
+            SHIM
+        );
+        let pp = python_path(&a);
+        assert!(pp.to_string_lossy().starts_with(a.to_str().unwrap()));
+    }
+
+    #[test]
+    fn backend_names_map_to_platforms() {
+        use crate::config::Platform;
+        let mut t = JaxTelemetry::default();
+        assert_eq!(t.platform(), None);
+        t.backend = Some("cuda".into());
+        assert_eq!(t.platform(), Some(Platform::Gpu));
+        t.backend = Some("cpu".into());
+        assert_eq!(t.platform(), Some(Platform::Cpu));
+    }
+}

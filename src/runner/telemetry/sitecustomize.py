@@ -1,0 +1,146 @@
+# jax-runner telemetry shim, loaded by Python at start-up through PYTHONPATH.
+#
+# It records what jax really did: the backend and devices it initialised, how many XLA
+# compilations ran and how long they took, persistent-cache hits, and the type of an
+# uncaught exception. It never imports jax itself (a script that never imports jax
+# pays nothing), never prints, and never changes the exit code. Any sitecustomize that
+# was already on the path is loaded after it, exactly as Python would have.
+import os as _jr_os
+import sys as _jr_sys
+
+
+def _jr_chain_next_sitecustomize():
+    import importlib.machinery
+    import importlib.util
+
+    here = _jr_os.path.dirname(_jr_os.path.abspath(__file__))
+    me = _jr_sys.modules.get("sitecustomize")
+    path = [p for p in _jr_sys.path if _jr_os.path.abspath(p or ".") != here]
+    try:
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+        if spec is not None and spec.loader is not None:
+            module = importlib.util.module_from_spec(spec)
+            _jr_sys.modules["sitecustomize"] = module
+            spec.loader.exec_module(module)
+    except Exception as exc:  # Python reports a broken sitecustomize the same way
+        _jr_sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n")
+        _jr_sys.stderr.write("%s: %s\n" % (type(exc).__name__, exc))
+    finally:
+        if me is not None:
+            _jr_sys.modules["sitecustomize"] = me
+
+
+def _jr_install():
+    out_path = _jr_os.environ.get("JAX_RUNNER_TELEMETRY")
+    if not out_path:
+        return
+    state = {
+        "jax_imported": False,
+        "backend": None,
+        "devices": [],
+        "device_kinds": [],
+        "compilations": 0,
+        "compile_time_s": 0.0,
+        "cache_hits": 0,
+        "cache_misses": 0,
+        "uncaught_exception": None,
+    }
+
+    previous_hook = _jr_sys.excepthook
+
+    def excepthook(kind, value, tb):
+        state["uncaught_exception"] = getattr(kind, "__name__", str(kind))
+        previous_hook(kind, value, tb)
+
+    _jr_sys.excepthook = excepthook
+
+    def on_duration(event, duration, **_kwargs):
+        # A persistent-cache hit still emits a compile-duration event.
+        if event == "/jax/core/compile/backend_compile_duration":
+            state["compilations"] += 1
+            state["compile_time_s"] += float(duration)
+
+    def on_event(event, **_kwargs):
+        if event == "/jax/compilation_cache/cache_hits":
+            state["cache_hits"] += 1
+        elif event == "/jax/compilation_cache/cache_misses":
+            state["cache_misses"] += 1
+
+    def write():
+        try:
+            bridge = _jr_sys.modules.get("jax._src.xla_bridge")
+            default = getattr(bridge, "_default_backend", None) if bridge else None
+            if default is not None:  # only read a backend that is already initialised
+                state["backend"] = default.platform
+                devices = default.devices()
+                state["devices"] = [str(d) for d in devices]
+                state["device_kinds"] = sorted({getattr(d, "device_kind", "") for d in devices})
+        except Exception:
+            pass
+        try:
+            import json
+
+            tmp = "%s.%d.tmp" % (out_path, _jr_os.getpid())
+            with open(tmp, "w") as fh:
+                json.dump(state, fh)
+            _jr_os.replace(tmp, out_path)
+        except Exception:
+            pass
+
+    def on_jax_imported():
+        state["jax_imported"] = True
+        try:
+            import atexit
+
+            from jax import monitoring
+
+            monitoring.register_event_duration_secs_listener(on_duration)
+            monitoring.register_event_listener(on_event)
+            # Registered after jax's own atexit handlers, so it runs before they
+            # clear the backends.
+            atexit.register(write)
+        except Exception:
+            pass
+
+    class Loader:
+        def __init__(self, inner):
+            self._inner = inner
+
+        def create_module(self, spec):
+            return self._inner.create_module(spec)
+
+        def exec_module(self, module):
+            self._inner.exec_module(module)
+            on_jax_imported()
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+    class Finder:
+        """Wraps the loader of the top-level `jax` package, then steps aside."""
+
+        def find_spec(self, name, path=None, target=None):
+            if name != "jax":
+                return None
+            _jr_sys.meta_path.remove(self)
+            import importlib.util
+
+            spec = importlib.util.find_spec("jax")
+            if spec is not None and spec.loader is not None:
+                spec.loader = Loader(spec.loader)
+            return spec
+
+    _jr_sys.meta_path.insert(0, Finder())
+
+    import atexit
+
+    # Covers scripts that never import jax: the file still says so.
+    atexit.register(lambda: state["jax_imported"] or write())
+
+
+try:
+    _jr_install()
+except Exception:
+    pass
+_jr_chain_next_sitecustomize()
+del _jr_chain_next_sitecustomize, _jr_install

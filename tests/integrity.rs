@@ -1,0 +1,108 @@
+//! The runner killed hard: no script survives it, and no JSON file it leaves is torn.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn spawn_runner(t: &Tree, extra: &[&str]) -> Child {
+    Command::new(assert_cmd::cargo::cargo_bin("jax-runner"))
+        .arg("--output-dir")
+        .arg(t.dir.path())
+        .arg("--python")
+        .arg(python())
+        .args(["--device", "cpu", "--compilation-cache", "off", "-q"])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn sigkill(child: &mut Child) {
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+}
+
+#[test]
+fn sigkill_of_the_runner_leaves_no_script_running() {
+    let t = Tree::new();
+    t.fixture("hang.py", "a/jax/hang.py");
+    t.fixture("ignore_sigterm.py", "b/jax/stubborn.py");
+    let mut runner = spawn_runner(&t, &["--jobs", "2"]);
+    wait_for_output(&t.results_dir().join("logs/hang.stdout.log"));
+    wait_for_output(&t.results_dir().join("logs/stubborn.stdout.log"));
+    let scripts = [
+        t.root().join("a/jax/hang.py"),
+        t.root().join("b/jax/stubborn.py"),
+    ];
+    let running = || -> Vec<u32> {
+        scripts
+            .iter()
+            .flat_map(|s| processes_mentioning(s.to_str().unwrap()))
+            .collect()
+    };
+    assert_eq!(running().len(), 2, "both scripts run");
+    sigkill(&mut runner);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = running();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "scripts outlived the runner: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A small deterministic generator: the kill moments vary, the test does not flake
+/// on one unlucky seed.
+fn delays(n: usize) -> Vec<Duration> {
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            Duration::from_millis(100 + x % 2500)
+        })
+        .collect()
+}
+
+#[test]
+fn json_files_are_never_torn_when_the_runner_is_killed_at_random_moments() {
+    let t = Tree::new();
+    for i in 0..6 {
+        t.fixture("ok_plain.py", &format!("m{i}/jax/plain.py"));
+        t.fixture("ok_jax.py", &format!("m{i}/jax/jaxy.py"));
+    }
+    let mut checked = 0;
+    for delay in delays(8) {
+        let mut runner = spawn_runner(&t, &["--jobs", "2"]);
+        std::thread::sleep(delay);
+        sigkill(&mut runner);
+        for entry in walkdir::WalkDir::new(t.results_dir()) {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy();
+            if entry.file_type().is_file() && name.ends_with(".json") && !name.starts_with('.') {
+                let text = std::fs::read_to_string(entry.path()).unwrap();
+                if let Err(e) = serde_json::from_str::<serde_json::Value>(&text) {
+                    panic!(
+                        "{} is torn after a kill at {delay:?}: {e}",
+                        entry.path().display()
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 10, "the kills left files to check ({checked})");
+    // The lock died with the runner: a new run takes the folder and completes.
+    let out = t.run(&[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
