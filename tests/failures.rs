@@ -310,22 +310,7 @@ fn output_floods_stream_to_disk_and_the_cap_keeps_head_and_tail() {
 fn a_second_runner_on_the_same_results_folder_is_refused() {
     let t = Tree::new();
     t.fixture("hang.py", "m/jax/hang.py");
-    let mut first = std::process::Command::new(assert_cmd::cargo::cargo_bin("jax-runner"))
-        .arg("--output-dir")
-        .arg(t.dir.path())
-        .arg("--python")
-        .arg(python())
-        .args([
-            "--device",
-            "cpu",
-            "--timeout",
-            "60s",
-            "--compilation-cache",
-            "off",
-            "-q",
-        ])
-        .spawn()
-        .unwrap();
+    let mut first = t.spawn(&["--timeout", "60s"]);
     let log = t.results_dir().join("logs/hang.stdout.log");
     wait_for_output(&log);
     let out = t.run(&[]);
@@ -343,22 +328,7 @@ fn a_second_runner_on_the_same_results_folder_is_refused() {
 fn a_second_ctrl_c_kills_at_once() {
     let t = Tree::new();
     t.fixture("ignore_sigterm.py", "m/jax/stubborn.py");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("jax-runner"))
-        .arg("--output-dir")
-        .arg(t.dir.path())
-        .arg("--python")
-        .arg(python())
-        .args([
-            "--device",
-            "cpu",
-            "--grace",
-            "60s",
-            "--compilation-cache",
-            "off",
-            "-q",
-        ])
-        .spawn()
-        .unwrap();
+    let mut child = t.spawn(&["--grace", "60s"]);
     wait_for_output(&t.results_dir().join("logs/stubborn.stdout.log"));
     let started = std::time::Instant::now();
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };

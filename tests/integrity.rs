@@ -2,24 +2,10 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::*;
-
-fn spawn_runner(t: &Tree, extra: &[&str]) -> Child {
-    Command::new(assert_cmd::cargo::cargo_bin("jax-runner"))
-        .arg("--output-dir")
-        .arg(t.dir.path())
-        .arg("--python")
-        .arg(python())
-        .args(["--device", "cpu", "--compilation-cache", "off", "-q"])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
 
 fn sigkill(child: &mut Child) {
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
@@ -31,7 +17,7 @@ fn sigkill_of_the_runner_leaves_no_script_running() {
     let t = Tree::new();
     t.fixture("hang.py", "a/jax/hang.py");
     t.fixture("ignore_sigterm.py", "b/jax/stubborn.py");
-    let mut runner = spawn_runner(&t, &["--jobs", "2"]);
+    let mut runner = t.spawn(&["--jobs", "2"]);
     wait_for_output(&t.results_dir().join("logs/hang.stdout.log"));
     wait_for_output(&t.results_dir().join("logs/stubborn.stdout.log"));
     let scripts = [
@@ -83,7 +69,7 @@ fn json_files_are_never_torn_when_the_runner_is_killed_at_random_moments() {
     }
     let mut checked = 0;
     for delay in delays(8) {
-        let mut runner = spawn_runner(&t, &["--jobs", "2"]);
+        let mut runner = t.spawn(&["--jobs", "2"]);
         std::thread::sleep(delay);
         sigkill(&mut runner);
         for entry in walkdir::WalkDir::new(t.results_dir()) {

@@ -313,35 +313,9 @@ fn ctrl_c_stops_the_run_writes_results_and_exits_130() {
     let t = Tree::new();
     t.fixture("hang.py", "a/jax/hang.py");
     t.fixture("ok_jax.py", "b/jax/later.py");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("jax-runner"))
-        .arg("--output-dir")
-        .arg(t.dir.path())
-        .arg("--python")
-        .arg(python())
-        .args([
-            "--device",
-            "cpu",
-            "--jobs",
-            "1",
-            "--grace",
-            "2s",
-            "--compilation-cache",
-            "off",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = t.spawn(&["--jobs", "1", "--grace", "2s"]);
     // Wait until the hung script is running (its log file exists and has output).
-    let log = t.results_dir().join("logs/hang.stdout.log");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "hang.py never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_for_output(&t.results_dir().join("logs/hang.stdout.log"));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));

@@ -134,6 +134,12 @@ pub async fn run_all(
             drop(permit);
             (index, result)
         });
+        // Finished tasks hold their whole future until joined: join them as we go so
+        // memory stays flat however many scripts the run has.
+        while let Some(joined) = tasks.try_join_next() {
+            let (index, summary) = joined.expect("script task does not panic");
+            results[index] = Some(summary);
+        }
     }
     for (index, script) in not_started {
         let mut result = script::base_result(&ctx, &script);

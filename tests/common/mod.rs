@@ -80,6 +80,22 @@ impl Tree {
         cmd
     }
 
+    /// Starts the runner in the background (CPU, cache off, quiet) for tests that
+    /// signal or race it.
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("jax-runner"))
+            .arg("--output-dir")
+            .arg(self.dir.path())
+            .arg("--python")
+            .arg(python())
+            .args(["--device", "cpu", "--compilation-cache", "off", "-q"])
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
         self.cmd().args(args).output().unwrap()
     }
