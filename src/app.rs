@@ -8,6 +8,7 @@ use tokio::sync::watch;
 
 use crate::config::{CompilationCache, Device, Platform, RunConfig};
 use crate::discovery::{DiscoverOptions, Discovery};
+use crate::doctor::{self, DoctorReport, Live};
 use crate::error::{ConfigError, DiscoveryError, ReportError};
 use crate::events::{EventSender, RunEvent};
 use crate::lock::FileLock;
@@ -58,17 +59,51 @@ pub struct Plan {
     pub jobs: usize,
     /// Why a GPU request will run on the CPU from the start, if it will.
     pub gpu_unusable: Option<String>,
+    /// How the platform was chosen, in words.
+    pub reason: String,
 }
 
-/// The platform, the GPU verdict and the number of parallel jobs for this host.
-pub fn plan(config: &RunConfig) -> Plan {
-    let nvml = crate::gpu::nvidia_gpu_count();
-    let gpus = nvml.unwrap_or(0);
-    let platform = config.device.resolve(gpus);
-    let gpu_unusable = (platform == Platform::Gpu && gpus == 0).then(|| match nvml {
-        None => "no NVIDIA driver: NVML could not be loaded".to_string(),
-        Some(_) => "NVML reports no NVIDIA GPU".to_string(),
-    });
+/// The pre-flight: doctor's inspection with a live check of only the accelerator the
+/// run may use (the CPU needs none: the scripts themselves show whether it works).
+pub fn preflight(config: &RunConfig, interp: &Interpreter) -> DoctorReport {
+    let live: &'static [Platform] = match config.device {
+        Device::Auto | Device::Gpu => &[Platform::Gpu],
+        Device::Tpu => &[Platform::Tpu],
+        Device::Cpu => &[],
+    };
+    doctor::inspect(interp, config.device, Live::Only(live))
+}
+
+/// The platform, the GPU verdict and the number of parallel jobs. With a pre-flight
+/// report the GPU counts only when it really works; without one, when NVML sees it.
+pub fn plan(config: &RunConfig, env: Option<&DoctorReport>) -> Plan {
+    let nvml = env.map_or_else(crate::gpu::inspect, |e| e.nvml.clone());
+    let gpus = nvml.gpu_count();
+    let gpu_works = match env {
+        Some(e) => e.verdict(Platform::Gpu).is_some_and(|v| v.works),
+        None => gpus > 0,
+    };
+    let why_not = || match env {
+        Some(e) => e
+            .why_not(Platform::Gpu)
+            .unwrap_or_else(|| "the GPU does not work".into()),
+        None if nvml.available => "NVML reports no NVIDIA GPU".into(),
+        None => format!(
+            "no NVIDIA driver: {}",
+            nvml.error.as_deref().unwrap_or("NVML unavailable")
+        ),
+    };
+    let (platform, reason) = match config.device {
+        Device::Auto if gpu_works => (Platform::Gpu, "auto: the GPU works".to_string()),
+        Device::Auto => (
+            Platform::Cpu,
+            format!("auto: the CPU, because {}", why_not()),
+        ),
+        Device::Cpu => (Platform::Cpu, "requested".into()),
+        Device::Gpu => (Platform::Gpu, "requested".into()),
+        Device::Tpu => (Platform::Tpu, "requested".into()),
+    };
+    let gpu_unusable = (platform == Platform::Gpu && !gpu_works).then(why_not);
     let on_cpu = platform == Platform::Cpu || (gpu_unusable.is_some() && config.fallback_to_cpu);
     let jobs = config.jobs.map(|j| j.get()).unwrap_or(if on_cpu {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -82,6 +117,7 @@ pub fn plan(config: &RunConfig) -> Plan {
         platform,
         jobs,
         gpu_unusable,
+        reason,
     }
 }
 
@@ -108,7 +144,16 @@ pub async fn run(
     );
     let (events, rx) = EventSender::channel();
     let dispatcher = tokio::spawn(report::dispatch(rx, reporters));
-    let plan = plan(config);
+    let environment = match interpreter {
+        Some(interp) if config.preflight && !discovery.scripts.is_empty() => {
+            let (config, interp) = (config.clone(), interp.clone());
+            tokio::task::spawn_blocking(move || preflight(&config, &interp))
+                .await
+                .ok()
+        }
+        _ => None,
+    };
+    let plan = plan(config, environment.as_ref());
     let started_at = SystemTime::now();
     let started = Instant::now();
     let warn = |message: String| events.emit(RunEvent::Warning { message });
@@ -211,13 +256,15 @@ pub async fn run(
             .gpu_unusable
             .filter(|_| config.fallback_to_cpu && config.device != Device::Cpu),
         runner_peak_rss_mb: runner_peak_rss_mb(),
+        device_choice: plan.reason.clone(),
     };
-    let metrics = PerformanceMetrics::build(
+    let mut metrics = PerformanceMetrics::build(
         run,
         results,
         discovery.missing.clone(),
         discovery.warnings.clone(),
     );
+    metrics.environment = environment;
     events.emit(RunEvent::RunFinished {
         metrics: Box::new(metrics.clone()),
     });

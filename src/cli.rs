@@ -45,6 +45,24 @@ pub enum Command {
     List(ListArgs),
     /// Create the managed Python environment and print which interpreter runs will use.
     Setup(SetupArgs),
+    /// Say exactly why JAX will or will not use each device, and how to fix it.
+    #[command(
+        after_help = "Exit codes:\n  0  the requested device works\n  1  it does not\n  2  no Python interpreter to inspect"
+    )]
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// The device that must work for exit code 0 (auto: any).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub device: DeviceArg,
+    /// Python interpreter to inspect (else the one a run would use).
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// Print one JSON document instead of the report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -121,6 +139,10 @@ pub struct RunArgs {
     /// Cap on each log file (e.g. 50M, 1G), keeping its head and its end [default: no cap].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_log_size: Option<u64>,
+    /// Skip the environment pre-flight (the doctor checks a run does once); GPU
+    /// problems then show up script by script and fall back there.
+    #[arg(long)]
+    pub no_preflight: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -221,6 +243,7 @@ impl RunArgs {
             retry_delay: self.retry_delay,
             fallback: self.fallback.clone(),
             max_log_bytes: self.max_log_size,
+            preflight: !self.no_preflight,
         }
     }
 }

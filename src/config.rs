@@ -100,6 +100,8 @@ pub struct RunConfig {
     pub fallback_to_cpu: bool,
     /// Cap on each log file, keeping head and tail.
     pub max_log_bytes: Option<u64>,
+    /// Inspect the environment (doctor) once before the run.
+    pub preflight: bool,
 }
 
 /// The raw choices from the edge, before validation.
@@ -124,6 +126,7 @@ pub struct RunOptions {
     /// `cpu` or `none`.
     pub fallback: String,
     pub max_log_bytes: Option<u64>,
+    pub preflight: bool,
 }
 
 impl RunConfig {
@@ -210,6 +213,7 @@ impl RunConfig {
             },
             fallback_to_cpu,
             max_log_bytes: opts.max_log_bytes,
+            preflight: opts.preflight,
             output_dir,
             results_dir,
             device: opts.device,
@@ -270,6 +274,7 @@ mod tests {
             retry_delay: Duration::from_secs(1),
             fallback: "cpu".into(),
             max_log_bytes: None,
+            preflight: false,
         }
     }
 

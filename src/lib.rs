@@ -7,6 +7,7 @@
 pub mod app;
 pub mod config;
 pub mod discovery;
+pub mod doctor;
 pub mod error;
 pub mod events;
 pub mod gpu;

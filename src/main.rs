@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run(args.options(), level),
         Some(Command::List(args)) => list(&args, level),
         Some(Command::Setup(args)) => setup(args.flavor, level),
+        Some(Command::Doctor(args)) => doctor(&args, level),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
@@ -265,4 +266,24 @@ fn setup(flavor: FlavorArg, level: tracing::Level) -> Result<u8, Error> {
     );
     println!("{}", chosen.path.display());
     Ok(0)
+}
+
+fn doctor(args: &cli::DoctorArgs, level: tracing::Level) -> Result<u8, Error> {
+    init_logging(level, None)?;
+    let interp = Resolver::from_env(args.python.clone()).inspect()?;
+    let report =
+        jax_runner::doctor::inspect(&interp, args.device.into(), jax_runner::doctor::Live::All);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("JSON values serialize")
+        );
+    } else {
+        print!("{}", jax_runner::doctor::render::human(&report));
+    }
+    Ok(if report.requested_works() {
+        0
+    } else {
+        EXIT_FAILED
+    })
 }

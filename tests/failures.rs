@@ -106,13 +106,15 @@ fn timeouts_retry_only_when_asked() {
 #[test]
 fn a_broken_gpu_environment_falls_back_to_cpu_once_and_says_so() {
     let t = Tree::new();
-    // jax with JAX_PLATFORMS=cuda on this CPU-only install fails for real.
+    // jax with JAX_PLATFORMS=cuda on this CPU-only install fails for real. Without
+    // the pre-flight (which would send everything to the CPU at once), the failure
+    // shows up in the first script's GPU attempt.
     t.fixture("ok_jax.py", "a/jax/first.py");
     t.fixture("gpu_env_error.py", "b/jax/second.py");
     let out = t
         .cmd()
         .env("JAX_RUNNER_GPU_COUNT", "1")
-        .args(["--device", "gpu", "--jobs", "1"])
+        .args(["--device", "gpu", "--jobs", "1", "--no-preflight"])
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -135,6 +137,61 @@ fn a_broken_gpu_environment_falls_back_to_cpu_once_and_says_so() {
     assert_eq!(t.metrics()["totals"]["fallbacks"], 2);
     let err = stderr(&out);
     assert_eq!(err.matches("GPU unusable").count(), 1, "said once: {err}");
+}
+
+#[test]
+fn the_preflight_sends_a_gpu_run_to_the_cpu_before_any_script_fails() {
+    let t = Tree::new();
+    t.fixture("ok_jax.py", "a/jax/first.py");
+    t.fixture("ok_jax.py", "b/jax/second.py");
+    // NVML "sees" a GPU, but this jax has no CUDA plugin: doctor knows before any run.
+    let out = t
+        .cmd()
+        .env("JAX_RUNNER_GPU_COUNT", "1")
+        .args(["--device", "gpu"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    for id in ["first", "second"] {
+        let r = t.result(id);
+        assert_eq!(attempts(&r).len(), 1, "{id} never tried the GPU");
+        assert_eq!(attempts(&r)[0]["device"], "cpu");
+        assert!(
+            r["fallback"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("no CUDA plugin"),
+            "{r}"
+        );
+    }
+    let m = t.metrics();
+    let codes: Vec<&str> = m["environment"]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"cpu-only-jaxlib"), "{codes:?}");
+    assert_eq!(m["environment"]["python"]["jax_version"], "0.10.2");
+
+    let out = t
+        .cmd()
+        .env("JAX_RUNNER_GPU_COUNT", "1")
+        .args(["--device", "auto"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let m = t.metrics();
+    assert_eq!(m["run"]["device"], "cpu");
+    assert!(m["run"]["device_choice"]
+        .as_str()
+        .unwrap()
+        .starts_with("auto: the CPU, because"));
+    assert_eq!(
+        t.result("first")["fallback"],
+        Value::Null,
+        "auto chose the CPU: no fallback"
+    );
 }
 
 #[test]

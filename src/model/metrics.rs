@@ -51,6 +51,8 @@ pub struct RunInfo {
     pub device_fallback_reason: Option<String>,
     /// The runner's own peak resident memory, MiB (it stays flat however much scripts print).
     pub runner_peak_rss_mb: f64,
+    /// How the platform was chosen (`requested`, `auto: the GPU works`, …).
+    pub device_choice: String,
 }
 
 /// Counts over the run.
@@ -134,6 +136,9 @@ pub struct PerformanceMetrics {
     pub missing_scripts: Vec<String>,
     /// Problems met along the way that did not stop the run (unreadable folders, …).
     pub warnings: Vec<String>,
+    /// The pre-flight's doctor report (absent with `--no-preflight` or no scripts).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub environment: Option<crate::doctor::DoctorReport>,
 }
 
 impl ScriptSummary {
@@ -201,6 +206,7 @@ impl PerformanceMetrics {
             scripts,
             missing_scripts,
             warnings,
+            environment: None,
         }
     }
 

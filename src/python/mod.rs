@@ -44,7 +44,8 @@ impl Source {
         }
     }
 
-    fn describe(self) -> &'static str {
+    /// Why this interpreter, in words.
+    pub fn describe(self) -> &'static str {
         match self {
             Source::Flag => "--python",
             Source::Env => "JAX_RUNNER_PYTHON",
@@ -72,6 +73,12 @@ pub struct PythonInfo {
     pub jax_importable: bool,
     /// The exception when it did not.
     pub import_error: Option<String>,
+    /// jax-related distributions (jax*, libtpu*, nvidia-*), normalised name to version.
+    #[serde(default)]
+    pub distributions: std::collections::BTreeMap<String, String>,
+    /// PJRT plugins jax would discover (entry points and `jax_plugins.*` modules).
+    #[serde(default)]
+    pub jax_plugins: Vec<String>,
 }
 
 /// The chosen interpreter.
@@ -105,9 +112,20 @@ impl Resolver {
         }
     }
 
-    /// Picks and probes the interpreter; an explicit choice without jax is an error
-    /// with the command that fixes it.
+    /// Picks and probes the interpreter a run uses, creating the managed environment
+    /// when nothing else has jax; an explicit choice without jax is an error with the
+    /// command that fixes it.
     pub fn resolve(&self) -> Result<Interpreter, PythonError> {
+        require_jax(self.choose(true)?)
+    }
+
+    /// The interpreter a run would use, for inspection: never creates anything and
+    /// does not require jax (doctor reports on a broken interpreter too).
+    pub fn inspect(&self) -> Result<Interpreter, PythonError> {
+        self.choose(false)
+    }
+
+    fn choose(&self, create: bool) -> Result<Interpreter, PythonError> {
         let explicit = [
             (self.flag.clone(), Source::Flag),
             (self.env_var.clone(), Source::Env),
@@ -119,18 +137,29 @@ impl Resolver {
             ),
         ];
         if let Some((Some(path), source)) = explicit.into_iter().find(|(p, _)| p.is_some()) {
-            return require_jax(probe_as(&path, source)?);
+            return probe_as(&path, source);
         }
-        if let Some(path) = find_on_path("python3", self.path_var.as_deref()) {
-            if let Ok(found) = probe_as(&path, Source::Path) {
+        let on_path = find_on_path("python3", self.path_var.as_deref());
+        let mut path_without_jax = None;
+        if let Some(path) = &on_path {
+            if let Ok(found) = probe_as(path, Source::Path) {
                 if found.info.jax_importable {
                     return Ok(found);
                 }
                 tracing::debug!(python = %path.display(), "python3 on PATH has no jax; using the managed environment");
+                path_without_jax = Some(found);
             }
         }
-        let python = setup::ensure(setup::Flavor::for_host(), self.path_var.as_deref())?;
-        require_jax(probe_as(&python, Source::Managed)?)
+        let flavor = setup::Flavor::for_host();
+        match (setup::existing(flavor), create, path_without_jax) {
+            (Some(python), _, _) => probe_as(&python, Source::Managed),
+            (None, true, _) => probe_as(
+                &setup::ensure(flavor, self.path_var.as_deref())?,
+                Source::Managed,
+            ),
+            (None, false, Some(found)) => Ok(found),
+            (None, false, None) => Err(PythonError::NoBasePython),
+        }
     }
 }
 
@@ -198,7 +227,8 @@ pub fn probe(path: &Path) -> Result<PythonInfo, PythonError> {
 }
 
 /// Runs a short command to completion with a time limit, capturing its output.
-fn capture(mut cmd: Command, limit: Duration) -> std::io::Result<(String, String, String)> {
+/// Returns the exit status (or `timed out after …`), stdout and stderr.
+pub fn capture(mut cmd: Command, limit: Duration) -> std::io::Result<(String, String, String)> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -1,0 +1,545 @@
+//! The findings: each problem doctor knows, decided from package metadata, NVML, the
+//! environment and `LD_LIBRARY_PATH`, with its cause and the command that fixes it.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{LibraryDir, LiveCheck, PythonReport};
+use crate::config::{Device, Platform};
+use crate::gpu::NvmlReport;
+use crate::python::{setup::Flavor, shell_quote, Interpreter};
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    /// Stops the devices it names.
+    Error,
+}
+
+/// One problem.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable code (`cuda-plugin-conflict`, …).
+    pub code: String,
+    /// How bad.
+    pub severity: Severity,
+    /// Devices it affects (errors stop them).
+    pub devices: Vec<Platform>,
+    /// The cause, in words.
+    pub message: String,
+    /// The exact command that fixes it, when there is one.
+    pub fix: Option<String>,
+}
+
+impl Finding {
+    fn new(
+        code: &str,
+        severity: Severity,
+        devices: &[Platform],
+        message: String,
+        fix: Option<String>,
+    ) -> Self {
+        Finding {
+            code: code.into(),
+            severity,
+            devices: devices.to_vec(),
+            message,
+            fix,
+        }
+    }
+
+    /// Whether it stops `device`.
+    pub fn blocks(&self, device: Platform) -> bool {
+        self.severity == Severity::Error && self.devices.contains(&device)
+    }
+}
+
+const ALL: &[Platform] = &[Platform::Cpu, Platform::Gpu, Platform::Tpu];
+const GPU: &[Platform] = &[Platform::Gpu];
+
+/// Compares dotted versions numerically (`0.10.2` > `0.9.1`); non-numeric tails are
+/// ignored (`0.4.36.dev20241101` compares as `0.4.36`).
+pub fn version_cmp(a: &str, b: &str) -> Ordering {
+    let parts =
+        |v: &str| -> Vec<u64> { v.split('.').map_while(|p| p.parse::<u64>().ok()).collect() };
+    parts(a).cmp(&parts(b))
+}
+
+fn major_minor(v: &str) -> Vec<u64> {
+    v.split('.').take(2).map_while(|p| p.parse().ok()).collect()
+}
+
+/// The environment variables that change what jax does.
+pub fn relevant_environment() -> BTreeMap<String, String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+        .filter(|(k, _)| {
+            k.starts_with("JAX_")
+                || k.starts_with("XLA_")
+                || k == "CUDA_VISIBLE_DEVICES"
+                || k == "NVIDIA_VISIBLE_DEVICES"
+                || k == "LD_LIBRARY_PATH"
+        })
+        .filter(|(k, _)| !k.starts_with("JAX_RUNNER_"))
+        .collect()
+}
+
+fn family(name: &str) -> Option<&'static str> {
+    ["cuda12", "cuda13", "rocm"]
+        .into_iter()
+        .find(|f| name.starts_with(&format!("jax-{f}-")))
+}
+
+/// The interpreter section of the report.
+pub fn python_report(interp: &Interpreter, libs: Vec<LibraryDir>) -> PythonReport {
+    let info = &interp.info;
+    let pick = |pred: &dyn Fn(&str) -> bool| -> BTreeMap<String, String> {
+        info.distributions
+            .iter()
+            .filter(|(k, _)| pred(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let plugins = pick(&|k| family(k).is_some() || k.starts_with("libtpu"));
+    let cuda_wheels = pick(&|k| k.starts_with("nvidia-"));
+    let cudnn_wheel_version = cuda_wheels
+        .iter()
+        .find(|(k, _)| k.starts_with("nvidia-cudnn-"))
+        .map(|(_, v)| v.clone());
+    let cudnn_would_load = libs
+        .iter()
+        .find_map(|d| d.cudnn.first().map(|v| format!("{v} from {}", d.path)))
+        .or_else(|| {
+            cudnn_wheel_version
+                .as_ref()
+                .map(|v| format!("{v} from the nvidia-cudnn wheel"))
+        });
+    let compatible = match (&info.jax_version, &info.jaxlib_version) {
+        (Some(jax), Some(lib)) => jax_jaxlib_problem(jax, lib).is_none(),
+        _ => false,
+    };
+    PythonReport {
+        interpreter: interp.path.display().to_string(),
+        source: interp.source.as_str().into(),
+        chosen_because: interp.source.describe().into(),
+        python_version: info.python_version.clone(),
+        jax_version: info.jax_version.clone(),
+        jaxlib_version: info.jaxlib_version.clone(),
+        jax_jaxlib_compatible: compatible,
+        jax_importable: info.jax_importable,
+        plugins,
+        discovered_plugins: info.jax_plugins.clone(),
+        cuda_wheels,
+        cudnn_wheel_version,
+        ld_library_path: libs,
+        cudnn_would_load,
+    }
+}
+
+/// jaxlib newer than jax, or a different minor version, does not import.
+fn jax_jaxlib_problem(jax: &str, jaxlib: &str) -> Option<String> {
+    if version_cmp(jaxlib, jax) == Ordering::Greater {
+        Some(format!(
+            "jaxlib {jaxlib} is newer than jax {jax}; jax refuses to import with it"
+        ))
+    } else if major_minor(jaxlib) != major_minor(jax) {
+        Some(format!(
+            "jaxlib {jaxlib} is too old for jax {jax} (they are released together)"
+        ))
+    } else {
+        None
+    }
+}
+
+/// Devices worth checking: the CPU always, the GPU when the driver has one, the TPU
+/// when libtpu is installed.
+pub fn candidate_platforms(py: &PythonReport, nvml: &NvmlReport) -> Vec<Platform> {
+    let mut out = vec![Platform::Cpu];
+    if nvml.gpu_count() > 0 {
+        out.push(Platform::Gpu);
+    }
+    if py.plugins.keys().any(|k| k.starts_with("libtpu")) {
+        out.push(Platform::Tpu);
+    }
+    out
+}
+
+/// Every finding that needs no live run.
+pub fn findings(
+    interp: &Interpreter,
+    py: &PythonReport,
+    nvml: &NvmlReport,
+    env: &BTreeMap<String, String>,
+    device: Device,
+) -> Vec<Finding> {
+    let python = shell_quote(&interp.path);
+    let pip = |args: &str| format!("{python} -m pip install {args}");
+    let mut out = Vec::new();
+    let jax_version = py.jax_version.clone().unwrap_or_else(|| "0.10.2".into());
+
+    // The Python installation.
+    match (&py.jax_version, &py.jaxlib_version) {
+        (None, _) | (_, None) => out.push(Finding::new(
+            "jax-missing",
+            Severity::Error,
+            ALL,
+            format!("{} has no jax/jaxlib installed", interp.path.display()),
+            Some(format!(
+                "{} (or run `jax-runner setup`)",
+                pip(&Flavor::Cpu.pinned_jax())
+            )),
+        )),
+        (Some(jax), Some(lib)) => {
+            if let Some(problem) = jax_jaxlib_problem(jax, lib) {
+                out.push(Finding::new(
+                    "jax-jaxlib-mismatch",
+                    Severity::Error,
+                    ALL,
+                    problem,
+                    Some(pip(&format!("'jax=={jax}' 'jaxlib=={jax}'"))),
+                ));
+            } else if !py.jax_importable {
+                out.push(Finding::new(
+                    "jax-import-fails",
+                    Severity::Error,
+                    ALL,
+                    format!(
+                        "import jax fails: {}",
+                        interp
+                            .info
+                            .import_error
+                            .as_deref()
+                            .unwrap_or("unknown error")
+                    ),
+                    Some(pip(&format!(
+                        "--force-reinstall 'jax=={jax}' 'jaxlib=={lib}'"
+                    ))),
+                ));
+            }
+        }
+    }
+    let families: Vec<&str> = {
+        let mut f: Vec<&str> = py.plugins.keys().filter_map(|k| family(k)).collect();
+        f.dedup();
+        f
+    };
+    let driver_family = if nvml.cuda_major().is_some_and(|m| m >= 13) {
+        "cuda13"
+    } else {
+        "cuda12"
+    };
+    if families.contains(&"cuda12") && families.contains(&"cuda13") {
+        let all: Vec<&String> = py
+            .plugins
+            .keys()
+            .filter(|k| family(k).is_some_and(|f| f.starts_with("cuda")))
+            .collect();
+        out.push(Finding::new(
+            "cuda-plugin-conflict",
+            Severity::Error,
+            GPU,
+            format!(
+                "two CUDA plugin families are installed ({}): jax fails with `ALREADY_EXISTS: PJRT_Api already exists for device type cuda`",
+                all.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            Some(format!(
+                "{python} -m pip uninstall -y {} && {}",
+                all.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "),
+                pip(&format!("'jax[{driver_family}]=={jax_version}'"))
+            )),
+        ));
+    }
+    if let Some(lib) = &py.jaxlib_version {
+        for (name, version) in py.plugins.iter().filter(|(k, _)| family(k).is_some()) {
+            if version_cmp(version, lib) != Ordering::Equal {
+                out.push(Finding::new(
+                    "plugin-version-mismatch",
+                    Severity::Error,
+                    GPU,
+                    format!("{name} {version} does not match jaxlib {lib}: jax reports a plugin configuration error"),
+                    Some(pip(&format!("'{name}=={lib}'"))),
+                ));
+            }
+        }
+    }
+
+    // The driver and the GPUs.
+    let gpus = nvml.gpu_count();
+    if !nvml.available && nvml.count_override.is_none() {
+        out.push(Finding::new(
+            "nvml-absent",
+            Severity::Error,
+            GPU,
+            format!(
+                "no NVIDIA driver found ({}): this machine cannot run jax on an NVIDIA GPU",
+                nvml.error.as_deref().unwrap_or("NVML unavailable")
+            ),
+            None,
+        ));
+    } else if gpus == 0 {
+        out.push(Finding::new(
+            "no-gpu",
+            Severity::Error,
+            GPU,
+            "the NVIDIA driver reports no GPU".into(),
+            None,
+        ));
+    } else if !families.iter().any(|f| f.starts_with("cuda")) {
+        out.push(Finding::new(
+            "cpu-only-jaxlib",
+            Severity::Error,
+            GPU,
+            "an NVIDIA GPU is present, but no CUDA plugin is installed: jax falls back to the CPU"
+                .into(),
+            Some(pip(&format!("'jax[{driver_family}]=={jax_version}'"))),
+        ));
+    } else if driver_family == "cuda12"
+        && families.contains(&"cuda13")
+        && !families.contains(&"cuda12")
+    {
+        out.push(Finding::new(
+            "driver-too-old",
+            Severity::Error,
+            GPU,
+            format!(
+                "the CUDA 13 plugin is installed but the driver supports CUDA {}",
+                nvml.cuda_driver_version.as_deref().unwrap_or("12 or older")
+            ),
+            Some(format!(
+                "{python} -m pip uninstall -y jax-cuda13-plugin jax-cuda13-pjrt && {}",
+                pip(&format!("'jax[cuda12]=={jax_version}'"))
+            )),
+        ));
+    }
+    if !py.plugins.keys().any(|k| k.starts_with("libtpu")) {
+        out.push(Finding::new(
+            "no-tpu",
+            Severity::Error,
+            &[Platform::Tpu],
+            "libtpu is not installed".into(),
+            None,
+        ));
+    }
+
+    out.extend(environment_findings(env, nvml, device));
+    out.extend(library_findings(py));
+    out
+}
+
+fn environment_findings(
+    env: &BTreeMap<String, String>,
+    nvml: &NvmlReport,
+    device: Device,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let Some(v) = env.get("JAX_PLATFORM_NAME") {
+        out.push(Finding::new(
+            "jax-platform-name",
+            Severity::Warning,
+            ALL,
+            format!("JAX_PLATFORM_NAME={v} is deprecated, and `gpu` there also means ROCm; jax-runner removes it from scripts, other runs still see it"),
+            Some("unset JAX_PLATFORM_NAME   # choose the device with --device or JAX_PLATFORMS".into()),
+        ));
+    }
+    if let Some(v) = env.get("JAX_PLATFORMS") {
+        let known = ["cpu", "cuda", "gpu", "rocm", "tpu", "metal", ""];
+        let unknown: Vec<&str> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !known.contains(p))
+            .collect();
+        if !unknown.is_empty() {
+            out.push(Finding::new(
+                "jax-platforms-unknown",
+                Severity::Warning,
+                ALL,
+                format!("JAX_PLATFORMS={v} names unknown platforms ({}); jax fails to start outside jax-runner, which sets its own", unknown.join(", ")),
+                Some("unset JAX_PLATFORMS".into()),
+            ));
+        } else if v.contains(',') {
+            out.push(Finding::new(
+                "jax-platforms-fallback",
+                Severity::Warning,
+                GPU,
+                format!("JAX_PLATFORMS={v} lets jax fall back to a later platform without a word; jax-runner sets one platform per run"),
+                Some("unset JAX_PLATFORMS".into()),
+            ));
+        }
+    }
+    if let Some(flags) = env.get("XLA_FLAGS") {
+        let tokens: Vec<&str> = flags.split_whitespace().collect();
+        let unknown: Vec<&str> = tokens
+            .iter()
+            .copied()
+            .filter(|t| !t.starts_with("--xla_"))
+            .collect();
+        let gpu_only: Vec<&str> = tokens
+            .iter()
+            .copied()
+            .filter(|t| t.starts_with("--xla_gpu_"))
+            .collect();
+        let keep = |drop: &[&str]| {
+            tokens
+                .iter()
+                .filter(|t| !drop.contains(t))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        if !unknown.is_empty() {
+            out.push(Finding::new(
+                "xla-flags-unknown",
+                Severity::Warning,
+                ALL,
+                format!(
+                    "XLA_FLAGS holds entries XLA does not know ({}); XLA aborts on unknown flags",
+                    unknown.join(" ")
+                ),
+                Some(format!("export XLA_FLAGS='{}'", keep(&unknown))),
+            ));
+        }
+        if !gpu_only.is_empty() && (device == Device::Cpu || nvml.gpu_count() == 0) {
+            out.push(Finding::new(
+                "xla-flags-gpu-on-cpu",
+                Severity::Warning,
+                &[Platform::Cpu],
+                format!("XLA_FLAGS sets GPU-only flags ({}) that do nothing on a CPU run", gpu_only.join(" ")),
+                Some(format!("export XLA_FLAGS='{}'", keep(&gpu_only))),
+            ));
+        }
+    }
+    if let Some(v) = env.get("XLA_PYTHON_CLIENT_MEM_FRACTION") {
+        if !v.parse::<f64>().is_ok_and(|f| f > 0.0 && f <= 1.0) {
+            out.push(Finding::new(
+                "xla-mem-fraction",
+                Severity::Error,
+                GPU,
+                format!("XLA_PYTHON_CLIENT_MEM_FRACTION={v} is not a fraction in (0, 1]"),
+                Some("unset XLA_PYTHON_CLIENT_MEM_FRACTION".into()),
+            ));
+        }
+    }
+    if env
+        .get("XLA_PYTHON_CLIENT_PREALLOCATE")
+        .is_some_and(|v| v == "true" || v == "1")
+    {
+        out.push(Finding::new(
+            "xla-preallocate",
+            Severity::Warning,
+            GPU,
+            "XLA_PYTHON_CLIENT_PREALLOCATE=true makes every process take 75% of GPU memory; jax-runner sets false for its scripts".into(),
+            Some("unset XLA_PYTHON_CLIENT_PREALLOCATE".into()),
+        ));
+    }
+    if env
+        .get("XLA_PYTHON_CLIENT_ALLOCATOR")
+        .is_some_and(|v| v == "platform")
+    {
+        out.push(Finding::new(
+            "xla-allocator-platform",
+            Severity::Warning,
+            GPU,
+            "XLA_PYTHON_CLIENT_ALLOCATOR=platform allocates on demand and is slow".into(),
+            Some("unset XLA_PYTHON_CLIENT_ALLOCATOR".into()),
+        ));
+    }
+    if let (Some(v), true) = (env.get("CUDA_VISIBLE_DEVICES"), nvml.gpu_count() > 0) {
+        if hides_every_gpu(v, nvml) {
+            out.push(Finding::new(
+                "cuda-visible-devices-hides-all",
+                Severity::Error,
+                GPU,
+                format!(
+                    "CUDA_VISIBLE_DEVICES={v:?} hides every one of the {} GPU(s)",
+                    nvml.gpu_count()
+                ),
+                Some("unset CUDA_VISIBLE_DEVICES   # or: export CUDA_VISIBLE_DEVICES=0".into()),
+            ));
+        }
+    }
+    out
+}
+
+/// CUDA stops at the first entry that names no device, so only a valid prefix counts.
+fn hides_every_gpu(value: &str, nvml: &NvmlReport) -> bool {
+    let first = value.split(',').next().unwrap_or("").trim();
+    if first.is_empty() {
+        return true;
+    }
+    if let Ok(i) = first.parse::<i64>() {
+        return i < 0 || i as usize >= nvml.gpu_count();
+    }
+    if first.starts_with("GPU-") || first.starts_with("MIG-") {
+        let uuids: Vec<&str> = nvml.gpus.iter().filter_map(|g| g.uuid.as_deref()).collect();
+        return !uuids.is_empty()
+            && !uuids
+                .iter()
+                .any(|u| u.starts_with(first) || first.starts_with(u));
+    }
+    true
+}
+
+fn library_findings(py: &PythonReport) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let Some(wheel) = &py.cudnn_wheel_version else {
+        return out;
+    };
+    if let Some(dir) = py.ld_library_path.iter().find(|d| !d.cudnn.is_empty()) {
+        let found = &dir.cudnn[0];
+        if major_minor(found) != major_minor(wheel) {
+            let others: Vec<&str> = py
+                .ld_library_path
+                .iter()
+                .filter(|d| d.cudnn.is_empty())
+                .map(|d| d.path.as_str())
+                .collect();
+            out.push(Finding::new(
+                "cudnn-mismatch",
+                Severity::Error,
+                GPU,
+                format!(
+                    "LD_LIBRARY_PATH puts cuDNN {found} from {} ahead of the {wheel} the CUDA wheels bring: jax fails with `Loaded runtime CuDNN library: {found} but source was compiled with: {wheel}`",
+                    dir.path
+                ),
+                Some(format!("export LD_LIBRARY_PATH='{}'", others.join(":"))),
+            ));
+        }
+    }
+    out
+}
+
+/// A finding from a failed live check.
+pub fn from_live(lc: &LiveCheck, python: &Path) -> Option<Finding> {
+    if lc.ok {
+        return None;
+    }
+    let class = lc.class.map(|c| c.as_str()).unwrap_or("script_error");
+    let fix = match lc.class {
+        Some(crate::runner::classify::FailureClass::BrokenInstall) => Some(format!(
+            "{} -m pip install --force-reinstall {}",
+            shell_quote(python),
+            Flavor::Cpu.pinned_jax()
+        )),
+        _ => None,
+    };
+    Some(Finding::new(
+        &format!("live-{}", lc.platform.as_str()),
+        Severity::Error,
+        &[lc.platform],
+        format!(
+            "jax could not run on {} ({class}): {}",
+            lc.platform.as_str(),
+            lc.error.as_deref().unwrap_or("no detail")
+        ),
+        fix,
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,219 @@
+//! `jax-runner doctor`: why JAX will or will not use each device, and the exact
+//! command that fixes each problem. Runs use the same inspection once as their
+//! pre-flight, so a broken GPU sends scripts to the CPU before any of them fails.
+
+mod checks;
+mod libs;
+mod live;
+pub mod render;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Device, Platform};
+use crate::gpu::NvmlReport;
+use crate::python::Interpreter;
+
+pub use checks::{version_cmp, Finding, Severity};
+pub use libs::LibraryDir;
+pub use live::LiveCheck;
+
+/// The host's CPU and memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    /// CPU model name.
+    pub cpu_model: String,
+    /// Logical CPUs.
+    pub logical_cpus: usize,
+    /// Physical cores, when known.
+    pub physical_cores: Option<usize>,
+    /// Memory, MiB.
+    pub memory_total_mb: f64,
+    /// Memory available, MiB.
+    pub memory_available_mb: f64,
+}
+
+/// The interpreter and what it has installed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PythonReport {
+    /// Its path.
+    pub interpreter: String,
+    /// How it was chosen (`flag`, `env`, `virtualenv`, `path`, `managed`).
+    pub source: String,
+    /// The same, in words.
+    pub chosen_because: String,
+    /// Python version.
+    pub python_version: String,
+    /// jax version, if installed.
+    pub jax_version: Option<String>,
+    /// jaxlib version, if installed.
+    pub jaxlib_version: Option<String>,
+    /// Whether those two fit together.
+    pub jax_jaxlib_compatible: bool,
+    /// Whether `import jax` works.
+    pub jax_importable: bool,
+    /// PJRT plugin packages (jax-cuda*, jax-rocm*, libtpu) with versions.
+    pub plugins: std::collections::BTreeMap<String, String>,
+    /// Plugins jax would discover by name (entry points, `jax_plugins.*`).
+    pub discovered_plugins: Vec<String>,
+    /// NVIDIA wheels (nvidia-*) with versions.
+    pub cuda_wheels: std::collections::BTreeMap<String, String>,
+    /// The cuDNN version the wheels bring.
+    pub cudnn_wheel_version: Option<String>,
+    /// `LD_LIBRARY_PATH` folders holding cuDNN or cuBLAS libraries.
+    pub ld_library_path: Vec<LibraryDir>,
+    /// The cuDNN that would load first (`LD_LIBRARY_PATH` wins over the wheels).
+    pub cudnn_would_load: Option<String>,
+}
+
+/// Whether a device works, and why not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The device.
+    pub device: Platform,
+    /// True when jax ran a computation on it (or, for a device not checked live, when
+    /// nothing stands in its way).
+    pub works: bool,
+    /// The findings that stop it, by code.
+    pub blocked_by: Vec<String>,
+}
+
+/// The whole report; `jax-runner doctor --json` prints it, runs store it under
+/// `environment` in `performance_metrics.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DoctorReport {
+    /// Version of this format.
+    pub schema_version: u32,
+    /// The device asked about.
+    pub device_requested: Device,
+    /// CPU and memory.
+    pub host: Host,
+    /// The NVIDIA driver and GPUs.
+    pub nvml: NvmlReport,
+    /// The interpreter.
+    pub python: PythonReport,
+    /// Environment variables that affect jax, as set.
+    pub environment: std::collections::BTreeMap<String, String>,
+    /// Live backend checks that ran.
+    pub live: Vec<LiveCheck>,
+    /// Problems, each with its cause and fix.
+    pub findings: Vec<Finding>,
+    /// Per device: works or not.
+    pub verdicts: Vec<Verdict>,
+}
+
+/// Which backends to check live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Live {
+    /// Every candidate backend (the `doctor` command).
+    All,
+    /// Only these (a run's pre-flight checks just the accelerator it may use).
+    Only(&'static [Platform]),
+}
+
+impl DoctorReport {
+    /// The verdict for `device`.
+    pub fn verdict(&self, device: Platform) -> Option<&Verdict> {
+        self.verdicts.iter().find(|v| v.device == device)
+    }
+
+    /// Whether the requested device works (`auto`: any device).
+    pub fn requested_works(&self) -> bool {
+        match self.device_requested {
+            Device::Auto => self.verdicts.iter().any(|v| v.works),
+            Device::Cpu => self.verdict(Platform::Cpu).is_some_and(|v| v.works),
+            Device::Gpu => self.verdict(Platform::Gpu).is_some_and(|v| v.works),
+            Device::Tpu => self.verdict(Platform::Tpu).is_some_and(|v| v.works),
+        }
+    }
+
+    /// Why `device` does not work, as one line: the first blocking finding.
+    pub fn why_not(&self, device: Platform) -> Option<String> {
+        let v = self.verdict(device)?;
+        if v.works {
+            return None;
+        }
+        let code = v.blocked_by.first()?;
+        self.findings
+            .iter()
+            .find(|f| &f.code == code)
+            .map(|f| f.message.clone())
+    }
+}
+
+fn host() -> Host {
+    let mut sys = sysinfo::System::new();
+    sys.refresh_cpu_list(sysinfo::CpuRefreshKind::nothing());
+    sys.refresh_memory();
+    Host {
+        cpu_model: sys
+            .cpus()
+            .first()
+            .map(|c| c.brand().trim().to_string())
+            .unwrap_or_default(),
+        logical_cpus: sys.cpus().len(),
+        physical_cores: sysinfo::System::physical_core_count(),
+        memory_total_mb: sys.total_memory() as f64 / (1024.0 * 1024.0),
+        memory_available_mb: sys.available_memory() as f64 / (1024.0 * 1024.0),
+    }
+}
+
+/// Inspects the host, the driver, the interpreter and the environment, runs the
+/// live checks asked for, and decides per device.
+pub fn inspect(interp: &Interpreter, device: Device, live: Live) -> DoctorReport {
+    let nvml = crate::gpu::inspect();
+    let env = checks::relevant_environment();
+    let libs = libs::scan_ld_library_path(std::env::var_os("LD_LIBRARY_PATH").as_deref());
+    let python = checks::python_report(interp, libs);
+    let mut findings = checks::findings(interp, &python, &nvml, &env, device);
+    let candidates = checks::candidate_platforms(&python, &nvml);
+    let to_check: Vec<Platform> = candidates
+        .iter()
+        .copied()
+        .filter(|p| match live {
+            Live::All => true,
+            Live::Only(list) => list.contains(p),
+        })
+        // A device already known not to work needs no live check.
+        .filter(|p| !findings.iter().any(|f| f.blocks(*p)))
+        .collect();
+    let live_checks: Vec<LiveCheck> = to_check
+        .iter()
+        .map(|p| live::check(&interp.path, *p))
+        .collect();
+    for lc in &live_checks {
+        if let Some(f) = checks::from_live(lc, &interp.path) {
+            findings.push(f);
+        }
+    }
+    let verdicts = [Platform::Cpu, Platform::Gpu, Platform::Tpu]
+        .into_iter()
+        .map(|device| {
+            let blocked_by: Vec<String> = findings
+                .iter()
+                .filter(|f| f.blocks(device))
+                .map(|f| f.code.clone())
+                .collect();
+            let live_ok = live_checks
+                .iter()
+                .find(|l| l.platform == device)
+                .map(|l| l.ok);
+            let candidate = candidates.contains(&device);
+            Verdict {
+                device,
+                works: candidate && blocked_by.is_empty() && live_ok.unwrap_or(true),
+                blocked_by,
+            }
+        })
+        .collect();
+    DoctorReport {
+        schema_version: crate::model::SCHEMA_VERSION,
+        device_requested: device,
+        host: host(),
+        nvml,
+        python,
+        environment: env,
+        live: live_checks,
+        findings,
+        verdicts,
+    }
+}
