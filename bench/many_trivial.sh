@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Runs N trivial scripts (`print(1)`) through jax-runner and prints the wall time and
 # the runner's own peak RSS, to check that the runner stays flat as N grows.
-# Usage: bench/many_trivial.sh N [jax-runner binary]
+# Usage: bench/many_trivial.sh N [jax-runner binary] [extra jax-runner options…]
+#   e.g. bench/many_trivial.sh 200 target/release/jax-runner --jobs 1 --sandbox on
 set -euo pipefail
 n=${1:-1000}
 bin=${2:-$(dirname "$0")/../target/release/jax-runner}
+shift $(( $# > 2 ? 2 : $# ))
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
 mkdir -p "$tree/trivial/jax"
 for i in $(seq 1 "$n"); do echo 'print(1)' > "$tree/trivial/jax/s$i.py"; done
 python=$("$bin" setup -q)
 start=$(date +%s.%N)
-"$bin" --output-dir "$tree" --python "$python" --device cpu --compilation-cache off -q || true
+"$bin" --output-dir "$tree" --python "$python" --device cpu --compilation-cache off -q "$@" || true
 end=$(date +%s.%N)
 python3 - "$tree/execution_results/jax/performance_metrics.json" "$start" "$end" <<'PY'
 import json, sys

@@ -12,11 +12,13 @@ use crate::doctor::{self, DoctorReport, Live};
 use crate::error::{ConfigError, DiscoveryError, ReportError};
 use crate::events::{EventSender, RunEvent};
 use crate::lock::FileLock;
+use crate::model::SandboxInfo;
 use crate::model::{PerformanceMetrics, RunInfo};
 use crate::paths::rfc3339;
 use crate::python::Interpreter;
 use crate::report::{self, Reporter};
-use crate::runner::{self, telemetry, RunContext, Stop};
+use crate::runner::sandbox::{self, Bwrap, SandboxMode};
+use crate::runner::{self, telemetry, RunContext, SandboxSetup, Stop};
 
 /// Takes the results folder's lock, so two runners never write the same folder.
 pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
@@ -37,6 +39,22 @@ pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
                 .map(|s| s.trim().to_string())
                 .unwrap_or_default(),
         }),
+    }
+}
+
+/// Whether scripts run sandboxed: bwrap when it works (`auto`, `on`), else why not.
+/// `--sandbox on` without a working bwrap is an error that says how to install it.
+pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Bwrap, String>, ConfigError> {
+    match config.sandbox {
+        SandboxMode::Off => Ok(Err("--sandbox off".into())),
+        mode => match sandbox::detect() {
+            Ok(b) => Ok(Ok(b)),
+            Err(reason) if mode == SandboxMode::On => Err(ConfigError::SandboxUnavailable {
+                reason,
+                hint: sandbox::INSTALL_HINT,
+            }),
+            Err(reason) => Ok(Err(reason)),
+        },
     }
 }
 
@@ -134,6 +152,7 @@ pub struct RunReport {
 pub async fn run(
     config: &RunConfig,
     interpreter: Option<&Interpreter>,
+    bwrap: Result<Bwrap, String>,
     discovery: Discovery,
     mut reporters: Vec<Box<dyn Reporter>>,
     stop: watch::Receiver<Stop>,
@@ -188,6 +207,12 @@ pub async fn run(
             None
         }
     };
+    if let (Err(reason), SandboxMode::Auto) = (&bwrap, config.sandbox) {
+        warn(format!(
+            "scripts run without a sandbox: {reason} (install it with `{}`)",
+            sandbox::INSTALL_HINT
+        ));
+    }
     if let (Some(reason), false) = (&plan.gpu_unusable, config.fallback_to_cpu) {
         warn(format!(
             "GPU requested but unusable ({reason}) and --fallback none: scripts will fail"
@@ -217,6 +242,20 @@ pub async fn run(
                 shim_dir,
                 run_token: format!("{}-{}", std::process::id(), rfc3339(started_at)),
                 gpu_broken: Mutex::new(plan.gpu_unusable.clone()),
+                sandbox_info: sandbox_info(config, &bwrap),
+                sandbox: bwrap.ok().map(|bwrap| SandboxSetup {
+                    bwrap,
+                    home: std::env::var_os("HOME").map(std::path::PathBuf::from),
+                    python_paths: sandbox::python_paths(
+                        &interp.path,
+                        &interp.info.prefix,
+                        &interp.info.base_prefix,
+                    ),
+                }),
+                memory_limit: config.memory_limit,
+                max_procs: config.max_procs,
+                extra_env: config.extra_env.clone(),
+                pass_env: config.pass_env.clone(),
             });
             runner::run_all(ctx, discovery.scripts, events.clone(), stop.clone()).await
         }
@@ -273,6 +312,21 @@ pub async fn run(
     RunReport {
         metrics,
         report_errors,
+    }
+}
+
+/// What every result says about isolation.
+fn sandbox_info(config: &RunConfig, bwrap: &Result<Bwrap, String>) -> SandboxInfo {
+    let on = bwrap.is_ok();
+    SandboxInfo {
+        kind: if on { "bwrap" } else { "none" }.into(),
+        reason: bwrap.as_ref().err().cloned(),
+        network: !on,
+        home_visible: !on,
+        environment: if on { "allowlist" } else { "inherited" }.into(),
+        memory_limit_mb: config.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
+        max_procs: config.max_procs,
+        max_procs_enforced_by: None,
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use jax_runner::config::{Device, RunOptions};
+use jax_runner::runner::sandbox::SandboxMode;
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -40,7 +41,7 @@ pub struct Cli {
 pub enum Command {
     /// Discover and run every script, then write the reports (the default).
     #[command(after_help = EXIT_CODES)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Discover scripts and list them without running anything.
     List(ListArgs),
     /// Create the managed Python environment and print which interpreter runs will use.
@@ -63,6 +64,13 @@ pub struct DoctorArgs {
     /// Print one JSON document instead of the report.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SandboxArg {
+    Auto,
+    On,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -139,6 +147,21 @@ pub struct RunArgs {
     /// Cap on each log file (e.g. 50M, 1G), keeping its head and its end [default: no cap].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_log_size: Option<u64>,
+    /// Run each script in a bubblewrap sandbox: on, off, or auto (on when bwrap works).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub sandbox: SandboxArg,
+    /// Kill a script whose process tree's resident memory passes SIZE (e.g. 4G).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<u64>,
+    /// At most N processes per script (a fork bomb stays contained).
+    #[arg(long, value_name = "N")]
+    pub max_procs: Option<u32>,
+    /// Set KEY=VALUE in every script's environment (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Pass the parent's variable NAME into sandboxed scripts too (repeatable).
+    #[arg(long = "env-pass", value_name = "NAME")]
+    pub env_pass: Vec<String>,
     /// Skip the environment pre-flight (the doctor checks a run does once); GPU
     /// problems then show up script by script and fall back there.
     #[arg(long)]
@@ -244,6 +267,15 @@ impl RunArgs {
             fallback: self.fallback.clone(),
             max_log_bytes: self.max_log_size,
             preflight: !self.no_preflight,
+            sandbox: match self.sandbox {
+                SandboxArg::Auto => SandboxMode::Auto,
+                SandboxArg::On => SandboxMode::On,
+                SandboxArg::Off => SandboxMode::Off,
+            },
+            memory_limit: self.memory_limit,
+            max_procs: self.max_procs,
+            env: self.env.clone(),
+            env_pass: self.env_pass.clone(),
         }
     }
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
 use crate::runner::classify::FailureClass;
+use crate::runner::sandbox::SandboxMode;
 use crate::runner::RetryPolicy;
 
 /// The device a user asks for.
@@ -102,6 +103,15 @@ pub struct RunConfig {
     pub max_log_bytes: Option<u64>,
     /// Inspect the environment (doctor) once before the run.
     pub preflight: bool,
+    pub sandbox: SandboxMode,
+    /// `--memory-limit`, bytes.
+    pub memory_limit: Option<u64>,
+    /// `--max-procs`.
+    pub max_procs: Option<u32>,
+    /// `--env KEY=VALUE`.
+    pub extra_env: Vec<(String, String)>,
+    /// `--env-pass NAME`.
+    pub pass_env: Vec<String>,
 }
 
 /// The raw choices from the edge, before validation.
@@ -127,6 +137,12 @@ pub struct RunOptions {
     pub fallback: String,
     pub max_log_bytes: Option<u64>,
     pub preflight: bool,
+    pub sandbox: SandboxMode,
+    pub memory_limit: Option<u64>,
+    pub max_procs: Option<u32>,
+    /// `KEY=VALUE` strings.
+    pub env: Vec<String>,
+    pub env_pass: Vec<String>,
 }
 
 impl RunConfig {
@@ -204,7 +220,45 @@ impl RunConfig {
                 reason: "must be at least 1KiB".into(),
             });
         }
+        let extra_env = opts
+            .env
+            .iter()
+            .map(|kv| match kv.split_once('=') {
+                Some((k, v)) if valid_env_name(k) => Ok((k.to_string(), v.to_string())),
+                _ => Err(ConfigError::Invalid {
+                    option: "--env",
+                    value: kv.clone(),
+                    reason: "use KEY=VALUE with a name of letters, digits and _".into(),
+                }),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(bad) = opts.env_pass.iter().find(|n| !valid_env_name(n)) {
+            return Err(ConfigError::Invalid {
+                option: "--env-pass",
+                value: bad.clone(),
+                reason: "name a variable: letters, digits and _".into(),
+            });
+        }
+        if opts.memory_limit.is_some_and(|m| m < 16 << 20) {
+            return Err(ConfigError::Invalid {
+                option: "--memory-limit",
+                value: format!("{}", opts.memory_limit.unwrap_or(0)),
+                reason: "a Python process with jax needs far more than 16MiB; use e.g. 2G".into(),
+            });
+        }
+        if opts.max_procs == Some(0) {
+            return Err(ConfigError::Invalid {
+                option: "--max-procs",
+                value: "0".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
         Ok(RunConfig {
+            sandbox: opts.sandbox,
+            memory_limit: opts.memory_limit,
+            max_procs: opts.max_procs,
+            extra_env,
+            pass_env: opts.env_pass.clone(),
             retry: RetryPolicy {
                 retries: opts.retries,
                 retry_on,
@@ -225,6 +279,12 @@ impl RunConfig {
             compilation_cache,
         })
     }
+}
+
+fn valid_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Checks that the output folder exists and is a directory; returns it canonical.
@@ -275,6 +335,11 @@ mod tests {
             fallback: "cpu".into(),
             max_log_bytes: None,
             preflight: false,
+            sandbox: SandboxMode::Off,
+            memory_limit: None,
+            max_procs: None,
+            env: vec![],
+            env_pass: vec![],
         }
     }
 
@@ -319,6 +384,26 @@ mod tests {
         assert!(err.contains("script_error"), "{err}");
         let mut o = opts(tmp.path());
         o.fallback = "tpu".into();
+        assert!(RunConfig::from_options(o).is_err());
+    }
+
+    #[test]
+    fn env_options_are_validated() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut o = opts(tmp.path());
+        o.env = vec!["SEED=7".into(), "EMPTY=".into()];
+        let cfg = RunConfig::from_options(o).unwrap();
+        assert_eq!(
+            cfg.extra_env,
+            vec![("SEED".into(), "7".into()), ("EMPTY".into(), String::new())]
+        );
+        for bad in ["NOEQUALS", "1X=2", "A-B=1"] {
+            let mut o = opts(tmp.path());
+            o.env = vec![bad.into()];
+            assert!(RunConfig::from_options(o).is_err(), "{bad}");
+        }
+        let mut o = opts(tmp.path());
+        o.memory_limit = Some(1024);
         assert!(RunConfig::from_options(o).is_err());
     }
 

@@ -25,6 +25,8 @@ pub enum ConfigError {
     },
     #[error("another jax-runner (pid {holder}) is writing {path}: wait for it to finish, or pass --results-dir with another folder")]
     ResultsLocked { path: PathBuf, holder: String },
+    #[error("--sandbox on, but {reason}: install it with `{hint}`, or run with --sandbox off")]
+    SandboxUnavailable { reason: String, hint: &'static str },
     #[error("invalid value {value:?} for {option}: {reason}")]
     Invalid {
         option: &'static str,

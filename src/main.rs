@@ -115,6 +115,7 @@ fn run(opts: RunOptions, level: tracing::Level) -> Result<u8, Error> {
             "cannot become a subreaper ({e}): leftover processes may escape leak checks"
         );
     }
+    let bwrap = app::choose_sandbox(&config)?;
     let discovery = app::discover(&config)?;
     let interpreter = if discovery.scripts.is_empty() {
         None
@@ -139,7 +140,15 @@ fn run(opts: RunOptions, level: tracing::Level) -> Result<u8, Error> {
         tokio::spawn(forward_signals(stop_tx));
         let reporters: Vec<Box<dyn report::Reporter>> =
             vec![Box::new(report::LogReporter::default())];
-        app::run(&config, interpreter.as_ref(), discovery, reporters, stop_rx).await
+        app::run(
+            &config,
+            interpreter.as_ref(),
+            bwrap,
+            discovery,
+            reporters,
+            stop_rx,
+        )
+        .await
     });
     if let Some(err) = report.report_errors.into_iter().next() {
         return Err(Error::Report(err));

@@ -227,6 +227,12 @@ fn an_unknown_xla_flag_fails_the_live_cpu_check_with_xlas_own_words() {
     assert_eq!(code(&out), 1);
     let live = &doc["live"][0];
     assert_eq!(live["ok"], false);
-    assert!(live["error"].as_str().unwrap().contains("Unknown flag in XLA_FLAGS"), "{live}");
+    assert!(
+        live["error"]
+            .as_str()
+            .unwrap()
+            .contains("Unknown flag in XLA_FLAGS"),
+        "{live}"
+    );
     assert!(!verdict(&doc, "cpu"));
 }

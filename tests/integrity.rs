@@ -30,7 +30,10 @@ fn sigkill_of_the_runner_leaves_no_script_running() {
             .flat_map(|s| processes_mentioning(s.to_str().unwrap()))
             .collect()
     };
-    assert_eq!(running().len(), 2, "both scripts run");
+    // Each script shows up as its python (and, sandboxed, the bwrap processes around it).
+    for s in &scripts {
+        assert!(!processes_mentioning(s.to_str().unwrap()).is_empty(), "{} runs", s.display());
+    }
     sigkill(&mut runner);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -294,8 +294,7 @@ fn results_dir_option_and_parallel_jobs() {
     let started = std::time::Instant::now();
     let out = t
         .cmd()
-        .env("SLOW_SECONDS", "2")
-        .args(["--jobs", "4", "--results-dir"])
+        .args(["--env", "SLOW_SECONDS=2", "--jobs", "4", "--results-dir"])
         .arg(&results)
         .output()
         .unwrap();

@@ -409,7 +409,10 @@ fn environment_findings(
                 "xla-flags-gpu-on-cpu",
                 Severity::Warning,
                 &[Platform::Cpu],
-                format!("XLA_FLAGS sets GPU-only flags ({}) that do nothing on a CPU run", gpu_only.join(" ")),
+                format!(
+                    "XLA_FLAGS sets GPU-only flags ({}) that do nothing on a CPU run",
+                    gpu_only.join(" ")
+                ),
                 Some(format!("export XLA_FLAGS='{}'", keep(&gpu_only))),
             ));
         }

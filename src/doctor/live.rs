@@ -100,6 +100,7 @@ pub fn check(python: &Path, platform: Platform) -> LiveCheck {
         timed_out: status.starts_with("timed out"),
         interrupted: false,
         memory_limit_hit: false,
+        process_limit_hit: false,
         kernel_oom_kill: false,
         scan: &scan,
     });

@@ -91,6 +91,34 @@ pub struct Attempt {
     /// Processes the attempt left running, killed after it exited.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub leaks: Vec<Leak>,
+    /// Forks the `--max-procs` cgroup refused.
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub refused_forks: u64,
+}
+
+/// How a script was isolated.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SandboxInfo {
+    /// `bwrap`, or `none` when unsandboxed.
+    pub kind: String,
+    /// Why there is no sandbox (`--sandbox off`, bwrap missing, …).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reason: Option<String>,
+    /// Whether the script could reach the network.
+    pub network: bool,
+    /// Whether the user's `$HOME` was visible.
+    pub home_visible: bool,
+    /// `allowlist` (sandboxed) or `inherited` (the parent's environment).
+    pub environment: String,
+    /// `--memory-limit`, MiB.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub memory_limit_mb: Option<f64>,
+    /// `--max-procs`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub max_procs: Option<u32>,
+    /// `cgroup` (the kernel refuses the fork) or `watchdog` (sampling kills the group).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub max_procs_enforced_by: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -124,6 +152,12 @@ pub struct JaxTelemetry {
     pub cache_misses: u64,
     /// Type of the uncaught exception, if the script died of one.
     pub uncaught_exception: Option<String>,
+    /// User CPU seconds Python saw for itself and its waited-for children.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cpu_user_s: Option<f64>,
+    /// System CPU seconds, likewise.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cpu_system_s: Option<f64>,
 }
 
 impl JaxTelemetry {
@@ -227,6 +261,8 @@ pub struct ScriptResult {
     pub leaks: Vec<Leak>,
     /// The per-script data folder (`GNN_OUTPUT_DIR`, `JAX_OUTPUT_DIR`).
     pub data_dir: String,
+    /// How the script was isolated and limited.
+    pub sandbox: SandboxInfo,
 }
 
 /// The results file name of a script id.

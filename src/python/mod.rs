@@ -63,6 +63,9 @@ pub struct PythonInfo {
     pub executable: String,
     /// `sys.prefix`.
     pub prefix: String,
+    /// `sys.base_prefix` (the installation a venv was made from).
+    #[serde(default)]
+    pub base_prefix: String,
     /// `platform.python_version()`.
     pub python_version: String,
     /// Installed jax distribution version.

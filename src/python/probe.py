@@ -9,6 +9,7 @@ import sys
 info = {
     "executable": sys.executable,
     "prefix": sys.prefix,
+    "base_prefix": getattr(sys, "base_prefix", sys.prefix),
     "python_version": platform.python_version(),
     "jax_version": None,
     "jaxlib_version": None,

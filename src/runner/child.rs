@@ -33,7 +33,9 @@ pub struct AttemptSpec {
     pub python: PathBuf,
     pub script: PathBuf,
     pub cwd: PathBuf,
-    pub env: Vec<(&'static str, OsString)>,
+    /// Variables to set; with `env_clear` the child gets only these.
+    pub env: Vec<(OsString, OsString)>,
+    pub env_clear: bool,
     pub env_remove: &'static [&'static str],
     pub stdout_log: PathBuf,
     pub stderr_log: PathBuf,
@@ -42,6 +44,13 @@ pub struct AttemptSpec {
     pub max_log_bytes: Option<u64>,
     /// Marks every process of this attempt (see [`reaper::TOKEN_VAR`]).
     pub token: String,
+    /// bwrap and its arguments (ending in `--`), when sandboxed.
+    pub sandbox: Option<(PathBuf, Vec<OsString>)>,
+    /// `--memory-limit`: the tree's RSS above which the group is killed, bytes.
+    pub memory_limit: Option<u64>,
+    /// `--max-procs`, enforced by `cgroup` when there is one, else by sampling.
+    pub max_procs: Option<u32>,
+    pub cgroup: Option<std::sync::Arc<super::limits::PidsCgroup>>,
 }
 
 /// Why the runner stopped the attempt, if it did.
@@ -49,6 +58,10 @@ pub struct AttemptSpec {
 pub enum StoppedBy {
     Timeout,
     Interrupt,
+    /// The memory watchdog (`--memory-limit`).
+    MemoryLimit,
+    /// The process-count watchdog (`--max-procs` without a pids cgroup).
+    ProcessLimit,
 }
 
 /// What happened.
@@ -66,6 +79,10 @@ pub struct AttemptOutcome {
     pub leaks: Vec<Leak>,
     /// The kernel's OOM killer fired in the runner's cgroup during the attempt.
     pub kernel_oom_kill: bool,
+    /// Forks the pids cgroup refused.
+    pub refused_forks: u64,
+    /// CPU seconds (user, system) from sampling `/proc`, a floor for the kernel's.
+    pub sampled_cpu: (f64, f64),
 }
 
 /// The attempt could not start.
@@ -96,7 +113,14 @@ fn open_log(path: &Path) -> Result<std::fs::File, SpawnError> {
 }
 
 fn command(spec: &AttemptSpec) -> Command {
-    let mut cmd = Command::new(&spec.python);
+    let mut cmd = match &spec.sandbox {
+        Some((bwrap, args)) => {
+            let mut c = Command::new(bwrap);
+            c.args(args).arg(&spec.python);
+            c
+        }
+        None => Command::new(&spec.python),
+    };
     if spec.script.to_str().is_some() {
         cmd.arg(&spec.script);
     } else {
@@ -108,15 +132,25 @@ fn command(spec: &AttemptSpec) -> Command {
         .stderr(Stdio::piped())
         // Its own group, so a stop reaches every process the script started.
         .process_group(0);
+    if spec.env_clear {
+        cmd.env_clear();
+    }
     for key in spec.env_remove {
         cmd.env_remove(key);
     }
     cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
     cmd.env(reaper::TOKEN_VAR, &spec.token);
     let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid).
+    let cgroup = spec.cgroup.clone();
+    // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid, open,
+    // write, close) and allocates nothing.
     unsafe {
-        cmd.pre_exec(move || reaper::die_with_parent(parent));
+        cmd.pre_exec(move || {
+            if let Some(cg) = &cgroup {
+                cg.join_from_child()?;
+            }
+            reaper::die_with_parent(parent)
+        });
     }
     cmd
 }
@@ -168,12 +202,20 @@ pub async fn run_attempt(
                     .map_err(SpawnError::Wait)?;
             }
             _ = ticker.tick() => {
-                sampler.sample(pid as u32);
+                let rss = sampler.sample(pid as u32);
+                let over_memory = spec.memory_limit.is_some_and(|limit| rss > limit);
+                let over_procs = spec.cgroup.is_none()
+                    && spec.max_procs.is_some_and(|max| sampler.last_count > max as usize);
+                if (over_memory || over_procs) && stopped_by.is_none() {
+                    stopped_by = Some(if over_memory { StoppedBy::MemoryLimit } else { StoppedBy::ProcessLimit });
+                    tracing::debug!(pid, rss, count = sampler.last_count, "limit reached: SIGKILL to the process group");
+                    sys::kill_group(pid, libc::SIGKILL);
+                }
             }
             _ = sleep_until(deadline), if stopped_by.is_none() => {
                 tracing::debug!(pid, "timeout: SIGTERM to the process group");
                 stopped_by = Some(StoppedBy::Timeout);
-                sys::kill_group(pid, libc::SIGTERM);
+                terminate(pid, spec);
                 kill_at = Some(TokioInstant::now() + spec.grace);
             }
             _ = sleep_until(kill_at.unwrap_or(far)), if kill_at.is_some() => {
@@ -190,7 +232,7 @@ pub async fn run_attempt(
                     Stop::Run => {}
                     Stop::Graceful if stopped_by.is_none() => {
                         stopped_by = Some(StoppedBy::Interrupt);
-                        sys::kill_group(pid, libc::SIGTERM);
+                        terminate(pid, spec);
                         kill_at = Some(TokioInstant::now() + spec.grace);
                     }
                     Stop::Graceful => {}
@@ -204,13 +246,28 @@ pub async fn run_attempt(
         }
     };
     let duration = started.elapsed();
+    let exit = if spec.sandbox.is_some() {
+        let (code, signal) = super::sandbox::decode_exit(exit.code, exit.signal);
+        Exit {
+            code,
+            signal,
+            ..exit
+        }
+    } else {
+        exit
+    };
     // Whatever is left in the group goes, then anything that escaped it.
     sys::kill_group(pid, libc::SIGKILL);
     let token = spec.token.clone();
     let seen = sampler.seen.clone();
-    let mut leaks = tokio::task::spawn_blocking(move || reaper::sweep(&token, &seen))
-        .await
-        .unwrap_or_default();
+    let init = spec
+        .sandbox
+        .as_ref()
+        .map(|(bwrap, _)| bwrap.to_string_lossy().into_owned());
+    let mut leaks =
+        tokio::task::spawn_blocking(move || reaper::sweep(&token, &seen, init.as_deref()))
+            .await
+            .unwrap_or_default();
     let (stdout, stderr, held_open) = collect_output(out_task, err_task).await;
     if held_open {
         leaks.push(Leak {
@@ -228,7 +285,26 @@ pub async fn run_attempt(
         stderr,
         leaks,
         kernel_oom_kill: matches!((oom_before, reaper::oom_kill_count()), (Some(a), Some(b)) if b > a),
+        refused_forks: spec.cgroup.as_ref().map_or(0, |c| c.refused_forks()),
+        sampled_cpu: sampler.cpu_seconds(),
     })
+}
+
+/// The polite stop: SIGTERM to the script's processes. Unsandboxed that is the whole
+/// group. Sandboxed, bwrap itself must not get it: it would die at once and its PID
+/// namespace with it, taking the script's grace period away, so only the processes
+/// inside are signalled.
+fn terminate(pid: libc::pid_t, spec: &AttemptSpec) {
+    let Some((bwrap, _)) = &spec.sandbox else {
+        sys::kill_group(pid, libc::SIGTERM);
+        return;
+    };
+    for p in super::tree::tree_pids(pid as u32) {
+        let exe = std::fs::read_link(format!("/proc/{p}/exe")).ok();
+        if exe.as_deref() != Some(bwrap.as_path()) {
+            sys::kill_pid(p as i32, libc::SIGTERM);
+        }
+    }
 }
 
 /// Waits for both pipes to reach end-of-file. Leftovers were killed already; a pipe

@@ -201,6 +201,8 @@ pub struct Ending<'a> {
     pub interrupted: bool,
     /// The runner's memory watchdog killed it (`--memory-limit`).
     pub memory_limit_hit: bool,
+    /// The runner's process-count watchdog killed it (`--max-procs`).
+    pub process_limit_hit: bool,
     /// The kernel's OOM killer fired in our cgroup while it ran.
     pub kernel_oom_kill: bool,
     pub scan: &'a StderrScan,
@@ -233,6 +235,12 @@ pub fn classify(e: &Ending<'_>) -> Classification {
         return verdict(
             FailureClass::OutOfMemory,
             Some("killed by the --memory-limit watchdog".into()),
+        );
+    }
+    if e.process_limit_hit {
+        return verdict(
+            FailureClass::KilledBySignal,
+            Some("killed by the --max-procs watchdog: too many processes".into()),
         );
     }
     if e.code == Some(0) {

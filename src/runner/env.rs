@@ -10,6 +10,15 @@ use crate::config::Platform;
 /// and `gpu` there also means ROCm, so it must not compete with `JAX_PLATFORMS`.
 pub const REMOVED: &[&str] = &["JAX_PLATFORM_NAME"];
 
+/// Whether a parent variable passes into a sandboxed script: PATH, HOME, LANG,
+/// LC_*, TZ and PYTHON*. The runner's own JAX/XLA/CUDA/GNN settings are added on top,
+/// and `--env`/`--env-pass` add more.
+pub fn allowlisted(name: &str) -> bool {
+    matches!(name, "PATH" | "HOME" | "LANG" | "TZ")
+        || name.starts_with("LC_")
+        || name.starts_with("PYTHON")
+}
+
 /// What one attempt's environment is built from.
 #[derive(Debug, Clone)]
 pub struct EnvSpec<'a> {

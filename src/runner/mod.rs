@@ -5,9 +5,11 @@
 mod child;
 pub mod classify;
 pub mod env;
+pub mod limits;
 mod output;
 pub mod reaper;
 pub mod retry;
+pub mod sandbox;
 mod script;
 pub mod sys;
 pub mod telemetry;
@@ -62,6 +64,28 @@ pub struct RunContext {
     /// Set once the GPU environment is known to be broken in this run, with the
     /// reason, so later scripts start on the CPU instead of failing one by one.
     pub gpu_broken: Mutex<Option<String>>,
+    /// bubblewrap and what it must keep visible, when scripts are sandboxed.
+    pub sandbox: Option<SandboxSetup>,
+    /// What every result says about isolation (per-script details are filled in).
+    pub sandbox_info: crate::model::SandboxInfo,
+    /// `--memory-limit`, bytes.
+    pub memory_limit: Option<u64>,
+    /// `--max-procs`.
+    pub max_procs: Option<u32>,
+    /// `--env KEY=VALUE`, for every script.
+    pub extra_env: Vec<(String, String)>,
+    /// `--env-pass NAME`: parent variables a sandboxed script also gets.
+    pub pass_env: Vec<String>,
+}
+
+/// What a sandboxed run needs to build each script's bwrap command.
+#[derive(Debug, Clone)]
+pub struct SandboxSetup {
+    pub bwrap: sandbox::Bwrap,
+    /// `$HOME`, hidden inside.
+    pub home: Option<PathBuf>,
+    /// Interpreter folders to keep readable inside a hidden `$HOME`.
+    pub python_paths: Vec<PathBuf>,
 }
 
 impl RunContext {

@@ -96,9 +96,12 @@ fn is_zombie(pid: u32) -> bool {
 /// script's tree) and the runner's own children (reparented orphans), kills each with
 /// its descendants, reaps those that were reparented to us, and reports them.
 /// Repeats, because a killed leftover's own children are reparented to us in turn.
-pub fn sweep(token: &str, seen: &[u32]) -> Vec<Leak> {
+/// The sandbox's own init (bwrap as PID 1 of the namespace, whose command starts with
+/// `sandbox_init`) may outlive the script by a moment: it is killed and reaped like
+/// the rest, but it is no leak of the script's.
+pub fn sweep(token: &str, seen: &[u32], sandbox_init: Option<&str>) -> Vec<Leak> {
     let entry = format!("{TOKEN_VAR}={token}").into_bytes();
-    let mut leaks: Vec<Leak> = Vec::new();
+    let mut killed: Vec<Leak> = Vec::new();
     for _round in 0..8 {
         let mut candidates: Vec<u32> = own_children();
         candidates.extend_from_slice(seen);
@@ -106,7 +109,7 @@ pub fn sweep(token: &str, seen: &[u32]) -> Vec<Leak> {
         candidates.dedup();
         let found: Vec<u32> = candidates
             .into_iter()
-            .filter(|pid| !leaks.iter().any(|l| l.pid == *pid))
+            .filter(|pid| !killed.iter().any(|l| l.pid == *pid))
             .filter(|pid| !is_zombie(*pid) && environ_has(*pid, &entry))
             .collect();
         if found.is_empty() {
@@ -117,13 +120,14 @@ pub fn sweep(token: &str, seen: &[u32]) -> Vec<Leak> {
             // Its own group too: a leftover that made a new session leads one.
             sys::kill_group(pid as i32, libc::SIGKILL);
             sys::kill_pid(pid as i32, libc::SIGKILL);
-            leaks.push(Leak { pid, command });
+            killed.push(Leak { pid, command });
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
-        reap_orphans(&leaks);
+        reap_orphans(&killed);
     }
-    reap_orphans(&leaks);
-    leaks
+    reap_orphans(&killed);
+    killed.retain(|l| !sandbox_init.is_some_and(|init| l.command.starts_with(init)));
+    killed
 }
 
 /// Reaps leftovers that were reparented to the runner (others are not ours to reap).

@@ -1,13 +1,15 @@
 //! One script from first attempt to final result: retries by policy, the GPU→CPU
 //! fallback, telemetry, classification and leak reports.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tokio::sync::watch;
 
 use super::child::{self, AttemptOutcome, AttemptSpec, SpawnError, StoppedBy};
 use super::classify::{classify, Ending, FailureClass};
-use super::{env, sys, telemetry, RunContext, Stop};
+use super::{env, limits, sandbox, sys, telemetry, RunContext, Stop};
 use crate::config::Platform;
 use crate::discovery::Script;
 use crate::events::{EventSender, RunEvent};
@@ -37,25 +39,61 @@ pub async fn run_script(
     let mut retries_done = 0;
     for number in 1.. {
         let (stdout_log, stderr_log) = ctx.log_paths(&script.id, number);
-        let report = ctx
-            .logs_dir()
-            .join(format!(".{}.attempt{number}.telemetry.json", script.id));
+        // In the data folder: the one place a sandboxed script may write.
+        let report = data_dir.join(format!(".jax-runner-telemetry.{number}.json"));
         let _ = std::fs::remove_file(&report);
+        let cwd = script.path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let runner_env = env::child_env(&env::EnvSpec {
+            platform,
+            data_dir: &data_dir,
+            attempt: number,
+            compilation_cache: ctx.compilation_cache.as_deref(),
+            telemetry: ctx
+                .shim_dir
+                .as_ref()
+                .map(|dir| (report.as_path(), telemetry::python_path(dir))),
+        });
+        let cgroup = ctx.max_procs.and_then(|max| {
+            let name = format!("{}-{}-{number}", std::process::id(), script.id);
+            limits::PidsCgroup::create(&sanitize_cgroup(&name), max).map(Arc::new)
+        });
+        result.sandbox.max_procs_enforced_by = ctx.max_procs.map(|_| {
+            if cgroup.is_some() {
+                "cgroup"
+            } else {
+                "watchdog"
+            }
+            .to_string()
+        });
         let spec = AttemptSpec {
             python: ctx.python.clone(),
             script: script.path.clone(),
-            cwd: script.path.parent().unwrap_or(Path::new("/")).to_path_buf(),
-            env: env::child_env(&env::EnvSpec {
-                platform,
-                data_dir: &data_dir,
-                attempt: number,
-                compilation_cache: ctx.compilation_cache.as_deref(),
-                telemetry: ctx
-                    .shim_dir
-                    .as_ref()
-                    .map(|dir| (report.as_path(), telemetry::python_path(dir))),
+            sandbox: ctx.sandbox.as_ref().map(|sb| {
+                let mut readable = sb.python_paths.clone();
+                readable.push(cwd.clone());
+                // The parent's PYTHONPATH passes in, so its folders must stay visible.
+                if let Some(pp) = std::env::var_os("PYTHONPATH") {
+                    readable.extend(std::env::split_paths(&pp).filter(|p| p.is_absolute()));
+                }
+                readable.extend(ctx.shim_dir.clone());
+                let mut writable = vec![data_dir.clone()];
+                writable.extend(ctx.compilation_cache.clone());
+                let mounts = sandbox::Mounts {
+                    home: sb.home.clone(),
+                    readable,
+                    writable,
+                    cwd: cwd.clone(),
+                    gpu: platform == Platform::Gpu,
+                };
+                (sb.bwrap.path.clone(), sandbox::args(&mounts))
             }),
+            cwd,
+            env: full_env(ctx, runner_env),
+            env_clear: ctx.sandbox.is_some(),
             env_remove: env::REMOVED,
+            memory_limit: ctx.memory_limit,
+            max_procs: ctx.max_procs,
+            cgroup,
             stdout_log,
             stderr_log,
             timeout: ctx.timeout,
@@ -129,6 +167,42 @@ pub async fn run_script(
     summary
 }
 
+/// The variables a script gets on top of (or, sandboxed, instead of) the parent's:
+/// sandboxed runs start from the allowlist and `--env-pass`; both get the runner's
+/// settings and `--env`, which win.
+fn full_env(ctx: &RunContext, runner: Vec<(&'static str, OsString)>) -> Vec<(OsString, OsString)> {
+    let mut vars: Vec<(OsString, OsString)> = Vec::new();
+    if ctx.sandbox.is_some() {
+        for (k, v) in std::env::vars_os() {
+            let name = k.to_string_lossy();
+            if env::allowlisted(&name) || ctx.pass_env.iter().any(|p| *p == name) {
+                vars.push((k, v));
+            }
+        }
+    }
+    vars.extend(runner.into_iter().map(|(k, v)| (OsString::from(k), v)));
+    vars.extend(
+        ctx.extra_env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+    );
+    vars
+}
+
+/// cgroup names: letters, digits, `-`, `_`, `.` only, and not too long.
+fn sanitize_cgroup(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(200)
+        .collect()
+}
+
 fn fall_back(result: &mut ScriptResult, events: &EventSender, reason: String) {
     let fallback = Fallback {
         from: Platform::Gpu,
@@ -166,7 +240,8 @@ fn record(
         signal: o.exit.signal,
         timed_out: o.stopped_by == Some(StoppedBy::Timeout),
         interrupted: o.stopped_by == Some(StoppedBy::Interrupt),
-        memory_limit_hit: false,
+        memory_limit_hit: o.stopped_by == Some(StoppedBy::MemoryLimit),
+        process_limit_hit: o.stopped_by == Some(StoppedBy::ProcessLimit),
         kernel_oom_kill: o.kernel_oom_kill,
         scan: &o.stderr.scan,
     });
@@ -190,8 +265,20 @@ fn record(
         return_code: o.exit.code,
         signal: o.exit.signal,
         peak_memory_mb: o.peak_rss_bytes as f64 / (1024.0 * 1024.0),
-        cpu_user_s: o.exit.user_cpu.as_secs_f64(),
-        cpu_system_s: o.exit.system_cpu.as_secs_f64(),
+        // wait4 is exact when the runner waits for the script itself; sandboxed it only
+        // sees bwrap, so Python's own report and /proc sampling set floors.
+        cpu_user_s: o
+            .exit
+            .user_cpu
+            .as_secs_f64()
+            .max(jax.as_ref().and_then(|j| j.cpu_user_s).unwrap_or(0.0))
+            .max(o.sampled_cpu.0),
+        cpu_system_s: o
+            .exit
+            .system_cpu
+            .as_secs_f64()
+            .max(jax.as_ref().and_then(|j| j.cpu_system_s).unwrap_or(0.0))
+            .max(o.sampled_cpu.1),
         class: verdict.class,
         matched_line: verdict.matched_line,
         exception: verdict.exception,
@@ -200,6 +287,7 @@ fn record(
         stderr_log: spec.stderr_log.to_string_lossy().into_owned(),
         log_cut_bytes: o.stdout.cut_bytes + o.stderr.cut_bytes,
         leaks: o.leaks.clone(),
+        refused_forks: o.refused_forks,
     }
 }
 
@@ -236,6 +324,7 @@ fn spawn_failure(
         stderr_log: spec.stderr_log.to_string_lossy().into_owned(),
         log_cut_bytes: 0,
         leaks: Vec::new(),
+        refused_forks: 0,
     }
 }
 
@@ -278,6 +367,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         log_truncated: false,
         leaks: Vec::new(),
         data_dir: lossy(ctx.data_dir(&script.id)),
+        sandbox: ctx.sandbox_info.clone(),
     }
 }
 

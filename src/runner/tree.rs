@@ -38,6 +38,11 @@ pub struct TreeSampler {
     pub peak_bytes: u64,
     /// Every PID seen in the tree (bounded), for finding leftovers after exit.
     pub seen: Vec<u32>,
+    /// Processes in the tree at the last sample.
+    pub last_count: usize,
+    /// Last (utime, stime) clock ticks seen per PID: a floor for CPU time where
+    /// `wait4` cannot see the tree (inside a sandbox it only sees bwrap).
+    cpu_ticks: std::collections::HashMap<u32, (u64, u64)>,
 }
 
 impl Default for TreeSampler {
@@ -46,6 +51,8 @@ impl Default for TreeSampler {
             system: System::new(),
             peak_bytes: 0,
             seen: Vec::new(),
+            last_count: 0,
+            cpu_ticks: std::collections::HashMap::new(),
         }
     }
 }
@@ -54,6 +61,14 @@ impl TreeSampler {
     /// Refreshes the tree under `root` and returns its total RSS in bytes.
     pub fn sample(&mut self, root: u32) -> u64 {
         let raw = tree_pids(root);
+        self.last_count = raw.len();
+        for pid in &raw {
+            if let Some(t) = cpu_ticks(*pid) {
+                if self.cpu_ticks.len() < MAX_TREE || self.cpu_ticks.contains_key(pid) {
+                    self.cpu_ticks.insert(*pid, t);
+                }
+            }
+        }
         for pid in &raw {
             if self.seen.len() < MAX_TREE && !self.seen.contains(pid) {
                 self.seen.push(*pid);
@@ -73,6 +88,28 @@ impl TreeSampler {
         self.peak_bytes = self.peak_bytes.max(total);
         total
     }
+}
+
+impl TreeSampler {
+    /// CPU seconds (user, system) summed over every process sampled.
+    pub fn cpu_seconds(&self) -> (f64, f64) {
+        // SAFETY: sysconf has no memory effects.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let (u, s) = self
+            .cpu_ticks
+            .values()
+            .fold((0u64, 0u64), |(u, s), (a, b)| (u + a, s + b));
+        (u as f64 / hz, s as f64 / hz)
+    }
+}
+
+/// utime and stime of a process, in clock ticks, from `/proc/<pid>/stat`.
+fn cpu_ticks(pid: u32) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace().skip(11);
+    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
 }
 
 #[cfg(test)]

@@ -44,6 +44,15 @@ impl Tree {
         }
     }
 
+    /// A tree outside `/tmp` (in cargo's target folder), as a real pipeline output
+    /// is: inside the sandbox `/tmp` is a private tmpfs, which changes what a write
+    /// next to the script does.
+    pub fn outside_tmp() -> Tree {
+        Tree {
+            dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+        }
+    }
+
     pub fn root(&self) -> PathBuf {
         self.dir.path().canonicalize().unwrap()
     }

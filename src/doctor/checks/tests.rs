@@ -11,6 +11,7 @@ fn interp(dists: &[(&str, &str)]) -> Interpreter {
         info: PythonInfo {
             executable: "/venv/bin/python".into(),
             prefix: "/venv".into(),
+            base_prefix: "/usr".into(),
             python_version: "3.11.7".into(),
             jax_version: dists.iter().find(|d| d.0 == "jax").map(|d| d.1.to_string()),
             jaxlib_version: dists

@@ -18,6 +18,7 @@ fn ending<'a>(scan: &'a StderrScan, code: Option<i32>, signal: Option<i32>) -> E
         timed_out: false,
         interrupted: false,
         memory_limit_hit: false,
+        process_limit_hit: false,
         kernel_oom_kill: false,
         scan,
     }

@@ -1,0 +1,209 @@
+//! The bubblewrap sandbox against hostile scripts, and the limits with and without it.
+//! `.ci/run` installs bubblewrap, so these run for real in CI.
+
+mod common;
+
+use std::io::Read;
+use std::net::TcpListener;
+
+use common::*;
+use serde_json::Value;
+
+fn data_dir(r: &Value) -> std::path::PathBuf {
+    std::path::PathBuf::from(r["data_dir"].as_str().unwrap())
+}
+
+#[test]
+fn a_hostile_script_is_contained_and_its_result_is_complete() {
+    let t = Tree::outside_tmp();
+    t.fixture("hostile.py", "model/jax/hostile.py");
+    let home = t.root().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("secret.txt"), "the user's secret").unwrap();
+    // Loopback only; the sandbox has its own network namespace, so nothing arrives.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let token = format!("{}", std::process::id());
+    let out = t
+        .cmd()
+        .env("HOME", &home)
+        .env("AWS_SECRET_ACCESS_KEY", "not-for-scripts")
+        .args([
+            "--sandbox",
+            "on",
+            "--env",
+            &format!("TEST_PORT={port}"),
+            "--env",
+        ])
+        .arg(format!("TEST_TOKEN={token}"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = t.result("hostile");
+    assert_eq!(r["sandbox"]["kind"], "bwrap");
+    assert_eq!(r["sandbox"]["network"], false);
+    assert_eq!(r["sandbox"]["environment"], "allowlist");
+    let report = read_json(&data_dir(&r).join("hostile.json"));
+    for attack in [
+        "write_outside_script_folder",
+        "read_home_secret",
+        "connect_loopback_listener",
+    ] {
+        assert!(
+            report[attack].as_str().unwrap().starts_with("blocked"),
+            "{attack}: {report}"
+        );
+    }
+    assert_eq!(
+        report["aws_key_visible"], false,
+        "secrets stay out of the allowlist"
+    );
+    assert!(!t
+        .root()
+        .join("model")
+        .join(format!("escaped-{token}.txt"))
+        .exists());
+    // Inside, /tmp is private: the write may succeed there, never on the host.
+    let host_tmp = std::path::PathBuf::from(format!("/tmp/jax-runner-escape-{token}.txt"));
+    assert!(!host_tmp.exists(), "the script's /tmp is private");
+    let mut buf = [0u8; 64];
+    let accepted = listener
+        .accept()
+        .map(|(mut s, _)| s.read(&mut buf).unwrap_or(0));
+    assert!(accepted.is_err(), "the loopback listener got a connection");
+    let log = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+    assert!(log.contains("hostile done"), "the log is complete: {log}");
+}
+
+#[test]
+fn unsandboxed_the_same_script_gets_out_which_is_why_the_sandbox_exists() {
+    let t = Tree::outside_tmp();
+    t.fixture("hostile.py", "model/jax/hostile.py");
+    let token = format!("off-{}", std::process::id());
+    let out = t.run(&["--sandbox", "off", "--env", &format!("TEST_TOKEN={token}")]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = t.result("hostile");
+    assert_eq!(r["sandbox"]["kind"], "none");
+    assert_eq!(r["sandbox"]["reason"], "--sandbox off");
+    let escaped = t.root().join("model").join(format!("escaped-{token}.txt"));
+    assert!(escaped.exists(), "without the sandbox the write lands");
+    let _ = std::fs::remove_file(format!("/tmp/jax-runner-escape-{token}.txt"));
+}
+
+#[test]
+fn memory_past_the_limit_is_killed_with_and_without_the_sandbox() {
+    for sandbox in ["on", "off"] {
+        let t = Tree::new();
+        t.fixture("memory_grow.py", "m/jax/grow.py");
+        let out = t.run(&[
+            "--sandbox",
+            sandbox,
+            "--memory-limit",
+            "1G",
+            "--env",
+            "GROW_LIMIT_MB=3000",
+            "--retries",
+            "0",
+        ]);
+        assert_eq!(code(&out), 1, "{sandbox}: {}", stderr(&out));
+        let r = t.result("grow");
+        assert_eq!(r["class"], "out_of_memory", "{sandbox}: {r}");
+        assert!(r["matched_line"]
+            .as_str()
+            .unwrap()
+            .contains("--memory-limit"));
+        assert_eq!(r["sandbox"]["memory_limit_mb"], 1024.0);
+        let peak = r["peak_memory_mb"].as_f64().unwrap();
+        assert!((1024.0..1600.0).contains(&peak), "{sandbox}: peak {peak}");
+        let log = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+        assert!(
+            log.contains("holding"),
+            "{sandbox}: the log kept what was printed"
+        );
+    }
+}
+
+#[test]
+fn a_fork_bomb_is_contained_by_max_procs() {
+    let t = Tree::new();
+    t.fixture("fork_bomb.py", "m/jax/bomb.py");
+    let out = t.run(&["--sandbox", "on", "--max-procs", "32", "--timeout", "60s"]);
+    let r = t.result("bomb");
+    assert_eq!(r["sandbox"]["max_procs"], 32);
+    match r["sandbox"]["max_procs_enforced_by"].as_str().unwrap() {
+        "cgroup" => {
+            assert_eq!(code(&out), 0, "{}", stderr(&out));
+            assert!(
+                r["attempts"][0]["refused_forks"].as_u64().unwrap() > 0,
+                "{r}"
+            );
+            let log = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+            assert!(log.contains("fork bomb done"), "{log}");
+        }
+        _ => assert_eq!(
+            r["class"], "killed_by_signal",
+            "the watchdog stopped it: {r}"
+        ),
+    }
+    assert!(processes_mentioning(t.root().join("m/jax/bomb.py").to_str().unwrap()).is_empty());
+}
+
+#[test]
+fn inside_the_sandbox_a_detached_grandchild_dies_with_the_namespace() {
+    let t = Tree::new();
+    t.fixture("grandchild.py", "m/jax/grandchild.py");
+    let out = t.run(&["--sandbox", "on"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = t.result("grandchild");
+    assert_eq!(
+        r["leaks"],
+        serde_json::json!([]),
+        "bwrap's own init is not a leak"
+    );
+    assert!(processes_mentioning("import time; time.sleep(600)").is_empty());
+}
+
+#[test]
+fn env_and_env_pass_reach_sandboxed_scripts() {
+    let t = Tree::new();
+    t.fixture("print_env.py", "m/jax/print_env.py");
+    let out = t
+        .cmd()
+        .env("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+        .args([
+            "--sandbox",
+            "on",
+            "--env",
+            "CUDA_VISIBLE_DEVICES=7",
+            "--env-pass",
+            "XLA_FLAGS",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let env = read_json(&data_dir(&t.result("print_env")).join("env.json"));
+    assert_eq!(
+        env["CUDA_VISIBLE_DEVICES"], "7",
+        "--env wins over the runner's own value"
+    );
+    assert_eq!(env["cwd"], t.root().join("m/jax").to_str().unwrap());
+}
+
+#[test]
+fn sandbox_on_without_bwrap_is_exit_2_with_the_install_command() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    let out = t
+        .cmd()
+        .env("PATH", "/nonexistent")
+        .args(["--sandbox", "on"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("apt-get install bubblewrap"),
+        "{}",
+        stderr(&out)
+    );
+}
