@@ -32,6 +32,21 @@ pub enum RunEvent {
         device: Platform,
         /// Path relative to the output folder.
         path: String,
+        /// Worker slot running it, from 0 to jobs - 1 (the timeline's row).
+        slot: usize,
+    },
+    /// A running attempt's resources, about once a second.
+    Sample {
+        /// Script id.
+        id: String,
+        /// Attempt number.
+        attempt: u32,
+        /// Seconds since the attempt started.
+        elapsed_s: f64,
+        /// Resident memory of the process tree, MiB.
+        rss_mb: f64,
+        /// Processes in the tree.
+        processes: usize,
     },
     /// An attempt ended.
     AttemptFinished {

@@ -54,6 +54,9 @@ pub struct Attempt {
     pub number: u32,
     /// The platform whose environment the attempt ran with.
     pub device: Platform,
+    /// Worker slot that ran it (0 to jobs - 1).
+    #[serde(default)]
+    pub slot: usize,
     /// Start time, RFC 3339 UTC.
     pub started_at: String,
     /// Wall-clock seconds from spawn to exit.

@@ -25,11 +25,13 @@ impl Reporter for LogReporter {
                 "running {total} script(s) on {}, {jobs} at a time, with {interpreter}",
                 device.as_str()
             ),
+            RunEvent::Sample { .. } => {}
             RunEvent::ScriptStarted {
                 id,
                 attempt,
                 device,
                 path,
+                ..
             } => tracing::info!(
                 "start  {id} (attempt {attempt}, {}) {path}",
                 device.as_str()

@@ -2,11 +2,13 @@
 //! folder and the execution log. Each reporter sees every event, in order.
 
 mod atomic;
+mod html;
 mod json;
 mod log;
 pub mod summary;
 
 pub use atomic::{write_atomic, write_json};
+pub use html::HtmlReporter;
 pub use json::JsonReporter;
 pub use log::LogReporter;
 

@@ -51,7 +51,20 @@ pub struct AttemptSpec {
     /// `--max-procs`, enforced by `cgroup` when there is one, else by sampling.
     pub max_procs: Option<u32>,
     pub cgroup: Option<std::sync::Arc<super::limits::PidsCgroup>>,
+    /// Where to report resource samples (about once a second).
+    pub samples: Option<SampleSink>,
 }
+
+/// Sends an attempt's resource samples into the event stream.
+#[derive(Debug, Clone)]
+pub struct SampleSink {
+    pub events: crate::events::EventSender,
+    pub id: String,
+    pub attempt: u32,
+}
+
+/// Samples go out every this many memory samples (100 ms each).
+const SAMPLES_PER_EVENT: u32 = 10;
 
 /// Why the runner stopped the attempt, if it did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,6 +207,7 @@ pub async fn run_attempt(
     let mut kill_at: Option<TokioInstant> = None;
     let far = TokioInstant::now() + Duration::from_secs(365 * 24 * 3600);
 
+    let mut ticks: u32 = 0;
     let exit = loop {
         tokio::select! {
             res = &mut waiter => {
@@ -203,6 +217,16 @@ pub async fn run_attempt(
             }
             _ = ticker.tick() => {
                 let rss = sampler.sample(pid as u32);
+                ticks += 1;
+                if let Some(sink) = spec.samples.as_ref().filter(|_| ticks % SAMPLES_PER_EVENT == 0) {
+                    sink.events.emit(crate::events::RunEvent::Sample {
+                        id: sink.id.clone(),
+                        attempt: sink.attempt,
+                        elapsed_s: started.elapsed().as_secs_f64(),
+                        rss_mb: rss as f64 / (1024.0 * 1024.0),
+                        processes: sampler.last_count,
+                    });
+                }
                 let over_memory = spec.memory_limit.is_some_and(|limit| rss > limit);
                 let over_procs = spec.cgroup.is_none()
                     && spec.max_procs.is_some_and(|max| sampler.last_count > max as usize);

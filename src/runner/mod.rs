@@ -133,6 +133,8 @@ pub async fn run_all(
     stop: watch::Receiver<Stop>,
 ) -> Vec<ScriptSummary> {
     let slots = Arc::new(Semaphore::new(ctx.jobs.max(1)));
+    // Which worker slot is free: the timeline draws one row per slot.
+    let free_slots = Arc::new(Mutex::new((0..ctx.jobs.max(1)).rev().collect::<Vec<usize>>()));
     let mut tasks = JoinSet::new();
     let mut results: Vec<Option<ScriptSummary>> = vec![None; scripts.len()];
     let mut not_started = Vec::new();
@@ -151,10 +153,15 @@ pub async fn run_all(
             continue;
         }
         let (ctx, events, stop) = (ctx.clone(), events.clone(), stop.clone());
+        let free = free_slots.clone();
+        let slot = free.lock().ok().and_then(|mut f| f.pop()).unwrap_or(0);
         // Spawned tasks run on tokio's worker threads, which live as long as the run:
         // the children's death signal is tied to the thread that forked them.
         tasks.spawn(async move {
-            let result = script::run_script(&ctx, &script, &events, stop).await;
+            let result = script::run_script(&ctx, &script, slot, &events, stop).await;
+            if let Ok(mut f) = free.lock() {
+                f.push(slot);
+            }
             drop(permit);
             (index, result)
         });

@@ -22,6 +22,7 @@ use crate::paths::rfc3339;
 pub async fn run_script(
     ctx: &RunContext,
     script: &Script,
+    slot: usize,
     events: &EventSender,
     mut stop: watch::Receiver<Stop>,
 ) -> ScriptSummary {
@@ -94,6 +95,11 @@ pub async fn run_script(
             memory_limit: ctx.memory_limit,
             max_procs: ctx.max_procs,
             cgroup,
+            samples: Some(child::SampleSink {
+                events: events.clone(),
+                id: script.id.clone(),
+                attempt: number,
+            }),
             stdout_log,
             stderr_log,
             timeout: ctx.timeout,
@@ -106,6 +112,7 @@ pub async fn run_script(
             attempt: number,
             device: platform,
             path: script.relative_path.to_string_lossy().into_owned(),
+            slot,
         });
         let outcome = match &prepared {
             Ok(()) => child::run_attempt(&spec, stop.clone()).await,
@@ -259,6 +266,7 @@ fn record(
     Attempt {
         number,
         device,
+        slot: 0,
         started_at: rfc3339(o.started_at),
         duration_s: o.duration.as_secs_f64(),
         status: status_of(verdict.class),
@@ -308,6 +316,7 @@ fn spawn_failure(
     Attempt {
         number,
         device,
+        slot: 0,
         started_at: rfc3339(std::time::SystemTime::now()),
         duration_s: 0.0,
         status: Status::Failed,
