@@ -58,13 +58,26 @@ pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Bwrap, String>, Confi
     }
 }
 
-/// Discovers scripts for `config`, never entering the results folder.
+/// Discovers scripts for `config`.
 pub fn discover(config: &RunConfig) -> Result<Discovery, DiscoveryError> {
+    discover_in(&config.output_dir, config.recursive, &config.results_dir)
+}
+
+/// Discovers scripts under `output_dir`, never entering the runner's own outputs (the
+/// results folder and GNN's `12_execute_output`).
+pub fn discover_in(
+    output_dir: &std::path::Path,
+    recursive: bool,
+    results_dir: &std::path::Path,
+) -> Result<Discovery, DiscoveryError> {
     crate::discovery::discover(
-        &config.output_dir,
+        output_dir,
         &DiscoverOptions {
-            recursive: config.recursive,
-            exclude: vec![config.results_dir.clone()],
+            recursive,
+            exclude: vec![
+                results_dir.to_path_buf(),
+                output_dir.join(report::gnn::STEP12_DIR),
+            ],
         },
     )
 }
@@ -161,6 +174,25 @@ pub async fn run(
         0,
         Box::new(report::JsonReporter::new(config.results_dir.clone())),
     );
+    reporters.push(Box::new(report::HtmlReporter::new(
+        config.results_dir.clone(),
+    )));
+    reporters.push(Box::new(report::MarkdownReporter::new(
+        config.results_dir.clone(),
+    )));
+    reporters.push(Box::new(report::JunitReporter::new(
+        config.results_dir.clone(),
+    )));
+    let gnn = config
+        .gnn_layout
+        .then(|| report::gnn::plan(&config.output_dir, &discovery.scripts));
+    if let Some(entries) = &gnn {
+        reporters.push(Box::new(report::GnnReporter::new(
+            &config.output_dir,
+            config.results_dir.clone(),
+            entries.clone(),
+        )));
+    }
     let (events, rx) = EventSender::channel();
     let dispatcher = tokio::spawn(report::dispatch(rx, reporters));
     let environment = match interpreter {
@@ -256,6 +288,12 @@ pub async fn run(
                 max_procs: config.max_procs,
                 extra_env: config.extra_env.clone(),
                 pass_env: config.pass_env.clone(),
+                // GNN's layout points GNN_OUTPUT_DIR at 12_execute_output/…/simulation_data.
+                data_dirs: gnn
+                    .iter()
+                    .flatten()
+                    .map(|(id, e)| (id.clone(), e.data_dir.clone()))
+                    .collect(),
             });
             runner::run_all(ctx, discovery.scripts, events.clone(), stop.clone()).await
         }

@@ -46,6 +46,19 @@ pub enum Command {
     List(ListArgs),
     /// Create the managed Python environment and print which interpreter runs will use.
     Setup(SetupArgs),
+    /// Print the JSON Schema of a document jax-runner writes.
+    Schema {
+        /// results, metrics, events or doctor.
+        #[arg(value_parser = ["results", "metrics", "events", "doctor"])]
+        name: String,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
     /// Say exactly why JAX will or will not use each device, and how to fix it.
     #[command(
         after_help = "Exit codes:\n  0  the requested device works\n  1  it does not\n  2  no Python interpreter to inspect"
@@ -64,6 +77,20 @@ pub struct DoctorArgs {
     /// Print one JSON document instead of the report.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LayoutArg {
+    Auto,
+    Gnn,
+    Plain,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProgressArg {
+    Auto,
+    On,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -162,6 +189,16 @@ pub struct RunArgs {
     /// Pass the parent's variable NAME into sandboxed scripts too (repeatable).
     #[arg(long = "env-pass", value_name = "NAME")]
     pub env_pass: Vec<String>,
+    /// Results layout: auto adds GNN's step-12 layout (12_execute_output/) when the
+    /// tree holds 11_render_output; gnn always adds it; plain never does.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub layout: LayoutArg,
+    /// Write the event stream as NDJSON to FILE, or to standard output with `-`.
+    #[arg(long, value_name = "FILE|-")]
+    pub events: Option<PathBuf>,
+    /// Live progress bars: auto shows them when stderr is a terminal.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub progress: ProgressArg,
     /// Skip the environment pre-flight (the doctor checks a run does once); GPU
     /// problems then show up script by script and fall back there.
     #[arg(long)]
@@ -276,6 +313,11 @@ impl RunArgs {
             max_procs: self.max_procs,
             env: self.env.clone(),
             env_pass: self.env_pass.clone(),
+            gnn_layout: match self.layout {
+                LayoutArg::Auto => None,
+                LayoutArg::Gnn => Some(true),
+                LayoutArg::Plain => Some(false),
+            },
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::runner::sandbox::SandboxMode;
 use crate::runner::RetryPolicy;
 
 /// The device a user asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Device {
     /// The GPU when one is usable, else the CPU.
@@ -23,7 +23,7 @@ pub enum Device {
 }
 
 /// A concrete platform a script runs on: what `JAX_PLATFORMS` is set from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Platform {
     Cpu,
@@ -112,6 +112,8 @@ pub struct RunConfig {
     pub extra_env: Vec<(String, String)>,
     /// `--env-pass NAME`.
     pub pass_env: Vec<String>,
+    /// Also write GNN's step-12 layout (`12_execute_output/`).
+    pub gnn_layout: bool,
 }
 
 /// The raw choices from the edge, before validation.
@@ -143,6 +145,9 @@ pub struct RunOptions {
     /// `KEY=VALUE` strings.
     pub env: Vec<String>,
     pub env_pass: Vec<String>,
+    /// `Some(true)`: GNN layout; `Some(false)`: plain; `None`: when the tree holds
+    /// `11_render_output`.
+    pub gnn_layout: Option<bool>,
 }
 
 impl RunConfig {
@@ -259,6 +264,9 @@ impl RunConfig {
             max_procs: opts.max_procs,
             extra_env,
             pass_env: opts.env_pass.clone(),
+            gnn_layout: opts
+                .gnn_layout
+                .unwrap_or_else(|| output_dir.join("11_render_output").is_dir()),
             retry: RetryPolicy {
                 retries: opts.retries,
                 retry_on,
@@ -340,6 +348,7 @@ mod tests {
             max_procs: None,
             env: vec![],
             env_pass: vec![],
+            gnn_layout: None,
         }
     }
 

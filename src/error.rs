@@ -97,6 +97,8 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
+    #[error("failed to write a report: its writer panicked: {message}")]
+    Panicked { message: String },
     #[error("failed to serialize {what}")]
     Serialize {
         what: &'static str,

@@ -8,7 +8,7 @@ use crate::config::Platform;
 use crate::model::{Attempt, FailureClass, Fallback, PerformanceMetrics, ScriptResult};
 
 /// Something that happened during a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum RunEvent {
     /// The run begins.

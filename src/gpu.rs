@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One GPU as NVML sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GpuInfo {
     /// NVML index.
     pub index: u32,
@@ -29,7 +29,7 @@ pub struct GpuInfo {
 }
 
 /// A compute process on a GPU.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GpuProcess {
     /// Its PID (in NVML's PID namespace).
     pub pid: u32,
@@ -38,7 +38,7 @@ pub struct GpuProcess {
 }
 
 /// The driver and its GPUs, or why NVML is not there.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NvmlReport {
     /// Whether NVML could be loaded and initialised.
     pub available: bool,

@@ -14,8 +14,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{filter, Layer};
 
 use cli::{Cli, Command, FlavorArg};
-use jax_runner::config::{validate_output_dir, RunConfig, RunOptions};
-use jax_runner::discovery::{self, DiscoverOptions};
+use jax_runner::config::{validate_output_dir, RunConfig};
 use jax_runner::error::Error;
 use jax_runner::python::{self, setup::Flavor, Resolver};
 use jax_runner::report::{self, summary};
@@ -31,11 +30,33 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let level = cli.verbosity.level();
     let outcome = match cli.command {
-        None => run(cli.run.options(), level),
-        Some(Command::Run(args)) => run(args.options(), level),
+        None => run(&cli.run, level),
+        Some(Command::Run(args)) => run(&args, level),
         Some(Command::List(args)) => list(&args, level),
         Some(Command::Setup(args)) => setup(args.flavor, level),
         Some(Command::Doctor(args)) => doctor(&args, level),
+        Some(Command::Schema { name }) => {
+            let schema = jax_runner::model::schema::schema(&name).expect("clap checked the name");
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schema).expect("JSON values serialize")
+            );
+            Ok(0)
+        }
+        Some(Command::Completions { shell }) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "jax-runner", &mut std::io::stdout());
+            Ok(0)
+        }
+        Some(Command::Man) => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            let mut out = Vec::new();
+            clap_mangen::Man::new(cmd)
+                .render(&mut out)
+                .and_then(|_| std::io::Write::write_all(&mut std::io::stdout(), &out))
+                .map(|_| 0)
+                .map_err(Error::Runtime)
+        }
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
@@ -64,6 +85,30 @@ fn chain(err: &dyn std::error::Error) -> String {
     s
 }
 
+/// One terminal log line: printed above the progress bars when they show (so they
+/// are not torn), straight to stderr otherwise.
+struct TermLine(Vec<u8>);
+
+impl std::io::Write for TermLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for TermLine {
+    fn drop(&mut self) {
+        let line = String::from_utf8_lossy(&self.0);
+        if !report::print_above_bars(&line) {
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), &self.0);
+        }
+    }
+}
+
 /// Terminal logging at `level`, plus `execution_log.txt` when a run has a results folder.
 /// The guard flushes the log file when dropped.
 fn init_logging(
@@ -71,7 +116,7 @@ fn init_logging(
     log_file: Option<&Path>,
 ) -> Result<Option<tracing_appender::non_blocking::WorkerGuard>, Error> {
     let terminal = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(|| TermLine(Vec::new()))
         .with_ansi(std::io::stderr().is_terminal())
         .without_time()
         .with_target(false)
@@ -103,8 +148,14 @@ fn init_logging(
     Ok(guard)
 }
 
-fn run(opts: RunOptions, level: tracing::Level) -> Result<u8, Error> {
-    let config = RunConfig::from_options(opts)?;
+fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
+    let config = RunConfig::from_options(args.options())?;
+    let events_to_stdout = args.events.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    let progress = match args.progress {
+        cli::ProgressArg::On => true,
+        cli::ProgressArg::Off => false,
+        cli::ProgressArg::Auto => std::io::stderr().is_terminal() && level >= tracing::Level::INFO,
+    };
     // Before anything touches the results folder: a second runner must not truncate
     // the first one's log.
     let _lock = app::lock_results(&config)?;
@@ -135,11 +186,23 @@ fn run(opts: RunOptions, level: tracing::Level) -> Result<u8, Error> {
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
+    let mut reporters: Vec<Box<dyn report::Reporter>> =
+        vec![Box::new(report::LogReporter::default())];
+    // Opened before the run, so a bad path is an error before any script starts.
+    let events = args
+        .events
+        .as_deref()
+        .map(report::NdjsonReporter::open)
+        .transpose()?;
     let report = runtime.block_on(async {
         let (stop_tx, stop_rx) = watch::channel(Stop::Run);
         tokio::spawn(forward_signals(stop_tx));
-        let reporters: Vec<Box<dyn report::Reporter>> =
-            vec![Box::new(report::LogReporter::default())];
+        if let Some(events) = events {
+            reporters.push(Box::new(events));
+        }
+        if progress {
+            reporters.push(Box::new(report::ProgressReporter::new()));
+        }
         app::run(
             &config,
             interpreter.as_ref(),
@@ -154,7 +217,8 @@ fn run(opts: RunOptions, level: tracing::Level) -> Result<u8, Error> {
         return Err(Error::Report(err));
     }
     let m = &report.metrics;
-    if level >= tracing::Level::INFO && m.totals.total_scripts > 0 {
+    // With the event stream on stdout, stdout is the stream's alone.
+    if level >= tracing::Level::INFO && m.totals.total_scripts > 0 && !events_to_stdout {
         print!("{}", summary::run_summary(m));
     }
     Ok(if m.run.interrupted {
@@ -211,13 +275,7 @@ fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
         .as_deref()
         .map(config::absolute)
         .unwrap_or_else(|| root.join("execution_results").join("jax"));
-    let found = discovery::discover(
-        &root,
-        &DiscoverOptions {
-            recursive: args.discover.recursive(),
-            exclude: vec![results],
-        },
-    )?;
+    let found = app::discover_in(&root, args.discover.recursive(), &results)?;
     for w in &found.warnings {
         tracing::warn!("{w}");
     }

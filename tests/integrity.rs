@@ -32,7 +32,11 @@ fn sigkill_of_the_runner_leaves_no_script_running() {
     };
     // Each script shows up as its python (and, sandboxed, the bwrap processes around it).
     for s in &scripts {
-        assert!(!processes_mentioning(s.to_str().unwrap()).is_empty(), "{} runs", s.display());
+        assert!(
+            !processes_mentioning(s.to_str().unwrap()).is_empty(),
+            "{} runs",
+            s.display()
+        );
     }
     sigkill(&mut runner);
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -19,7 +19,7 @@ use crate::error::DiscoveryError;
 use crate::model::DiscoveredBy;
 
 /// A script to run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Script {
     /// Unique id in this run.
     pub id: String,

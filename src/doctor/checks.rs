@@ -13,7 +13,9 @@ use crate::gpu::NvmlReport;
 use crate::python::{setup::Flavor, shell_quote, Interpreter};
 
 /// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Info,
@@ -23,7 +25,7 @@ pub enum Severity {
 }
 
 /// One problem.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     /// Stable code (`cuda-plugin-conflict`, …).
     pub code: String,

@@ -14,7 +14,7 @@ const LIVE: &str = include_str!("live.py");
 const LIMIT: Duration = Duration::from_secs(180);
 
 /// What one live check saw.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LiveCheck {
     /// The backend tried.
     pub platform: Platform,

@@ -18,7 +18,7 @@ pub use libs::LibraryDir;
 pub use live::LiveCheck;
 
 /// The host's CPU and memory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Host {
     /// CPU model name.
     pub cpu_model: String,
@@ -33,7 +33,7 @@ pub struct Host {
 }
 
 /// The interpreter and what it has installed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PythonReport {
     /// Its path.
     pub interpreter: String,
@@ -66,7 +66,7 @@ pub struct PythonReport {
 }
 
 /// Whether a device works, and why not.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     /// The device.
     pub device: Platform,
@@ -79,7 +79,7 @@ pub struct Verdict {
 
 /// The whole report; `jax-runner doctor --json` prints it, runs store it under
 /// `environment` in `performance_metrics.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DoctorReport {
     /// Version of this format.
     pub schema_version: u32,

@@ -8,7 +8,7 @@ use super::{results_file_name, FailureClass, ScriptResult, Status, SCHEMA_VERSIO
 use crate::config::{Device, Platform};
 
 /// The run as a whole, in `performance_metrics.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunInfo {
     /// Start, RFC 3339 UTC.
     pub started_at: String,
@@ -56,7 +56,7 @@ pub struct RunInfo {
 }
 
 /// Counts over the run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Totals {
     /// Scripts discovered and scheduled.
     pub total_scripts: usize,
@@ -89,7 +89,7 @@ pub struct Totals {
 }
 
 /// One line per script in `performance_metrics.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScriptSummary {
     /// The script's id.
     pub id: String,
@@ -122,7 +122,7 @@ pub struct ScriptSummary {
 }
 
 /// `performance_metrics.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PerformanceMetrics {
     /// Version of this format.
     pub schema_version: u32,

@@ -2,6 +2,7 @@
 //! module, because the next pipeline step reads these files.
 
 mod metrics;
+pub mod schema;
 
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +16,7 @@ use crate::config::{Device, Platform};
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// How a script ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Succeeded,
@@ -36,7 +37,7 @@ impl Status {
 }
 
 /// Why discovery picked a script.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DiscoveredBy {
     /// A `*.py` inside a folder named `jax`.
@@ -48,7 +49,7 @@ pub enum DiscoveredBy {
 }
 
 /// One execution of a script.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Attempt {
     /// 1 for the first attempt.
     pub number: u32,
@@ -100,7 +101,7 @@ pub struct Attempt {
 }
 
 /// How a script was isolated.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxInfo {
     /// `bwrap`, or `none` when unsandboxed.
     pub kind: String,
@@ -129,7 +130,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// What the telemetry shim saw jax do in the script.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JaxTelemetry {
     /// Whether the script imported jax at all.
     pub jax_imported: bool,
@@ -176,7 +177,7 @@ impl JaxTelemetry {
 }
 
 /// A move from the requested device to another.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Fallback {
     /// The platform given up.
     pub from: Platform,
@@ -187,7 +188,7 @@ pub struct Fallback {
 }
 
 /// The result of one script: `<id>_results.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ScriptResult {
     /// Version of this format.
     pub schema_version: u32,

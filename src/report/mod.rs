@@ -2,15 +2,26 @@
 //! folder and the execution log. Each reporter sees every event, in order.
 
 mod atomic;
+mod digest;
+pub mod gnn;
 mod html;
 mod json;
+mod junit;
 mod log;
+mod markdown;
+mod ndjson;
+mod progress;
 pub mod summary;
 
 pub use atomic::{write_atomic, write_json};
+pub use gnn::GnnReporter;
 pub use html::HtmlReporter;
 pub use json::JsonReporter;
+pub use junit::JunitReporter;
 pub use log::LogReporter;
+pub use markdown::MarkdownReporter;
+pub use ndjson::{event_line, NdjsonReporter};
+pub use progress::{print_above_bars, ProgressReporter};
 
 use crate::error::ReportError;
 use crate::events::{EventReceiver, RunEvent};
@@ -30,10 +41,22 @@ pub async fn dispatch(
     let mut errors = Vec::new();
     while let Some(event) = rx.recv().await {
         for r in reporters.iter_mut() {
-            if let Err(e) = r.handle(&event) {
-                tracing::error!("{e}");
-                errors.push(e);
-            }
+            // A reporter that panics must not take the others (and the results) down.
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.handle(&event)));
+            let error = match outcome {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => e,
+                Err(panic) => ReportError::Panicked {
+                    message: panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default(),
+                },
+            };
+            tracing::error!("{error}");
+            errors.push(error);
         }
     }
     errors

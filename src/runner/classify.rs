@@ -7,7 +7,19 @@ use serde::{Deserialize, Serialize};
 use crate::config::Platform;
 
 /// Why an attempt ended the way it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureClass {
     Succeeded,
@@ -97,7 +109,7 @@ pub const SIGNATURES: &[(FailureClass, &str)] = &[
 const MAX_LINE: usize = 4096;
 
 /// The uncaught exception a traceback ended with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExceptionInfo {
     /// Its type, as printed (`ValueError`, `jax.errors.JaxRuntimeError`).
     #[serde(rename = "type")]

@@ -76,6 +76,8 @@ pub struct RunContext {
     pub extra_env: Vec<(String, String)>,
     /// `--env-pass NAME`: parent variables a sandboxed script also gets.
     pub pass_env: Vec<String>,
+    /// Data folders other than `RESULTS/data/<id>` (GNN's layout), by script id.
+    pub data_dirs: std::collections::HashMap<String, PathBuf>,
 }
 
 /// What a sandboxed run needs to build each script's bwrap command.
@@ -94,7 +96,10 @@ impl RunContext {
     }
 
     fn data_dir(&self, id: &str) -> PathBuf {
-        self.results_dir.join("data").join(id)
+        self.data_dirs
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| self.results_dir.join("data").join(id))
     }
 
     /// Log files of attempt `n`: the first keeps the plain names.
@@ -134,7 +139,9 @@ pub async fn run_all(
 ) -> Vec<ScriptSummary> {
     let slots = Arc::new(Semaphore::new(ctx.jobs.max(1)));
     // Which worker slot is free: the timeline draws one row per slot.
-    let free_slots = Arc::new(Mutex::new((0..ctx.jobs.max(1)).rev().collect::<Vec<usize>>()));
+    let free_slots = Arc::new(Mutex::new(
+        (0..ctx.jobs.max(1)).rev().collect::<Vec<usize>>(),
+    ));
     let mut tasks = JoinSet::new();
     let mut results: Vec<Option<ScriptSummary>> = vec![None; scripts.len()];
     let mut not_started = Vec::new();

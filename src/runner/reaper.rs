@@ -14,7 +14,7 @@ use super::sys;
 pub const TOKEN_VAR: &str = "JAX_RUNNER_TOKEN";
 
 /// A process a script left behind.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Leak {
     /// Its PID.
     pub pid: u32,

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 
 /// `--sandbox`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxMode {
     /// On when bubblewrap works here, otherwise off with one warning.

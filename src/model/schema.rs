@@ -1,0 +1,26 @@
+//! JSON Schemas of everything jax-runner writes, generated from the types themselves
+//! and committed under `schemas/`, so the next pipeline step can validate its input.
+
+use schemars::schema_for;
+
+/// The documents with a schema: results, metrics, events and doctor output.
+pub const NAMES: [&str; 4] = ["results", "metrics", "events", "doctor"];
+
+/// The schema of document `name`, or `None` for an unknown name.
+pub fn schema(name: &str) -> Option<serde_json::Value> {
+    let schema = match name {
+        "results" => schema_for!(super::ScriptResult),
+        "metrics" => schema_for!(super::PerformanceMetrics),
+        // One line of the NDJSON stream; lines also carry `schema_version`,
+        // `timestamp` and, for script events, `id`.
+        "events" => schema_for!(crate::events::RunEvent),
+        "doctor" => schema_for!(crate::doctor::DoctorReport),
+        _ => return None,
+    };
+    serde_json::to_value(schema).ok()
+}
+
+/// The committed file of schema `name`, relative to the repository.
+pub fn file_name(name: &str) -> String {
+    format!("schemas/{name}.schema.json")
+}

@@ -1,0 +1,124 @@
+//! `execution_report.md`: the run's summary for people reading a repository.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use super::digest::Digest;
+use super::{write_atomic, Reporter};
+use crate::error::ReportError;
+use crate::events::RunEvent;
+use crate::model::PerformanceMetrics;
+
+/// Renders the Markdown report.
+pub fn render(m: &PerformanceMetrics, scripts: &[Digest]) -> String {
+    let t = &m.totals;
+    let mut s = String::new();
+    let _ = writeln!(s, "# JAX execution report\n");
+    let _ = writeln!(
+        s,
+        "{} of {} scripts succeeded, {} failed ({} timed out, {} interrupted) in {:.2} s on {} with {} job(s).\n",
+        t.succeeded, t.total_scripts, t.failed, t.timed_out, t.interrupted, m.run.wall_time_s,
+        m.run.device.as_str(), m.run.jobs
+    );
+    let _ = writeln!(s, "| | |\n| --- | --- |");
+    let _ = writeln!(s, "| started | {} |", m.run.started_at);
+    let _ = writeln!(
+        s,
+        "| device | {} requested, {} used ({}) |",
+        m.run.device_requested.as_str(),
+        m.run.device.as_str(),
+        m.run.device_choice
+    );
+    let _ = writeln!(
+        s,
+        "| python | {} |",
+        m.run.python_version.as_deref().unwrap_or("-")
+    );
+    let _ = writeln!(
+        s,
+        "| jax | {} |",
+        m.run.jax_version.as_deref().unwrap_or("-")
+    );
+    let _ = writeln!(s, "| fallbacks | {} |", t.fallbacks);
+    let _ = writeln!(s, "| device mismatches | {} |", t.device_mismatches);
+    let _ = writeln!(s, "| leaked processes | {} |\n", t.leaks);
+    let _ = writeln!(s, "## Scripts\n");
+    let _ = writeln!(
+        s,
+        "| script | status | class | device | attempts | wall (s) | peak RSS (MiB) |"
+    );
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- |");
+    for d in scripts {
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} | {} | {:.2} | {:.0} |",
+            cell(&d.relative_path),
+            d.status.as_str(),
+            d.class,
+            d.device_used.as_deref().unwrap_or("-"),
+            d.attempts,
+            d.execution_time_s,
+            d.peak_memory_mb
+        );
+    }
+    for missing in &m.missing_scripts {
+        let _ = writeln!(s, "| `{}` | missing | - | - | 0 | - | - |", cell(missing));
+    }
+    let failures: Vec<&Digest> = scripts.iter().filter(|d| !d.succeeded()).collect();
+    if !failures.is_empty() {
+        let _ = writeln!(s, "\n## Failures");
+        for d in failures {
+            let _ = writeln!(s, "\n### `{}`: {}\n", cell(&d.id), d.class);
+            if let Some(line) = &d.matched_line {
+                let _ = writeln!(s, "{}\n", cell(line));
+            }
+            if !d.stderr_tail.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "```\n{}\n```",
+                    d.stderr_tail.join("\n").replace("```", "'''")
+                );
+            }
+        }
+    }
+    s
+}
+
+/// Table cells cannot hold pipes or newlines.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// Writes `execution_report.md` into the results folder when the run ends.
+#[derive(Debug)]
+pub struct MarkdownReporter {
+    results_dir: PathBuf,
+    scripts: Vec<Digest>,
+}
+
+impl MarkdownReporter {
+    pub fn new(results_dir: PathBuf) -> Self {
+        MarkdownReporter {
+            results_dir,
+            scripts: Vec::new(),
+        }
+    }
+}
+
+impl Reporter for MarkdownReporter {
+    fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
+        match event {
+            RunEvent::ScriptFinished { result } => self.scripts.push(Digest::of(result)),
+            RunEvent::RunFinished { metrics } => {
+                super::digest::order_like(&mut self.scripts, metrics);
+                let text = render(metrics, &self.scripts);
+                write_atomic(
+                    &self.results_dir.join("execution_report.md"),
+                    text.as_bytes(),
+                )?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
