@@ -306,28 +306,3 @@ fn chromium_renders_a_report_built_from_events_without_injection() {
         "one sparkline per script"
     );
 }
-
-/// Development aid: `JAX_RUNNER_SCREENSHOT=/tmp/shot.png cargo test --test html
-/// screenshot -- --ignored` writes a screenshot of the events page.
-#[test]
-#[ignore]
-fn screenshot() {
-    let target = std::env::var("JAX_RUNNER_SCREENSHOT").expect("set JAX_RUNNER_SCREENSHOT");
-    let page = std::env::var("JAX_RUNNER_SCREENSHOT_PAGE").map(PathBuf::from);
-    let dir = tempfile::tempdir().unwrap();
-    let page = page.unwrap_or_else(|_| {
-        let mut reporter = HtmlReporter::new(dir.path().to_path_buf());
-        for e in events() {
-            reporter.handle(&e).unwrap();
-        }
-        dir.path().join("report.html")
-    });
-    headless(
-        &page,
-        &[
-            format!("--screenshot={target}"),
-            "--window-size=1280,1600".to_string(),
-        ],
-    );
-    assert!(Path::new(&target).is_file());
-}

@@ -333,3 +333,18 @@ fn ctrl_c_stops_the_run_writes_results_and_exits_130() {
     assert_eq!(m["totals"]["interrupted"], 2);
     assert!(processes_mentioning(t.root().to_str().unwrap()).is_empty());
 }
+
+#[test]
+fn attempts_record_the_worker_slot_that_ran_them() {
+    let t = Tree::new();
+    for i in 0..3 {
+        t.fixture("slow_ok.py", &format!("m{i}/jax/slow.py"));
+    }
+    let out = t.run(&["--jobs", "3", "--env", "SLOW_SECONDS=1.5"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut slots: Vec<u64> = (0..3)
+        .map(|i| t.result(&format!("m{i}_jax_slow"))["attempts"][0]["slot"].as_u64().unwrap())
+        .collect();
+    slots.sort_unstable();
+    assert_eq!(slots, vec![0, 1, 2], "three scripts at once use three slots");
+}

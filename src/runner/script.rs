@@ -121,7 +121,7 @@ pub async fn run_script(
                 source: std::io::Error::new(e.kind(), e.to_string()),
             }),
         };
-        let attempt = match outcome {
+        let mut attempt = match outcome {
             Ok(o) => record(
                 number,
                 platform,
@@ -132,6 +132,7 @@ pub async fn run_script(
             ),
             Err(e) => spawn_failure(number, platform, &spec, &e, &mut result),
         };
+        attempt.slot = slot;
         let class = attempt.class;
         let reason = attempt.matched_line.clone();
         events.emit(RunEvent::AttemptFinished {
