@@ -6,7 +6,7 @@ use std::time::{Instant, SystemTime};
 
 use tokio::sync::watch;
 
-use crate::config::{CompilationCache, Device, Platform, RunConfig};
+use crate::config::{CompilationCache, Device, Platform, RunConfig, WarmStart};
 use crate::discovery::{DiscoverOptions, Discovery};
 use crate::doctor::{self, DoctorReport, Live};
 use crate::error::{ConfigError, DiscoveryError, ReportError};
@@ -18,6 +18,7 @@ use crate::paths::rfc3339;
 use crate::python::Interpreter;
 use crate::report::{self, Reporter};
 use crate::runner::sandbox::{self, Bwrap, SandboxMode};
+use crate::runner::zygote::Zygote;
 use crate::runner::{self, telemetry, RunContext, SandboxSetup, Stop};
 
 /// Takes the results folder's lock, so two runners never write the same folder.
@@ -251,6 +252,30 @@ pub async fn run(
         ));
     }
 
+    let zygote = match (interpreter, config.warm_start, bwrap.is_ok()) {
+        (Some(interp), WarmStart::On | WarmStart::Auto, false) if !discovery.scripts.is_empty() => {
+            let env = zygote_env(shim_dir.as_deref());
+            let python = interp.path.clone();
+            match tokio::task::spawn_blocking(move || Zygote::start(&python, &env)).await {
+                Ok(Ok(z)) => Some(Arc::new(z)),
+                Ok(Err(reason)) => {
+                    warn(format!(
+                        "warm start unavailable, scripts start cold: {reason}"
+                    ));
+                    None
+                }
+                Err(e) => {
+                    warn(format!("warm start unavailable, scripts start cold: {e}"));
+                    None
+                }
+            }
+        }
+        (_, WarmStart::On, true) => {
+            warn("warm start is off for sandboxed runs: each script needs its own mounts".into());
+            None
+        }
+        _ => None,
+    };
     let results = match interpreter {
         Some(interp) if !discovery.scripts.is_empty() => {
             events.emit(RunEvent::RunStarted {
@@ -288,6 +313,7 @@ pub async fn run(
                 max_procs: config.max_procs,
                 extra_env: config.extra_env.clone(),
                 pass_env: config.pass_env.clone(),
+                zygote: zygote.clone(),
                 // GNN's layout points GNN_OUTPUT_DIR at 12_execute_output/…/simulation_data.
                 data_dirs: gnn
                     .iter()
@@ -351,6 +377,20 @@ pub async fn run(
         metrics,
         report_errors,
     }
+}
+
+/// The zygote's own environment: the parent's, with the telemetry shim on
+/// `PYTHONPATH` (each script's own variables are applied in its process).
+fn zygote_env(shim_dir: Option<&std::path::Path>) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env: Vec<_> = std::env::vars_os()
+        .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_PLATFORM_NAME")
+        .collect();
+    if let Some(dir) = shim_dir {
+        env.push(("PYTHONPATH".into(), telemetry::python_path(dir)));
+    }
+    // Importing jax must not reach for a GPU; scripts set their own platform.
+    env.push(("JAX_PLATFORMS".into(), "cpu".into()));
+    env
 }
 
 /// What every result says about isolation.

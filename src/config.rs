@@ -114,6 +114,16 @@ pub struct RunConfig {
     pub pass_env: Vec<String>,
     /// Also write GNN's step-12 layout (`12_execute_output/`).
     pub gnn_layout: bool,
+    pub warm_start: WarmStart,
+}
+
+/// `--warm-start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarmStart {
+    /// On for unsandboxed runs (sandboxed scripts each need their own mounts).
+    Auto,
+    On,
+    Off,
 }
 
 /// The raw choices from the edge, before validation.
@@ -148,6 +158,7 @@ pub struct RunOptions {
     /// `Some(true)`: GNN layout; `Some(false)`: plain; `None`: when the tree holds
     /// `11_render_output`.
     pub gnn_layout: Option<bool>,
+    pub warm_start: WarmStart,
 }
 
 impl RunConfig {
@@ -264,6 +275,7 @@ impl RunConfig {
             max_procs: opts.max_procs,
             extra_env,
             pass_env: opts.env_pass.clone(),
+            warm_start: opts.warm_start,
             gnn_layout: opts
                 .gnn_layout
                 .unwrap_or_else(|| output_dir.join("11_render_output").is_dir()),
@@ -349,6 +361,7 @@ mod tests {
             env: vec![],
             env_pass: vec![],
             gnn_layout: None,
+            warm_start: WarmStart::Off,
         }
     }
 

@@ -48,6 +48,20 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut cmd, "jax-runner", &mut std::io::stdout());
             Ok(0)
         }
+        Some(Command::RenderWorkload {
+            count,
+            out,
+            templates,
+        }) => match jax_runner::render::render_workload(&templates, &out, count) {
+            Ok(paths) => {
+                println!("rendered {} script(s) into {}", paths.len(), out.display());
+                Ok(0)
+            }
+            Err(e) => {
+                eprintln!("error: {}", chain(&e));
+                Ok(EXIT_USAGE)
+            }
+        },
         Some(Command::Man) => {
             let cmd = <Cli as clap::CommandFactory>::command();
             let mut out = Vec::new();

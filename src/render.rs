@@ -104,3 +104,46 @@ pub fn render(templates_dir: &Path, spec: &ModelSpec) -> Result<String, RenderEr
         })
         .map_err(fail)
 }
+
+/// Renders `count` scripts for the benchmark workload into
+/// `out/<model>_<i>/jax/<model>_<i>.py`, cycling through the model specifications in
+/// `templates/models/` with a different seed each, so every script is its own program
+/// text (the persistent cache still shares their compilations: same shapes).
+pub fn render_workload(
+    templates_dir: &Path,
+    out: &Path,
+    count: usize,
+) -> Result<Vec<std::path::PathBuf>, RenderError> {
+    let models_dir = templates_dir.join("models");
+    let mut specs: Vec<std::path::PathBuf> = std::fs::read_dir(&models_dir)
+        .map_err(|source| RenderError::Read {
+            path: models_dir.display().to_string(),
+            source,
+        })?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    specs.sort();
+    let specs: Vec<ModelSpec> = specs
+        .iter()
+        .map(|p| load_spec(p))
+        .collect::<Result<_, _>>()?;
+    let mut written = Vec::with_capacity(count);
+    for i in 0..count {
+        let mut spec = specs[i % specs.len()].clone();
+        spec.model_name = format!("{}_{i:04}", spec.model_name);
+        spec.seed += i as u64;
+        let text = render(templates_dir, &spec)?;
+        let dir = out.join(&spec.model_name).join("jax");
+        let path = dir.join(format!("{}.py", spec.model_name));
+        std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::write(&path, text))
+            .map_err(|source| RenderError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
+        written.push(path);
+    }
+    Ok(written)
+}

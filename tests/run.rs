@@ -343,8 +343,16 @@ fn attempts_record_the_worker_slot_that_ran_them() {
     let out = t.run(&["--jobs", "3", "--env", "SLOW_SECONDS=1.5"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let mut slots: Vec<u64> = (0..3)
-        .map(|i| t.result(&format!("m{i}_jax_slow"))["attempts"][0]["slot"].as_u64().unwrap())
+        .map(|i| {
+            t.result(&format!("m{i}_jax_slow"))["attempts"][0]["slot"]
+                .as_u64()
+                .unwrap()
+        })
         .collect();
     slots.sort_unstable();
-    assert_eq!(slots, vec![0, 1, 2], "three scripts at once use three slots");
+    assert_eq!(
+        slots,
+        vec![0, 1, 2],
+        "three scripts at once use three slots"
+    );
 }

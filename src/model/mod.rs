@@ -98,6 +98,13 @@ pub struct Attempt {
     /// Forks the `--max-procs` cgroup refused.
     #[serde(skip_serializing_if = "is_zero", default)]
     pub refused_forks: u64,
+    /// `warm` (forked from the zygote that had jax imported) or `cold` (a fresh
+    /// interpreter).
+    #[serde(default = "cold")]
+    pub start: String,
+    /// Why a warm start was asked for but not possible.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cold_start_reason: Option<String>,
 }
 
 /// How a script was isolated.
@@ -123,6 +130,10 @@ pub struct SandboxInfo {
     /// `cgroup` (the kernel refuses the fork) or `watchdog` (sampling kills the group).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub max_procs_enforced_by: Option<String>,
+}
+
+fn cold() -> String {
+    "cold".into()
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -4,6 +4,7 @@
 //! then SIGKILL. After it exits, whatever it left running is killed and reported.
 
 use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -53,6 +54,8 @@ pub struct AttemptSpec {
     pub cgroup: Option<std::sync::Arc<super::limits::PidsCgroup>>,
     /// Where to report resource samples (about once a second).
     pub samples: Option<SampleSink>,
+    /// The warm-start zygote, when warm start is on.
+    pub zygote: Option<std::sync::Arc<super::zygote::Zygote>>,
 }
 
 /// Sends an attempt's resource samples into the event stream.
@@ -96,6 +99,19 @@ pub struct AttemptOutcome {
     pub refused_forks: u64,
     /// CPU seconds (user, system) from sampling `/proc`, a floor for the kernel's.
     pub sampled_cpu: (f64, f64),
+    /// How the process was started.
+    pub start: Start,
+}
+
+/// How an attempt's process was started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// A fresh interpreter.
+    Cold,
+    /// Forked from the warm-start zygote.
+    Warm,
+    /// Warm start was asked for but could not be honoured; the reason.
+    ColdFallback(String),
 }
 
 /// The attempt could not start.
@@ -168,6 +184,109 @@ fn command(spec: &AttemptSpec) -> Command {
     cmd
 }
 
+/// Starts the script, warm when a zygote is there and can honour everything the
+/// attempt needs, cold otherwise. Returns its PID (our child either way), its stdout
+/// and stderr read ends, and how it started.
+async fn start(spec: &AttemptSpec) -> Result<(libc::pid_t, OwnedFd, OwnedFd, Start), SpawnError> {
+    let spawn_error = |source| SpawnError::Spawn {
+        python: spec.python.clone(),
+        script: spec.script.clone(),
+        source,
+    };
+    let mut start = Start::Cold;
+    if let Some(zygote) = &spec.zygote {
+        match warm_request(spec) {
+            Err(reason) => start = Start::ColdFallback(reason),
+            Ok(request) => {
+                let (out_r, out_w) = super::zygote::pipe().map_err(spawn_error)?;
+                let (err_r, err_w) = super::zygote::pipe().map_err(spawn_error)?;
+                let null = std::fs::File::open("/dev/null").map_err(spawn_error)?;
+                let zygote = zygote.clone();
+                let asked = tokio::task::spawn_blocking(move || {
+                    let request = request.borrow();
+                    zygote.spawn(
+                        &request,
+                        [null.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
+                    )
+                })
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()));
+                match asked {
+                    Ok(pid) => return Ok((pid, out_r, err_r, Start::Warm)),
+                    Err(reason) => {
+                        start = Start::ColdFallback(format!("the zygote failed: {reason}"))
+                    }
+                }
+            }
+        }
+    }
+    let mut child = command(spec).spawn().map_err(spawn_error)?;
+    let pid = child.id() as libc::pid_t;
+    let out = child.stdout.take().expect("piped").into();
+    let err = child.stderr.take().expect("piped").into();
+    // std's Child neither waits nor kills on drop; wait4 reaps it with its rusage.
+    drop(child);
+    Ok((pid, out, err, start))
+}
+
+/// An owned warm-start request, or why this attempt must start cold.
+struct WarmRequest {
+    script: String,
+    cwd: String,
+    env: std::collections::BTreeMap<String, String>,
+    cgroup_procs: Option<String>,
+}
+
+impl WarmRequest {
+    fn borrow(&self) -> super::zygote::Request<'_> {
+        super::zygote::Request {
+            script: &self.script,
+            cwd: &self.cwd,
+            env: self.env.clone(),
+            runner_pid: std::process::id(),
+            cgroup_procs: self.cgroup_procs.clone(),
+        }
+    }
+}
+
+fn warm_request(spec: &AttemptSpec) -> Result<WarmRequest, String> {
+    if spec.sandbox.is_some() {
+        return Err("sandboxed scripts start cold: each needs its own mounts".into());
+    }
+    let utf8 = |p: &Path, what: &str| {
+        p.to_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("the {what} path is not UTF-8"))
+    };
+    // The same environment a cold start would get: the parent's, less the removed
+    // variables, plus the attempt's, plus the leak-tracing token.
+    let mut env = std::collections::BTreeMap::new();
+    if !spec.env_clear {
+        for (k, v) in std::env::vars_os() {
+            let (Ok(k), Ok(v)) = (k.into_string(), v.into_string()) else {
+                return Err("the environment is not UTF-8".into());
+            };
+            env.insert(k, v);
+        }
+    }
+    for key in spec.env_remove {
+        env.remove(*key);
+    }
+    for (k, v) in &spec.env {
+        let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
+            return Err("the environment is not UTF-8".into());
+        };
+        env.insert(k.to_string(), v.to_string());
+    }
+    env.insert(reaper::TOKEN_VAR.to_string(), spec.token.clone());
+    Ok(WarmRequest {
+        script: utf8(&spec.script, "script")?,
+        cwd: utf8(&spec.cwd, "working directory")?,
+        env,
+        cgroup_procs: spec.cgroup.as_ref().map(|c| c.procs_path()),
+    })
+}
+
 /// Runs one attempt to its end, honouring the timeout and stop requests.
 pub async fn run_attempt(
     spec: &AttemptSpec,
@@ -175,16 +294,10 @@ pub async fn run_attempt(
 ) -> Result<AttemptOutcome, SpawnError> {
     let stdout_file = open_log(&spec.stdout_log)?;
     let stderr_file = open_log(&spec.stderr_log)?;
-    let mut cmd = command(spec);
     let oom_before = reaper::oom_kill_count();
     let started_at = SystemTime::now();
     let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|source| SpawnError::Spawn {
-        python: spec.python.clone(),
-        script: spec.script.clone(),
-        source,
-    })?;
-    let pid = child.id() as libc::pid_t;
+    let (pid, child_stdout, child_stderr, start) = start(spec).await?;
     let out_opts = DrainOptions {
         max_bytes: spec.max_log_bytes,
         ..Default::default()
@@ -194,10 +307,8 @@ pub async fn run_attempt(
         max_bytes: spec.max_log_bytes,
         scan: true,
     };
-    let out_task = drain(child.stdout.take().expect("piped"), stdout_file, out_opts);
-    let err_task = drain(child.stderr.take().expect("piped"), stderr_file, err_opts);
-    // std's Child neither waits nor kills on drop; wait4 reaps it with its rusage.
-    drop(child);
+    let out_task = drain(child_stdout, stdout_file, out_opts);
+    let err_task = drain(child_stderr, stderr_file, err_opts);
     let mut waiter = tokio::task::spawn_blocking(move || sys::wait4(pid));
 
     let mut sampler = TreeSampler::default();
@@ -311,6 +422,7 @@ pub async fn run_attempt(
         kernel_oom_kill: matches!((oom_before, reaper::oom_kill_count()), (Some(a), Some(b)) if b > a),
         refused_forks: spec.cgroup.as_ref().map_or(0, |c| c.refused_forks()),
         sampled_cpu: sampler.cpu_seconds(),
+        start,
     })
 }
 

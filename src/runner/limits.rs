@@ -82,6 +82,11 @@ impl PidsCgroup {
         Ok(())
     }
 
+    /// The `cgroup.procs` file, for a process that joins by writing its own PID.
+    pub fn procs_path(&self) -> String {
+        self.dir.join("cgroup.procs").to_string_lossy().into_owned()
+    }
+
     /// How many forks the limit refused (`pids.events`: `max N`).
     pub fn refused_forks(&self) -> u64 {
         std::fs::read_to_string(self.dir.join("pids.events"))

@@ -14,6 +14,7 @@ mod script;
 pub mod sys;
 pub mod telemetry;
 pub mod tree;
+pub mod zygote;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -78,6 +79,8 @@ pub struct RunContext {
     pub pass_env: Vec<String>,
     /// Data folders other than `RESULTS/data/<id>` (GNN's layout), by script id.
     pub data_dirs: std::collections::HashMap<String, PathBuf>,
+    /// The warm-start zygote, when warm start is on.
+    pub zygote: Option<Arc<zygote::Zygote>>,
 }
 
 /// What a sandboxed run needs to build each script's bwrap command.

@@ -95,6 +95,7 @@ pub async fn run_script(
             memory_limit: ctx.memory_limit,
             max_procs: ctx.max_procs,
             cgroup,
+            zygote: ctx.zygote.clone(),
             samples: Some(child::SampleSink {
                 events: events.clone(),
                 id: script.id.clone(),
@@ -297,6 +298,16 @@ fn record(
         log_cut_bytes: o.stdout.cut_bytes + o.stderr.cut_bytes,
         leaks: o.leaks.clone(),
         refused_forks: o.refused_forks,
+        start: if o.start == child::Start::Warm {
+            "warm"
+        } else {
+            "cold"
+        }
+        .into(),
+        cold_start_reason: match &o.start {
+            child::Start::ColdFallback(reason) => Some(reason.clone()),
+            _ => None,
+        },
     }
 }
 
@@ -335,6 +346,8 @@ fn spawn_failure(
         log_cut_bytes: 0,
         leaks: Vec::new(),
         refused_forks: 0,
+        start: "cold".into(),
+        cold_start_reason: None,
     }
 }
 

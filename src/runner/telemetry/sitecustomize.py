@@ -30,10 +30,9 @@ def _jr_chain_next_sitecustomize():
             _jr_sys.modules["sitecustomize"] = me
 
 
-def _jr_install():
-    out_path = _jr_os.environ.get("JAX_RUNNER_TELEMETRY")
-    if not out_path:
-        return
+def jax_runner_install_telemetry(out_path, jax_already_imported=False):
+    """Records what jax does in this process into `out_path` at exit. The warm-start
+    zygote calls it in each forked script, where jax is already imported."""
     state = {
         "jax_imported": False,
         "backend": None,
@@ -138,6 +137,9 @@ def _jr_install():
                 spec.loader = Loader(spec.loader)
             return spec
 
+    if jax_already_imported:
+        on_jax_imported()
+        return
     _jr_sys.meta_path.insert(0, Finder())
 
     import atexit
@@ -147,8 +149,9 @@ def _jr_install():
 
 
 try:
-    _jr_install()
+    if _jr_os.environ.get("JAX_RUNNER_TELEMETRY"):
+        jax_runner_install_telemetry(_jr_os.environ["JAX_RUNNER_TELEMETRY"])
 except Exception:
     pass
 _jr_chain_next_sitecustomize()
-del _jr_chain_next_sitecustomize, _jr_install
+del _jr_chain_next_sitecustomize

@@ -1,0 +1,176 @@
+# jax-runner's warm-start zygote. It imports jax and numpy once, without initialising
+# any backend, then forks one process per script on request, so scripts skip the
+# interpreter start and the ~0.7 s `import jax`.
+#
+# Protocol on the socket at fd 3: the runner sends one JSON line with three file
+# descriptors attached (stdin, stdout, stderr of the script); the zygote answers one
+# JSON line: {"pid": N} or {"error": "..."}. Each script runs in a grandchild, so it is
+# reparented to the runner (a child subreaper), which then waits for it, times it out
+# and kills its group exactly as for a cold start.
+import json
+import os
+import socket
+import sys
+
+import jax  # noqa: F401  (the point: imported once, here)
+import jax.numpy  # noqa: F401
+import numpy  # noqa: F401
+
+CONTROL = socket.socket(fileno=3)
+TRUTHY = ("1", "true", "yes", "on")
+
+
+def apply_jax_config(env):
+    """jax read JAX_* variables when the zygote imported it; a script's own values
+    must be applied again, or settings such as JAX_PLATFORMS and JAX_ENABLE_X64
+    silently do not take effect."""
+    holders = jax.config._value_holders
+    for key, raw in env.items():
+        name = key.lower()
+        if not key.startswith("JAX_") or name not in holders:
+            continue
+        current = holders[name].value
+        if isinstance(current, bool):
+            value = raw.strip().lower() in TRUTHY
+        elif isinstance(current, int):
+            try:
+                value = int(raw)
+            except ValueError:
+                continue
+        elif isinstance(current, float):
+            try:
+                value = float(raw)
+            except ValueError:
+                continue
+        else:
+            value = raw
+        try:
+            jax.config.update(name, value)
+        except Exception as exc:  # same as an unparseable variable at import
+            sys.stderr.write("jax-runner warm start: ignored %s=%r: %s\n" % (key, raw, exc))
+
+
+def wait_for_reparent(runner_pid):
+    import time
+
+    for _ in range(5000):
+        if os.getppid() == runner_pid:
+            return True
+        time.sleep(0.0002)
+    return False
+
+
+def become_script(req, fds):
+    """In the grandchild: become the script, then exit as Python would."""
+    CONTROL.close()
+    runner = req["runner_pid"]
+    os.setpgid(0, 0)
+    if wait_for_reparent(runner):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with the runner
+        if os.getppid() != runner:
+            os._exit(137)
+    if req.get("cgroup_procs"):
+        with open(req["cgroup_procs"], "w") as fh:
+            fh.write(str(os.getpid()))
+    for target, fd in zip((0, 1, 2), fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(req["env"])
+    os.chdir(req["cwd"])
+    script = req["script"]
+    sys.argv = [script]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    apply_jax_config(req["env"])
+    shim = sys.modules.get("sitecustomize")
+    install = getattr(shim, "jax_runner_install_telemetry", None)
+    if install and req["env"].get("JAX_RUNNER_TELEMETRY"):
+        install(req["env"]["JAX_RUNNER_TELEMETRY"], jax_already_imported=True)
+    import runpy
+
+    code = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            sys.stderr.write("%s\n" % (exc.code,))
+            code = 1
+    except BaseException:  # what the interpreter does with an uncaught exception
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    # Python's own shutdown order: wait for threads, run exit handlers, flush.
+    import atexit
+    import threading
+
+    try:
+        threading._shutdown()
+    except Exception:
+        pass
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code & 0xFF)
+
+
+def serve():
+    CONTROL.sendall(b'{"ready": true, "pid": %d}\n' % os.getpid())
+    buf = b""
+    while True:
+        data, fds, _flags, _addr = socket.recv_fds(CONTROL, 65536, 3)
+        if not data:
+            return  # the runner is gone
+        buf += data
+        pending_fds = list(fds)
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            req = json.loads(line)
+            my_fds, pending_fds = pending_fds[:3], pending_fds[3:]
+            reply = spawn(req, my_fds)
+            CONTROL.sendall(json.dumps(reply).encode() + b"\n")
+
+
+def spawn(req, fds):
+    if len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return {"error": "expected 3 file descriptors, got %d" % len(fds)}
+    r, w = os.pipe()
+    try:
+        child = os.fork()
+        if child == 0:
+            os.close(r)
+            grandchild = os.fork()
+            if grandchild == 0:
+                os.close(w)
+                try:
+                    become_script(req, fds)
+                except BaseException as exc:  # never return into the zygote's loop
+                    try:
+                        os.write(2, ("jax-runner warm start failed: %r\n" % (exc,)).encode())
+                    finally:
+                        os._exit(70)
+            os.write(w, b"%d" % grandchild)
+            os._exit(0)
+        os.close(w)
+        for fd in fds:
+            os.close(fd)
+        pid = int(os.read(r, 32) or b"0")
+        os.waitpid(child, 0)  # the grandchild is now the runner's
+        return {"pid": pid} if pid else {"error": "fork failed"}
+    except OSError as exc:
+        return {"error": "fork failed: %s" % exc}
+    finally:
+        os.close(r)
+
+
+serve()

@@ -1,0 +1,180 @@
+//! Warm start: a long-lived Python "zygote" that has already imported jax and numpy
+//! (no backend initialised) forks each script on request. The script runs in a
+//! grandchild of the zygote, which the kernel reparents to the runner (a child
+//! subreaper), so the runner waits for it, times it out and kills its group exactly
+//! as for a cold start.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+const ZYGOTE: &str = include_str!("zygote.py");
+/// Importing jax takes ~0.7 s here; a slow disk or a cold page cache takes longer.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A running zygote.
+#[derive(Debug)]
+pub struct Zygote {
+    pid: libc::pid_t,
+    channel: Mutex<(UnixStream, BufReader<UnixStream>)>,
+}
+
+/// What a script needs from the zygote.
+#[derive(Debug, serde::Serialize)]
+pub struct Request<'a> {
+    pub script: &'a str,
+    pub cwd: &'a str,
+    pub env: std::collections::BTreeMap<String, String>,
+    pub runner_pid: u32,
+    pub cgroup_procs: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Reply {
+    pid: Option<i32>,
+    error: Option<String>,
+}
+
+impl Zygote {
+    /// Starts the zygote with `python` and the given environment, and waits until it
+    /// has imported jax.
+    pub fn start(python: &Path, env: &[(OsString, OsString)]) -> Result<Zygote, String> {
+        let (ours, theirs) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+        let child_fd = theirs.as_raw_fd();
+        let parent = std::process::id() as libc::pid_t;
+        let mut cmd = Command::new(python);
+        cmd.arg("-c")
+            .arg(ZYGOTE)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Its own group: a Ctrl-C at the terminal is the runner's to handle.
+            .process_group(0);
+        // SAFETY: dup2, prctl and getppid are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(child_fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                super::reaper::die_with_parent(parent)
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", python.display()))?;
+        drop(theirs);
+        let pid = child.id() as libc::pid_t;
+        let zygote = Zygote {
+            pid,
+            channel: Mutex::new((
+                ours.try_clone().map_err(|e| e.to_string())?,
+                BufReader::new(ours),
+            )),
+        };
+        let mut guard = zygote.channel.lock().map_err(|_| "zygote lock poisoned")?;
+        guard.1.get_ref().set_read_timeout(Some(READY_TIMEOUT)).ok();
+        let mut line = String::new();
+        let read = guard.1.read_line(&mut line);
+        drop(guard);
+        match read {
+            Ok(n) if n > 0 && line.contains("\"ready\": true") => Ok(zygote),
+            Ok(_) => Err("the zygote exited while importing jax".into()),
+            Err(e) => Err(format!("the zygote did not get ready: {e}")),
+        }
+    }
+
+    /// Asks for one script; returns the PID of the process running it, which is now
+    /// the runner's child.
+    pub fn spawn(&self, request: &Request<'_>, fds: [RawFd; 3]) -> Result<libc::pid_t, String> {
+        let mut line = serde_json::to_vec(request).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        let mut guard = self.channel.lock().map_err(|_| "zygote lock poisoned")?;
+        let (writer, reader) = &mut *guard;
+        send_with_fds(writer, &line, &fds).map_err(|e| format!("zygote unreachable: {e}"))?;
+        reader
+            .get_ref()
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .ok();
+        let mut reply = String::new();
+        match reader.read_line(&mut reply) {
+            Ok(n) if n > 0 => {}
+            Ok(_) => return Err("the zygote is gone".into()),
+            Err(e) => return Err(format!("no answer from the zygote: {e}")),
+        }
+        let reply: Reply =
+            serde_json::from_str(&reply).map_err(|e| format!("bad zygote reply: {e}"))?;
+        match (reply.pid, reply.error) {
+            (Some(pid), _) if pid > 0 => Ok(pid),
+            (_, Some(e)) => Err(e),
+            _ => Err("the zygote could not fork".into()),
+        }
+    }
+}
+
+impl Drop for Zygote {
+    fn drop(&mut self) {
+        super::sys::kill_pid(self.pid, libc::SIGKILL);
+        let mut status = 0;
+        // SAFETY: reaping our own child.
+        unsafe {
+            libc::waitpid(self.pid, &mut status, 0);
+        }
+    }
+}
+
+/// Sends `data` with `fds` attached (SCM_RIGHTS), then any rest of `data` plainly.
+fn send_with_fds(sock: &mut UnixStream, data: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
+    let fd_bytes = std::mem::size_of_val(fds) as u32;
+    // SAFETY: the control buffer is sized by CMSG_SPACE for exactly these fds, the
+    // header pointers come from CMSG_FIRSTHDR on that buffer, and every pointer outlives
+    // the sendmsg call.
+    let sent = unsafe {
+        let space = libc::CMSG_SPACE(fd_bytes) as usize;
+        let mut control = vec![0u8; space];
+        let mut iov = libc::iovec {
+            iov_base: data.as_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes) as _;
+        std::ptr::copy_nonoverlapping(
+            fds.as_ptr().cast::<u8>(),
+            libc::CMSG_DATA(cmsg),
+            fd_bytes as usize,
+        );
+        libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+    };
+    if sent < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    sock.write_all(&data[sent as usize..])
+}
+
+/// A pipe whose ends close on exec: (read end, write end).
+pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}

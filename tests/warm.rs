@@ -1,0 +1,161 @@
+//! Warm start against cold start: every fixture, both ways, must end the same.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+const FIXTURES: &[&str] = &[
+    "ok_jax.py",
+    "ok_plain.py",
+    "fail_exception.py",
+    "syntax_error.py",
+    "missing_module.py",
+    "signal_death.py",
+    "memory_error.py",
+    "hang.py",
+    "ignore_sigterm.py",
+    "flaky.py",
+    "print_env.py",
+    "reads_sibling.py",
+    "switches_to_cpu.py",
+    "gpu_env_error.py",
+    "slow_ok.py",
+    "output_flood.py",
+    "grandchild.py",
+];
+
+/// What must not depend on how the interpreter started.
+fn behaviour(t: &Tree, id: &str) -> Value {
+    let r = t.result(id);
+    let mut stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap_or_default();
+    if id == "grandchild" {
+        stdout = "(prints a fresh PID each run)".into();
+    }
+    serde_json::json!({
+        "status": r["status"],
+        "class": r["class"],
+        "return_code": r["return_code"],
+        "signal": r["signal_name"],
+        "exception": r["exception"],
+        "attempts": r["attempts"].as_array().unwrap().len(),
+        "device_used": r["device_used"],
+        "stdout": stdout,
+        "leaks": r["leaks"].as_array().unwrap().len(),
+    })
+}
+
+#[test]
+fn every_fixture_ends_the_same_warm_and_cold() {
+    let t = Tree::new();
+    for f in FIXTURES {
+        t.fixture(f, &format!("m/jax/{f}"));
+    }
+    t.fixture("sibling_data.json", "m/jax/sibling_data.json");
+    let ids: Vec<String> = FIXTURES
+        .iter()
+        .map(|f| f.trim_end_matches(".py").to_string())
+        .collect();
+    let common_args = [
+        "--sandbox",
+        "off",
+        "--timeout",
+        "4s",
+        "--grace",
+        "1s",
+        "--retry-on",
+        "script_error",
+        "--retry-delay",
+        "0s",
+        "--env",
+        "FLOOD_MB=5",
+        "--env",
+        "SLOW_SECONDS=0.5",
+    ];
+    let run = |mode: &str| {
+        let out = t
+            .cmd()
+            .args(common_args)
+            .args(["--warm-start", mode])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 1, "{mode}: {}", stderr(&out));
+        ids.iter()
+            .map(|id| (id.clone(), behaviour(&t, id)))
+            .collect::<Vec<_>>()
+    };
+    let cold = run("off");
+    for id in &ids {
+        assert_eq!(t.result(id)["attempts"][0]["start"], "cold", "{id}");
+    }
+    let warm = run("on");
+    for id in &ids {
+        let first = &t.result(id)["attempts"][0];
+        assert_eq!(first["start"], "warm", "{id}: {first}");
+    }
+    for ((id, c), (_, w)) in cold.iter().zip(&warm) {
+        assert_eq!(c, w, "{id} differs between cold and warm start");
+    }
+    // The retried flaky script really ran twice, and its second attempt succeeded.
+    assert_eq!(
+        warm.iter().find(|(id, _)| id == "flaky").unwrap().1["status"],
+        "succeeded"
+    );
+}
+
+#[test]
+fn jax_settings_from_the_environment_take_effect_in_warm_scripts() {
+    let t = Tree::new();
+    t.write(
+        "m/jax/x64.py",
+        "import jax, jax.numpy as jnp\nprint(jnp.ones(2).dtype, jax.config.jax_enable_x64)\n",
+    );
+    let out = t.run(&[
+        "--sandbox",
+        "off",
+        "--warm-start",
+        "on",
+        "--env",
+        "JAX_ENABLE_X64=1",
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = t.result("x64");
+    assert_eq!(r["attempts"][0]["start"], "warm");
+    let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        stdout.trim(),
+        "float64 True",
+        "JAX_ENABLE_X64 was applied after the fork"
+    );
+}
+
+#[test]
+fn what_warm_start_cannot_honour_starts_cold_and_says_why() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    let out = t.run(&["--sandbox", "on", "--warm-start", "on"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(t.result("ok_plain")["attempts"][0]["start"], "cold");
+    assert!(
+        stderr(&out).contains("warm start is off for sandboxed runs"),
+        "{}",
+        stderr(&out)
+    );
+
+    use std::os::unix::ffi::OsStrExt;
+    let odd = t
+        .dir
+        .path()
+        .join("m/jax")
+        .join(std::ffi::OsStr::from_bytes(b"odd\xffname.py"));
+    std::fs::copy(repo().join("fixtures/ok_jax.py"), &odd).unwrap();
+    let out = t.run(&["--sandbox", "off", "--warm-start", "on"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = t.result("odd_name");
+    assert_eq!(r["attempts"][0]["start"], "cold");
+    assert!(r["attempts"][0]["cold_start_reason"]
+        .as_str()
+        .unwrap()
+        .contains("not UTF-8"));
+    assert_eq!(t.result("ok_plain")["attempts"][0]["start"], "warm");
+}
