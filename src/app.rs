@@ -7,19 +7,22 @@ use std::time::{Instant, SystemTime};
 use tokio::sync::watch;
 
 use crate::config::{CompilationCache, Device, Platform, RunConfig, WarmStart};
+use crate::discovery::Script;
 use crate::discovery::{DiscoverOptions, Discovery};
-use crate::doctor::{self, DoctorReport, Live};
 use crate::error::{ConfigError, DiscoveryError, ReportError};
 use crate::events::{EventSender, RunEvent};
+use crate::history::{self, History, Reuse};
 use crate::lock::FileLock;
-use crate::model::SandboxInfo;
+use crate::model::ScriptSummary;
 use crate::model::{PerformanceMetrics, RunInfo};
 use crate::paths::rfc3339;
+use crate::plan::{plan, preflight, sandbox_info, zygote_env};
 use crate::python::Interpreter;
 use crate::report::{self, Reporter};
 use crate::runner::sandbox::{self, Bwrap, SandboxMode};
 use crate::runner::zygote::Zygote;
 use crate::runner::{self, telemetry, RunContext, SandboxSetup, Stop};
+use std::collections::HashMap;
 
 /// Takes the results folder's lock, so two runners never write the same folder.
 pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
@@ -40,22 +43,6 @@ pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
                 .map(|s| s.trim().to_string())
                 .unwrap_or_default(),
         }),
-    }
-}
-
-/// Whether scripts run sandboxed: bwrap when it works (`auto`, `on`), else why not.
-/// `--sandbox on` without a working bwrap is an error that says how to install it.
-pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Bwrap, String>, ConfigError> {
-    match config.sandbox {
-        SandboxMode::Off => Ok(Err("--sandbox off".into())),
-        mode => match sandbox::detect() {
-            Ok(b) => Ok(Ok(b)),
-            Err(reason) if mode == SandboxMode::On => Err(ConfigError::SandboxUnavailable {
-                reason,
-                hint: sandbox::INSTALL_HINT,
-            }),
-            Err(reason) => Ok(Err(reason)),
-        },
     }
 }
 
@@ -81,76 +68,6 @@ pub fn discover_in(
             ],
         },
     )
-}
-
-/// Where and how wide a run goes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    /// The platform scripts are set up for.
-    pub platform: Platform,
-    pub jobs: usize,
-    /// Why a GPU request will run on the CPU from the start, if it will.
-    pub gpu_unusable: Option<String>,
-    /// How the platform was chosen, in words.
-    pub reason: String,
-}
-
-/// The pre-flight: doctor's inspection with a live check of only the accelerator the
-/// run may use (the CPU needs none: the scripts themselves show whether it works).
-pub fn preflight(config: &RunConfig, interp: &Interpreter) -> DoctorReport {
-    let live: &'static [Platform] = match config.device {
-        Device::Auto | Device::Gpu => &[Platform::Gpu],
-        Device::Tpu => &[Platform::Tpu],
-        Device::Cpu => &[],
-    };
-    doctor::inspect(interp, config.device, Live::Only(live))
-}
-
-/// The platform, the GPU verdict and the number of parallel jobs. With a pre-flight
-/// report the GPU counts only when it really works; without one, when NVML sees it.
-pub fn plan(config: &RunConfig, env: Option<&DoctorReport>) -> Plan {
-    let nvml = env.map_or_else(crate::gpu::inspect, |e| e.nvml.clone());
-    let gpus = nvml.gpu_count();
-    let gpu_works = match env {
-        Some(e) => e.verdict(Platform::Gpu).is_some_and(|v| v.works),
-        None => gpus > 0,
-    };
-    let why_not = || match env {
-        Some(e) => e
-            .why_not(Platform::Gpu)
-            .unwrap_or_else(|| "the GPU does not work".into()),
-        None if nvml.available => "NVML reports no NVIDIA GPU".into(),
-        None => format!(
-            "no NVIDIA driver: {}",
-            nvml.error.as_deref().unwrap_or("NVML unavailable")
-        ),
-    };
-    let (platform, reason) = match config.device {
-        Device::Auto if gpu_works => (Platform::Gpu, "auto: the GPU works".to_string()),
-        Device::Auto => (
-            Platform::Cpu,
-            format!("auto: the CPU, because {}", why_not()),
-        ),
-        Device::Cpu => (Platform::Cpu, "requested".into()),
-        Device::Gpu => (Platform::Gpu, "requested".into()),
-        Device::Tpu => (Platform::Tpu, "requested".into()),
-    };
-    let gpu_unusable = (platform == Platform::Gpu && !gpu_works).then(why_not);
-    let on_cpu = platform == Platform::Cpu || (gpu_unusable.is_some() && config.fallback_to_cpu);
-    let jobs = config.jobs.map(|j| j.get()).unwrap_or(if on_cpu {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else if platform == Platform::Gpu {
-        // One script per GPU by default: scripts on one GPU fight over its memory.
-        gpus.max(1)
-    } else {
-        1
-    });
-    Plan {
-        platform,
-        jobs,
-        gpu_unusable,
-        reason,
-    }
 }
 
 /// What a finished run hands back to the edge.
@@ -205,7 +122,8 @@ pub async fn run(
         }
         _ => None,
     };
-    let plan = plan(config, environment.as_ref());
+    let history = History::load(&config.results_dir);
+    let plan = plan(config, environment.as_ref(), history.max_peak_mb());
     let started_at = SystemTime::now();
     let started = Instant::now();
     let warn = |message: String| events.emit(RunEvent::Warning { message });
@@ -284,6 +202,45 @@ pub async fn run(
                 device: plan.platform,
                 interpreter: interp.path.display().to_string(),
             });
+            let inputs = fingerprint_inputs(config, interp);
+            let fingerprints: HashMap<String, String> = discovery
+                .scripts
+                .iter()
+                .map(|s| (s.id.clone(), history::fingerprint(s, &inputs)))
+                .collect();
+            let total = discovery.scripts.len();
+            let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
+            let mut to_run: Vec<(usize, Script)> = Vec::new();
+            for (i, s) in discovery.scripts.into_iter().enumerate() {
+                let kept = (config.reuse != Reuse::None)
+                    .then(|| history::previous_result(&config.results_dir, &s.id))
+                    .flatten()
+                    .filter(|p| history::keeps(config.reuse, p, &fingerprints[&s.id]));
+                match kept {
+                    Some(previous) => {
+                        let mut line = ScriptSummary::of(&previous);
+                        line.resumed = true;
+                        summaries[i] = Some(line);
+                        events.emit(RunEvent::ScriptFinished {
+                            result: Box::new(previous),
+                        });
+                    }
+                    None => to_run.push((i, s)),
+                }
+            }
+            if to_run.len() < total {
+                tracing::info!(
+                    "kept {} earlier success(es), running {} script(s)",
+                    total - to_run.len(),
+                    to_run.len()
+                );
+            }
+            // Longest expected first, so a long script does not start last and
+            // leave the other slots idle at the end.
+            let order =
+                history.schedule(&to_run.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>());
+            let ordered: Vec<(usize, Script)> =
+                order.into_iter().map(|k| to_run[k].clone()).collect();
             let ctx = Arc::new(RunContext {
                 python: interp.path.clone(),
                 device_requested: config.device,
@@ -320,8 +277,15 @@ pub async fn run(
                     .flatten()
                     .map(|(id, e)| (id.clone(), e.data_dir.clone()))
                     .collect(),
+                fingerprints,
+                profile: config.profile,
             });
-            runner::run_all(ctx, discovery.scripts, events.clone(), stop.clone()).await
+            let scripts = ordered.iter().map(|(_, s)| s.clone()).collect();
+            let ran = runner::run_all(ctx, scripts, events.clone(), stop.clone()).await;
+            for ((i, _), line) in ordered.iter().zip(ran) {
+                summaries[*i] = Some(line);
+            }
+            summaries.into_iter().flatten().collect()
         }
         _ => Vec::new(),
     };
@@ -379,33 +343,29 @@ pub async fn run(
     }
 }
 
-/// The zygote's own environment: the parent's, with the telemetry shim on
-/// `PYTHONPATH` (each script's own variables are applied in its process).
-fn zygote_env(shim_dir: Option<&std::path::Path>) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    let mut env: Vec<_> = std::env::vars_os()
-        .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_PLATFORM_NAME")
+/// What, besides its source, a script's result depends on (see
+/// [`history::fingerprint`]).
+fn fingerprint_inputs(config: &RunConfig, interp: &Interpreter) -> Vec<(&'static str, String)> {
+    let mut inputs = vec![
+        ("interpreter", interp.path.display().to_string()),
+        ("python", interp.info.python_version.clone()),
+        ("jax", interp.info.jax_version.clone().unwrap_or_default()),
+        (
+            "jaxlib",
+            interp.info.jaxlib_version.clone().unwrap_or_default(),
+        ),
+        ("device", config.device.as_str().to_string()),
+    ];
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| {
+            (k.starts_with("JAX_") || k.starts_with("XLA_") || k == "CUDA_VISIBLE_DEVICES")
+                && !k.starts_with("JAX_RUNNER_")
+        })
+        .chain(config.extra_env.iter().cloned())
         .collect();
-    if let Some(dir) = shim_dir {
-        env.push(("PYTHONPATH".into(), telemetry::python_path(dir)));
-    }
-    // Importing jax must not reach for a GPU; scripts set their own platform.
-    env.push(("JAX_PLATFORMS".into(), "cpu".into()));
-    env
-}
-
-/// What every result says about isolation.
-fn sandbox_info(config: &RunConfig, bwrap: &Result<Bwrap, String>) -> SandboxInfo {
-    let on = bwrap.is_ok();
-    SandboxInfo {
-        kind: if on { "bwrap" } else { "none" }.into(),
-        reason: bwrap.as_ref().err().cloned(),
-        network: !on,
-        home_visible: !on,
-        environment: if on { "allowlist" } else { "inherited" }.into(),
-        memory_limit_mb: config.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
-        max_procs: config.max_procs,
-        max_procs_enforced_by: None,
-    }
+    env.sort();
+    inputs.extend(env.into_iter().map(|(k, v)| ("env", format!("{k}={v}"))));
+    inputs
 }
 
 /// The runner's own peak RSS, from the kernel.

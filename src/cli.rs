@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use jax_runner::config::{Device, RunOptions, WarmStart};
+use jax_runner::config::{Device, Reuse, RunOptions, WarmStart};
 use jax_runner::runner::sandbox::SandboxMode;
 
 pub const EXIT_CODES: &str = "\
@@ -213,6 +213,17 @@ pub struct RunArgs {
     /// per script). auto: on for unsandboxed runs.
     #[arg(long, value_enum, default_value = "auto")]
     pub warm_start: WarmArg,
+    /// Skip scripts whose previous success in this results folder still matches
+    /// (same source, interpreter, jax, device and jax environment).
+    #[arg(long, conflicts_with = "rerun_failed")]
+    pub resume: bool,
+    /// Run only the scripts that did not succeed last time.
+    #[arg(long)]
+    pub rerun_failed: bool,
+    /// Record a jax.profiler trace of each script in its data folder (Perfetto,
+    /// TensorBoard).
+    #[arg(long)]
+    pub profile: bool,
     /// Results layout: auto adds GNN's step-12 layout (12_execute_output/) when the
     /// tree holds 11_render_output; gnn always adds it; plain never does.
     #[arg(long, value_enum, default_value = "auto")]
@@ -337,6 +348,14 @@ impl RunArgs {
             max_procs: self.max_procs,
             env: self.env.clone(),
             env_pass: self.env_pass.clone(),
+            reuse: if self.resume {
+                Reuse::Resume
+            } else if self.rerun_failed {
+                Reuse::RerunFailed
+            } else {
+                Reuse::None
+            },
+            profile: self.profile,
             warm_start: match self.warm_start {
                 WarmArg::Auto => WarmStart::Auto,
                 WarmArg::On => WarmStart::On,

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ConfigError;
+pub use crate::history::Reuse;
 use crate::runner::classify::FailureClass;
 use crate::runner::sandbox::SandboxMode;
 use crate::runner::RetryPolicy;
@@ -115,6 +116,10 @@ pub struct RunConfig {
     /// Also write GNN's step-12 layout (`12_execute_output/`).
     pub gnn_layout: bool,
     pub warm_start: WarmStart,
+    /// `--resume` / `--rerun-failed`.
+    pub reuse: Reuse,
+    /// `--profile`: a jax.profiler trace per script.
+    pub profile: bool,
 }
 
 /// `--warm-start`.
@@ -159,6 +164,8 @@ pub struct RunOptions {
     /// `11_render_output`.
     pub gnn_layout: Option<bool>,
     pub warm_start: WarmStart,
+    pub reuse: Reuse,
+    pub profile: bool,
 }
 
 impl RunConfig {
@@ -276,6 +283,8 @@ impl RunConfig {
             extra_env,
             pass_env: opts.env_pass.clone(),
             warm_start: opts.warm_start,
+            reuse: opts.reuse,
+            profile: opts.profile,
             gnn_layout: opts
                 .gnn_layout
                 .unwrap_or_else(|| output_dir.join("11_render_output").is_dir()),
@@ -362,6 +371,8 @@ mod tests {
             env_pass: vec![],
             gnn_layout: None,
             warm_start: WarmStart::Off,
+            reuse: Reuse::None,
+            profile: false,
         }
     }
 

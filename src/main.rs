@@ -180,7 +180,7 @@ fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
             "cannot become a subreaper ({e}): leftover processes may escape leak checks"
         );
     }
-    let bwrap = app::choose_sandbox(&config)?;
+    let bwrap = jax_runner::plan::choose_sandbox(&config)?;
     let discovery = app::discover(&config)?;
     let interpreter = if discovery.scripts.is_empty() {
         None

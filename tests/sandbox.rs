@@ -159,7 +159,10 @@ fn inside_the_sandbox_a_detached_grandchild_dies_with_the_namespace() {
     // The grandchild may still be dying with the namespace when the runner looks (then
     // it is listed, truthfully); bwrap's own init is never a leak of the script's.
     for leak in r["leaks"].as_array().unwrap() {
-        assert!(!leak["command"].as_str().unwrap().contains("bwrap"), "{leak}");
+        assert!(
+            !leak["command"].as_str().unwrap().contains("bwrap"),
+            "{leak}"
+        );
     }
     assert!(processes_mentioning("import time; time.sleep(600)").is_empty());
 }

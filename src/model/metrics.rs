@@ -86,6 +86,9 @@ pub struct Totals {
     pub leaks: usize,
     /// Scripts per final failure class.
     pub by_class: BTreeMap<FailureClass, usize>,
+    /// Scripts not run because a previous success stands.
+    #[serde(default)]
+    pub resumed: usize,
 }
 
 /// One line per script in `performance_metrics.json`.
@@ -117,6 +120,9 @@ pub struct ScriptSummary {
     pub device_mismatch: bool,
     /// Processes it left running, killed.
     pub leaks: usize,
+    /// Not run: a previous success stands (`--resume`, `--rerun-failed`).
+    #[serde(default)]
+    pub resumed: bool,
     /// Name of its results file inside the results folder.
     pub results_file: String,
 }
@@ -158,6 +164,7 @@ impl ScriptSummary {
             fallback: r.fallback.is_some(),
             device_mismatch: r.device_mismatch,
             leaks: r.leaks.len(),
+            resumed: false,
             results_file: results_file_name(&r.id),
         }
     }
@@ -194,6 +201,7 @@ impl PerformanceMetrics {
             device_mismatches: scripts.iter().filter(|r| r.device_mismatch).count(),
             retried: scripts.iter().filter(|r| r.attempts > 1).count(),
             leaks: scripts.iter().map(|r| r.leaks).sum(),
+            resumed: scripts.iter().filter(|r| r.resumed).count(),
             by_class: scripts.iter().fold(BTreeMap::new(), |mut m, r| {
                 *m.entry(r.class).or_default() += 1;
                 m

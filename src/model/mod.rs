@@ -167,6 +167,12 @@ pub struct JaxTelemetry {
     pub cache_misses: u64,
     /// Type of the uncaught exception, if the script died of one.
     pub uncaught_exception: Option<String>,
+    /// The jax.profiler trace (`--profile`), viewable in Perfetto or TensorBoard.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub profile_trace: Option<String>,
+    /// Why profiling failed, when it did.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub profile_error: Option<String>,
     /// User CPU seconds Python saw for itself and its waited-for children.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub cpu_user_s: Option<f64>,
@@ -278,6 +284,10 @@ pub struct ScriptResult {
     pub data_dir: String,
     /// How the script was isolated and limited.
     pub sandbox: SandboxInfo,
+    /// Hash of what the result depends on (source, interpreter, jax, device, jax's
+    /// environment): `--resume` keeps a success whose fingerprint still matches.
+    #[serde(default)]
+    pub fingerprint: String,
 }
 
 /// The results file name of a script id.

@@ -28,6 +28,8 @@ pub struct EnvSpec<'a> {
     pub compilation_cache: Option<&'a Path>,
     /// Where the telemetry shim writes its report, when the shim is installed.
     pub telemetry: Option<(&'a Path, OsString)>,
+    /// `--profile`: where the shim writes the jax.profiler trace.
+    pub profile_dir: Option<&'a Path>,
 }
 
 /// The variables to set on top of the parent's environment.
@@ -45,6 +47,9 @@ pub fn child_env(spec: &EnvSpec<'_>) -> Vec<(&'static str, OsString)> {
     if let Some((report, python_path)) = &spec.telemetry {
         vars.push(("JAX_RUNNER_TELEMETRY", report.into()));
         vars.push(("PYTHONPATH", python_path.clone()));
+    }
+    if let Some(dir) = spec.profile_dir {
+        vars.push(("JAX_RUNNER_PROFILE_DIR", dir.into()));
     }
     match spec.platform {
         // An empty list hides every GPU, so a CPU run cannot grab GPU memory.
@@ -80,6 +85,7 @@ mod tests {
             attempt: 2,
             compilation_cache: None,
             telemetry: None,
+            profile_dir: None,
         };
         let cpu = child_env(&spec);
         assert_eq!(get(&cpu, "JAX_PLATFORMS").unwrap(), "cpu");

@@ -81,6 +81,10 @@ pub struct RunContext {
     pub data_dirs: std::collections::HashMap<String, PathBuf>,
     /// The warm-start zygote, when warm start is on.
     pub zygote: Option<Arc<zygote::Zygote>>,
+    /// `--profile`.
+    pub profile: bool,
+    /// Each script's fingerprint (see [`crate::history::fingerprint`]).
+    pub fingerprints: std::collections::HashMap<String, String>,
 }
 
 /// What a sandboxed run needs to build each script's bwrap command.

@@ -44,6 +44,9 @@ pub async fn run_script(
         let report = data_dir.join(format!(".jax-runner-telemetry.{number}.json"));
         let _ = std::fs::remove_file(&report);
         let cwd = script.path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let profile_dir = ctx
+            .profile
+            .then(|| data_dir.join(format!("profile-attempt{number}")));
         let runner_env = env::child_env(&env::EnvSpec {
             platform,
             data_dir: &data_dir,
@@ -53,6 +56,7 @@ pub async fn run_script(
                 .shim_dir
                 .as_ref()
                 .map(|dir| (report.as_path(), telemetry::python_path(dir))),
+            profile_dir: profile_dir.as_deref(),
         });
         let cgroup = ctx.max_procs.and_then(|max| {
             let name = format!("{}-{}-{number}", std::process::id(), script.id);
@@ -391,6 +395,11 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         leaks: Vec::new(),
         data_dir: lossy(ctx.data_dir(&script.id)),
         sandbox: ctx.sandbox_info.clone(),
+        fingerprint: ctx
+            .fingerprints
+            .get(&script.id)
+            .cloned()
+            .unwrap_or_default(),
     }
 }
 

@@ -65,7 +65,24 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False):
         elif event == "/jax/compilation_cache/cache_misses":
             state["cache_misses"] += 1
 
+    profile_dir = _jr_os.environ.get("JAX_RUNNER_PROFILE_DIR")
+
+    def stop_profile():
+        if not (profile_dir and state.get("profiling")):
+            return
+        try:
+            import glob
+
+            from jax import profiler
+
+            profiler.stop_trace()
+            traces = sorted(glob.glob(_jr_os.path.join(profile_dir, "**", "*.trace.json.gz"), recursive=True))
+            state["profile_trace"] = traces[-1] if traces else None
+        except Exception as exc:
+            state["profile_error"] = "%s: %s" % (type(exc).__name__, exc)
+
     def write():
+        stop_profile()
         try:
             # The kernel's figures for this process and the children it waited for:
             # inside a sandbox the runner's own wait4 only sees bwrap.
@@ -103,6 +120,11 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False):
 
             monitoring.register_event_duration_secs_listener(on_duration)
             monitoring.register_event_listener(on_event)
+            if profile_dir:
+                from jax import profiler
+
+                profiler.start_trace(profile_dir)
+                state["profiling"] = True
             # Registered after jax's own atexit handlers, so it runs before they
             # clear the backends.
             atexit.register(write)

@@ -1,0 +1,169 @@
+//! What the previous run in the same results folder knew: how long each script took
+//! (longest expected first), how much memory it needed (how many fit at once), and
+//! whether it already succeeded unchanged (`--resume`, `--rerun-failed`).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use crate::discovery::Script;
+use crate::model::{results_file_name, PerformanceMetrics, ScriptResult, Status};
+
+/// The previous run, as far as its files tell.
+#[derive(Debug, Default)]
+pub struct History {
+    /// Seconds per script id.
+    pub seconds: HashMap<String, f64>,
+    /// Peak MiB per script id.
+    pub peak_mb: HashMap<String, f64>,
+}
+
+impl History {
+    /// Reads `performance_metrics.json` in `results_dir`; empty when there is none.
+    pub fn load(results_dir: &Path) -> History {
+        let Ok(text) = std::fs::read_to_string(results_dir.join("performance_metrics.json")) else {
+            return History::default();
+        };
+        let Ok(m) = serde_json::from_str::<PerformanceMetrics>(&text) else {
+            return History::default();
+        };
+        let ran = m.scripts.iter().filter(|s| s.attempts > 0);
+        History {
+            seconds: ran
+                .clone()
+                .map(|s| (s.id.clone(), s.execution_time_s))
+                .collect(),
+            peak_mb: ran.map(|s| (s.id.clone(), s.peak_memory_mb)).collect(),
+        }
+    }
+
+    /// The run order: longest expected first. Scripts without history are estimated
+    /// from their size against the median seconds-per-byte of those with history (or
+    /// by size alone when nothing has history). Returns indices into `scripts`.
+    pub fn schedule(&self, scripts: &[Script]) -> Vec<usize> {
+        let mut rates: Vec<f64> = scripts
+            .iter()
+            .filter_map(|s| Some(self.seconds.get(&s.id)? / s.size_bytes.max(1) as f64))
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        let rate = rates.get(rates.len() / 2).copied().unwrap_or(1.0);
+        let expected = |s: &Script| {
+            self.seconds
+                .get(&s.id)
+                .copied()
+                .unwrap_or(s.size_bytes as f64 * rate)
+        };
+        let mut order: Vec<usize> = (0..scripts.len()).collect();
+        // Stable: equal estimates keep discovery order.
+        order.sort_by(|&a, &b| expected(&scripts[b]).total_cmp(&expected(&scripts[a])));
+        order
+    }
+
+    /// The largest peak memory the previous run saw, MiB.
+    pub fn max_peak_mb(&self) -> Option<f64> {
+        self.peak_mb.values().copied().reduce(f64::max)
+    }
+}
+
+/// What a script's result depends on: its source, the interpreter and its jax, the
+/// device asked for, and the environment that changes jax's behaviour. Two runs with
+/// equal fingerprints run the same program the same way.
+pub fn fingerprint(script: &Script, inputs: &[(&str, String)]) -> String {
+    let mut h = Sha256::new();
+    match std::fs::read(&script.path) {
+        Ok(bytes) => h.update(&bytes),
+        // Unreadable now: never equal to a fingerprint taken when it was readable.
+        Err(e) => h.update(format!("unreadable: {e}").as_bytes()),
+    }
+    for (k, v) in inputs {
+        h.update([0u8]);
+        h.update(k.as_bytes());
+        h.update([0u8]);
+        h.update(v.as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The previous result of `id`, if its file is there and parses.
+pub fn previous_result(results_dir: &Path, id: &str) -> Option<ScriptResult> {
+    let text = std::fs::read_to_string(results_dir.join(results_file_name(id))).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// `--resume` or `--rerun-failed`: which earlier results stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reuse {
+    /// Run everything.
+    None,
+    /// Keep a previous success whose fingerprint matches.
+    Resume,
+    /// Keep every previous success; run the rest.
+    RerunFailed,
+}
+
+/// Whether `previous` stands instead of running the script again.
+pub fn keeps(reuse: Reuse, previous: &ScriptResult, fingerprint: &str) -> bool {
+    let ok = previous.status == Status::Succeeded;
+    match reuse {
+        Reuse::None => false,
+        Reuse::Resume => ok && previous.fingerprint == fingerprint,
+        Reuse::RerunFailed => ok,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::DiscoveredBy;
+
+    fn script(id: &str, size: u64) -> Script {
+        Script {
+            id: id.into(),
+            path: format!("/nonexistent/{id}.py").into(),
+            relative_path: format!("{id}.py").into(),
+            discovered_by: DiscoveredBy::JaxFolder,
+            size_bytes: size,
+        }
+    }
+
+    #[test]
+    fn longest_expected_first_with_size_estimates_for_newcomers() {
+        let mut h = History::default();
+        h.seconds.insert("short".into(), 1.0);
+        h.seconds.insert("long".into(), 9.0);
+        // Both known scripts are 1000 bytes: the median rate is 5 ms per byte.
+        let scripts = vec![
+            script("short", 1000),
+            script("new_big", 4000),
+            script("long", 1000),
+            script("new_small", 10),
+        ];
+        let order: Vec<&str> = h
+            .schedule(&scripts)
+            .into_iter()
+            .map(|i| scripts[i].id.as_str())
+            .collect();
+        assert_eq!(order, vec!["new_big", "long", "short", "new_small"]);
+    }
+
+    #[test]
+    fn without_history_bigger_files_go_first() {
+        let scripts = vec![script("a", 10), script("b", 30), script("c", 20)];
+        let order = History::default().schedule(&scripts);
+        assert_eq!(order, vec![1, 2, 0]);
+    }
+
+    #[test]
+    fn fingerprints_change_with_any_input() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = script("x", 1);
+        s.path = tmp.path().join("x.py");
+        std::fs::write(&s.path, "print(1)\n").unwrap();
+        let base = fingerprint(&s, &[("jax", "0.10.2".into())]);
+        assert_eq!(base, fingerprint(&s, &[("jax", "0.10.2".into())]));
+        assert_ne!(base, fingerprint(&s, &[("jax", "0.10.3".into())]));
+        std::fs::write(&s.path, "print(2)\n").unwrap();
+        assert_ne!(base, fingerprint(&s, &[("jax", "0.10.2".into())]));
+    }
+}

@@ -1,0 +1,143 @@
+//! Where and how a run goes, decided before the first script: the sandbox, the
+//! pre-flight's device verdict, the platform, the number of parallel jobs, and the
+//! warm-start zygote's environment.
+
+use crate::config::{Device, Platform, RunConfig};
+use crate::doctor::{self, DoctorReport, Live};
+use crate::error::ConfigError;
+use crate::model::SandboxInfo;
+use crate::python::Interpreter;
+use crate::runner::sandbox::{self, Bwrap, SandboxMode};
+use crate::runner::telemetry;
+
+/// Whether scripts run sandboxed: bwrap when it works (`auto`, `on`), else why not.
+/// `--sandbox on` without a working bwrap is an error that says how to install it.
+pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Bwrap, String>, ConfigError> {
+    match config.sandbox {
+        SandboxMode::Off => Ok(Err("--sandbox off".into())),
+        mode => match sandbox::detect() {
+            Ok(b) => Ok(Ok(b)),
+            Err(reason) if mode == SandboxMode::On => Err(ConfigError::SandboxUnavailable {
+                reason,
+                hint: sandbox::INSTALL_HINT,
+            }),
+            Err(reason) => Ok(Err(reason)),
+        },
+    }
+}
+
+/// Where and how wide a run goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The platform scripts are set up for.
+    pub platform: Platform,
+    pub jobs: usize,
+    /// Why a GPU request will run on the CPU from the start, if it will.
+    pub gpu_unusable: Option<String>,
+    /// How the platform was chosen, in words.
+    pub reason: String,
+}
+
+/// The pre-flight: doctor's inspection with a live check of only the accelerator the
+/// run may use (the CPU needs none: the scripts themselves show whether it works).
+pub fn preflight(config: &RunConfig, interp: &Interpreter) -> DoctorReport {
+    let live: &'static [Platform] = match config.device {
+        Device::Auto | Device::Gpu => &[Platform::Gpu],
+        Device::Tpu => &[Platform::Tpu],
+        Device::Cpu => &[],
+    };
+    doctor::inspect(interp, config.device, Live::Only(live))
+}
+
+/// The platform, the GPU verdict and the number of parallel jobs. With a pre-flight
+/// report the GPU counts only when it really works; without one, when NVML sees it.
+pub fn plan(config: &RunConfig, env: Option<&DoctorReport>, history_peak_mb: Option<f64>) -> Plan {
+    let nvml = env.map_or_else(crate::gpu::inspect, |e| e.nvml.clone());
+    let gpus = nvml.gpu_count();
+    let gpu_works = match env {
+        Some(e) => e.verdict(Platform::Gpu).is_some_and(|v| v.works),
+        None => gpus > 0,
+    };
+    let why_not = || match env {
+        Some(e) => e
+            .why_not(Platform::Gpu)
+            .unwrap_or_else(|| "the GPU does not work".into()),
+        None if nvml.available => "NVML reports no NVIDIA GPU".into(),
+        None => format!(
+            "no NVIDIA driver: {}",
+            nvml.error.as_deref().unwrap_or("NVML unavailable")
+        ),
+    };
+    let (platform, reason) = match config.device {
+        Device::Auto if gpu_works => (Platform::Gpu, "auto: the GPU works".to_string()),
+        Device::Auto => (
+            Platform::Cpu,
+            format!("auto: the CPU, because {}", why_not()),
+        ),
+        Device::Cpu => (Platform::Cpu, "requested".into()),
+        Device::Gpu => (Platform::Gpu, "requested".into()),
+        Device::Tpu => (Platform::Tpu, "requested".into()),
+    };
+    let gpu_unusable = (platform == Platform::Gpu && !gpu_works).then(why_not);
+    let on_cpu = platform == Platform::Cpu || (gpu_unusable.is_some() && config.fallback_to_cpu);
+    let jobs = config.jobs.map(|j| j.get()).unwrap_or(if on_cpu {
+        cpu_slots(history_peak_mb)
+    } else if platform == Platform::Gpu {
+        // One script per GPU by default: scripts on one GPU fight over its memory.
+        gpus.max(1)
+    } else {
+        1
+    });
+    Plan {
+        platform,
+        jobs,
+        gpu_unusable,
+        reason,
+    }
+}
+
+/// The zygote's own environment: the parent's, with the telemetry shim on
+/// `PYTHONPATH` (each script's own variables are applied in its process).
+pub fn zygote_env(
+    shim_dir: Option<&std::path::Path>,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env: Vec<_> = std::env::vars_os()
+        .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_PLATFORM_NAME")
+        .collect();
+    if let Some(dir) = shim_dir {
+        env.push(("PYTHONPATH".into(), telemetry::python_path(dir)));
+    }
+    // Importing jax must not reach for a GPU; scripts set their own platform.
+    env.push(("JAX_PLATFORMS".into(), "cpu".into()));
+    env
+}
+
+/// What every result says about isolation.
+pub fn sandbox_info(config: &RunConfig, bwrap: &Result<Bwrap, String>) -> SandboxInfo {
+    let on = bwrap.is_ok();
+    SandboxInfo {
+        kind: if on { "bwrap" } else { "none" }.into(),
+        reason: bwrap.as_ref().err().cloned(),
+        network: !on,
+        home_visible: !on,
+        environment: if on { "allowlist" } else { "inherited" }.into(),
+        memory_limit_mb: config.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
+        max_procs: config.max_procs,
+        max_procs_enforced_by: None,
+    }
+}
+
+/// CPU slots: one per core, fewer when free memory would not hold that many scripts at
+/// the largest peak the previous run saw.
+fn cpu_slots(history_peak_mb: Option<f64>) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let Some(peak) = history_peak_mb.filter(|p| *p > 0.0) else {
+        return cores;
+    };
+    let mut sys = sysinfo::System::new();
+    sys.refresh_memory();
+    let free_mb = sys.available_memory() as f64 / (1024.0 * 1024.0);
+    // Keep a tenth of free memory for everything else.
+    let fit = (free_mb * 0.9 / peak).floor() as usize;
+    cores.min(fit.max(1))
+}
