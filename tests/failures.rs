@@ -108,8 +108,12 @@ fn a_broken_gpu_environment_falls_back_to_cpu_once_and_says_so() {
     let t = Tree::new();
     // jax with JAX_PLATFORMS=cuda on this CPU-only install fails for real. Without
     // the pre-flight (which would send everything to the CPU at once), the failure
-    // shows up in the first script's GPU attempt.
-    t.fixture("ok_jax.py", "a/jax/first.py");
+    // shows up in the first script's GPU attempt. The scheduler runs the bigger file
+    // first (no history yet): pad the real-jax script so it is the one.
+    let first_path = t.fixture("ok_jax.py", "a/jax/first.py");
+    let mut body = std::fs::read_to_string(&first_path).unwrap();
+    body.push_str(&format!("\n# {}\n", "padding ".repeat(300)));
+    std::fs::write(&first_path, body).unwrap();
     t.fixture("gpu_env_error.py", "b/jax/second.py");
     let out = t
         .cmd()

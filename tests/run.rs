@@ -171,7 +171,7 @@ fn a_hung_script_is_timed_out_and_its_group_killed() {
     );
     let secs = stubborn["execution_time_s"].as_f64().unwrap();
     assert!(
-        (3.0..8.0).contains(&secs),
+        (3.0..15.0).contains(&secs),
         "timeout 3s + grace 1s, took {secs}"
     );
     assert_eq!(t.metrics()["totals"]["timed_out"], 2);
@@ -291,26 +291,38 @@ fn results_dir_option_and_parallel_jobs() {
         t.fixture("slow_ok.py", &format!("m{i}/jax/slow.py"));
     }
     let results = t.root().join("elsewhere");
-    let started = std::time::Instant::now();
     let out = t
         .cmd()
         .args(["--env", "SLOW_SECONDS=2", "--jobs", "4", "--results-dir"])
         .arg(&results)
         .output()
         .unwrap();
-    let wall = started.elapsed().as_secs_f64();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let m = read_json(&results.join("performance_metrics.json"));
     assert_eq!(m["run"]["jobs"], 4);
     assert_eq!(m["totals"]["succeeded"], 4);
-    // Four 2-second sleeps in parallel finish far sooner than the 8 s sequential sum.
-    assert!(wall < 7.5, "took {wall}s");
+    // In parallel: every script started before any finished (no timing threshold,
+    // which a loaded machine would break).
+    let (mut last_start, mut first_end) = (String::new(), String::from("~"));
+    for i in 0..4 {
+        let r = read_json(&results.join(format!("m{i}_jax_slow_results.json")));
+        last_start = last_start.max(r["started_at"].as_str().unwrap().to_string());
+        first_end = first_end.min(r["finished_at"].as_str().unwrap().to_string());
+    }
+    assert!(
+        last_start < first_end,
+        "not parallel: last start {last_start}, first end {first_end}"
+    );
 }
 
 #[test]
 fn ctrl_c_stops_the_run_writes_results_and_exits_130() {
     let t = Tree::new();
-    t.fixture("hang.py", "a/jax/hang.py");
+    let hang = t.fixture("hang.py", "a/jax/hang.py");
+    // The scheduler runs bigger files first when there is no history: make the hung
+    // script the bigger one, so `later` is still waiting when Ctrl-C comes.
+    let body = std::fs::read_to_string(&hang).unwrap() + &format!("# {}\n", "pad ".repeat(500));
+    std::fs::write(&hang, body).unwrap();
     t.fixture("ok_jax.py", "b/jax/later.py");
     let mut child = t.spawn(&["--jobs", "1", "--grace", "2s"]);
     // Wait until the hung script is running (its log file exists and has output).
