@@ -3,11 +3,12 @@
 #
 # What it measures (wall time with `date +%s.%N`, one run each unless noted):
 #   1. POMDP workload: N scripts rendered from templates/ (`jax-runner render-workload`),
-#      for each N in $BENCH_SIZES (default "8 32"), run four ways:
+#      for each N in $BENCH_SIZES (default "8 32"), run five ways:
 #        sequential    a bash loop, one script after the other
 #        xargs -P      the same per-script command through `xargs -P $(nproc)`
-#        runner cold   jax-runner, compilation cache off, warm start off
-#        runner warm   jax-runner, compilation cache filled by an untimed run, warm start on
+#        runner plain  jax-runner, compilation cache off, warm start off
+#        runner cold   jax-runner, an empty compilation cache (filled by this run), warm start on
+#        runner warm   jax-runner, the cache the cold run filled, warm start on
 #      and the ratio of each to the sequential loop.
 #   2. Runner overhead: $BENCH_TRIVIAL (default 200) scripts that only `print(1)`,
 #      a bare sequential loop against `jax-runner --jobs 1` (sandbox off, and on when
@@ -150,19 +151,20 @@ for n in $sizes; do
     ok=$(find "$out" -name simulation_results.json | wc -l)
     row workload "$n" "xargs -P $jobs" "$s" "$ok" "$n" ""
 
-    log "N=$n: jax-runner cold"
-    run_runner "cold-$n" "$work/tree" "${cache_off[@]}" "${warm_off[@]}" "${sandbox_off[@]}"
-    row workload "$n" "jax-runner cold" "$seconds" "$ok" "$total" "$warm_note"
+    log "N=$n: jax-runner, no cache, no warm start"
+    run_runner "plain-$n" "$work/tree" "${cache_off[@]}" "${warm_off[@]}" "${sandbox_off[@]}"
+    row workload "$n" "jax-runner, no cache, no warm start" "$seconds" "$ok" "$total" "$warm_note"
 
-    log "N=$n: jax-runner warm (filling the cache, untimed)"
+    # Cold: the compilation cache starts empty (this run fills it); warm start on.
+    log "N=$n: jax-runner cold cache"
     cache=()
     if [[ ${#cache_off[@]} -gt 0 ]]; then cache=(--compilation-cache "$work/cache"); fi
-    run_runner "fill-$n" "$work/tree" "${cache[@]}" "${warm_off[@]}" "${sandbox_off[@]}"
-    fill_s=$seconds
-    log "N=$n: jax-runner warm (timed)"
+    run_runner "cold-$n" "$work/tree" "${cache[@]}" "${warm_on[@]}" "${sandbox_off[@]}"
+    row workload "$n" "jax-runner cold" "$seconds" "$ok" "$total" "${warm_note:-empty cache, warm start}"
+    # Warm: the cache the cold run filled; warm start on.
+    log "N=$n: jax-runner warm cache"
     run_runner "warm-$n" "$work/tree" "${cache[@]}" "${warm_on[@]}" "${sandbox_off[@]}"
-    row workload "$n" "jax-runner warm" "$seconds" "$ok" "$total" \
-        "${warm_note:+$warm_note; }untimed cache-filling run took ${fill_s%?} s"
+    row workload "$n" "jax-runner warm" "$seconds" "$ok" "$total" "${warm_note:-filled cache, warm start}"
     rm -rf "$work"
 done
 

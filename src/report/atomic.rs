@@ -6,8 +6,16 @@ use std::path::Path;
 
 use crate::error::ReportError;
 
-/// Writes `bytes` to `path` atomically.
+/// Writes `bytes` to `path` atomically and durably (flushed to disk before the rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    write_atomic_with(path, bytes, true)
+}
+
+/// Writes `bytes` to `path` atomically; `sync` also makes it durable. The rename alone
+/// already guarantees readers never see a torn file; the fsync (milliseconds on some
+/// disks) is what survives a power cut, and is skipped for the per-script results,
+/// which are many and small, while the run's metrics, written last, are synced.
+pub fn write_atomic_with(path: &Path, bytes: &[u8], sync: bool) -> Result<(), ReportError> {
     let fail = |source| ReportError::Write {
         path: path.to_path_buf(),
         source,
@@ -23,7 +31,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if sync {
+            f.sync_all()?;
+        }
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {
@@ -32,16 +42,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     result.map_err(fail)
 }
 
-/// Serializes `value` as pretty JSON with a final newline and writes it atomically.
+/// Serializes `value` as pretty JSON with a final newline and writes it atomically
+/// and durably.
 pub fn write_json<T: serde::Serialize>(
     path: &Path,
     what: &'static str,
     value: &T,
 ) -> Result<(), ReportError> {
+    write_json_with(path, what, value, true)
+}
+
+/// [`write_json`], with the fsync optional (see [`write_atomic_with`]).
+pub fn write_json_with<T: serde::Serialize>(
+    path: &Path,
+    what: &'static str,
+    value: &T,
+    sync: bool,
+) -> Result<(), ReportError> {
     let mut bytes = serde_json::to_vec_pretty(value)
         .map_err(|source| ReportError::Serialize { what, source })?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes)
+    write_atomic_with(path, &bytes, sync)
 }
 
 fn unique() -> u64 {

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::{write_json, Reporter};
+use super::{write_json, write_json_with, Reporter};
 use crate::error::ReportError;
 use crate::events::RunEvent;
 use crate::model::results_file_name;
@@ -25,10 +25,11 @@ impl JsonReporter {
 impl Reporter for JsonReporter {
     fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
         match event {
-            RunEvent::ScriptFinished { result } => write_json(
+            RunEvent::ScriptFinished { result } => write_json_with(
                 &self.results_dir.join(results_file_name(&result.id)),
                 "script result",
                 result,
+                false,
             ),
             RunEvent::RunFinished { metrics } => {
                 write_json(&self.results_dir.join(METRICS_FILE), "run metrics", metrics)

@@ -13,7 +13,7 @@ mod ndjson;
 mod progress;
 pub mod summary;
 
-pub use atomic::{write_atomic, write_json};
+pub use atomic::{write_atomic, write_atomic_with, write_json, write_json_with};
 pub use gnn::GnnReporter;
 pub use html::HtmlReporter;
 pub use json::JsonReporter;

@@ -9,17 +9,20 @@ import os as _jr_os
 import sys as _jr_sys
 
 
-def _jr_chain_next_sitecustomize():
-    import importlib.machinery
-    import importlib.util
+# Start-up time matters (it is paid by every script): only modules Python has already
+# loaded are used here, so json, importlib.util and their imports are never pulled in.
+from _frozen_importlib import module_from_spec as _jr_module_from_spec
+from _frozen_importlib_external import PathFinder as _jr_PathFinder
 
+
+def _jr_chain_next_sitecustomize():
     here = _jr_os.path.dirname(_jr_os.path.abspath(__file__))
     me = _jr_sys.modules.get("sitecustomize")
     path = [p for p in _jr_sys.path if _jr_os.path.abspath(p or ".") != here]
     try:
-        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+        spec = _jr_PathFinder.find_spec("sitecustomize", path)
         if spec is not None and spec.loader is not None:
-            module = importlib.util.module_from_spec(spec)
+            module = _jr_module_from_spec(spec)
             _jr_sys.modules["sitecustomize"] = module
             spec.loader.exec_module(module)
     except Exception as exc:  # Python reports a broken sitecustomize the same way
@@ -28,6 +31,32 @@ def _jr_chain_next_sitecustomize():
     finally:
         if me is not None:
             _jr_sys.modules["sitecustomize"] = me
+
+
+def _jr_dumps(value):
+    """JSON for the report's plain values, without importing json (3.5 ms)."""
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value) if value == value and value not in (float("inf"), float("-inf")) else "null"
+    if isinstance(value, str):
+        out = []
+        for ch in value:
+            code = ord(ch)
+            if ch in '"\\':
+                out.append("\\" + ch)
+            elif code < 0x20:
+                out.append("\\u%04x" % code)
+            else:
+                out.append(ch)
+        return '"' + "".join(out) + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_jr_dumps(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(_jr_dumps(str(k)) + ":" + _jr_dumps(v) for k, v in value.items()) + "}"
+    return _jr_dumps(str(value))
 
 
 def jax_runner_install_telemetry(out_path, jax_already_imported=False):
@@ -102,11 +131,9 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False):
         except Exception:
             pass
         try:
-            import json
-
             tmp = "%s.%d.tmp" % (out_path, _jr_os.getpid())
-            with open(tmp, "w") as fh:
-                json.dump(state, fh)
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(_jr_dumps(state))
             _jr_os.replace(tmp, out_path)
         except Exception:
             pass
@@ -152,9 +179,12 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False):
             if name != "jax":
                 return None
             _jr_sys.meta_path.remove(self)
-            import importlib.util
-
-            spec = importlib.util.find_spec("jax")
+            spec = None
+            for finder in _jr_sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                spec = find("jax", path, target) if find else None
+                if spec is not None:
+                    break
             if spec is not None and spec.loader is not None:
                 spec.loader = Loader(spec.loader)
             return spec
