@@ -94,19 +94,13 @@ fn the_run_subcommand_and_the_default_are_the_same() {
 fn python_without_jax_is_exit_2_with_the_fix() {
     let t = Tree::new();
     t.fixture("ok_jax.py", "m/jax/ok_jax.py");
-    let venv = t.root().join("nojax-venv");
-    let made = std::process::Command::new("python3")
-        .args(["-m", "venv", "--without-pip"])
-        .arg(&venv)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let nojax = bare_venv(&t.root().join("nojax-venv"));
     let out = assert_cmd::Command::cargo_bin("jax-runner")
         .unwrap()
         .arg("--output-dir")
         .arg(t.dir.path())
         .arg("--python")
-        .arg(venv.join("bin/python"))
+        .arg(&nojax)
         .output()
         .unwrap();
     assert_eq!(code(&out), 2);

@@ -11,39 +11,14 @@ use serde_json::Value;
 /// A venv whose site-packages links the managed environment's (real jax), with extra
 /// fake distributions in front of it.
 fn broken_venv(dir: &Path, fakes: &[(&str, &str)], link_real_jax: bool) -> PathBuf {
-    let venv = dir.join("venv");
-    let made = std::process::Command::new("python3")
-        .args(["-m", "venv", "--without-pip"])
-        .arg(&venv)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let py = venv.join("bin/python");
-    let site = String::from_utf8(
-        std::process::Command::new(&py)
-            .args([
-                "-c",
-                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-            ])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let site = PathBuf::from(site.trim());
+    let py = bare_venv(&dir.join("venv"));
+    let site = purelib(&py);
     if link_real_jax {
-        let real = String::from_utf8(
-            std::process::Command::new(python())
-                .args([
-                    "-c",
-                    "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-                ])
-                .output()
-                .unwrap()
-                .stdout,
+        std::fs::write(
+            site.join("managed.pth"),
+            purelib(python()).as_os_str().as_encoded_bytes(),
         )
         .unwrap();
-        std::fs::write(site.join("managed.pth"), real.trim()).unwrap();
     }
     for (name, version) in fakes {
         let info = site.join(format!("{}-{version}.dist-info", name.replace('-', "_")));
@@ -55,6 +30,18 @@ fn broken_venv(dir: &Path, fakes: &[(&str, &str)], link_real_jax: bool) -> PathB
         .unwrap();
     }
     py
+}
+
+/// The interpreter's site-packages folder.
+fn purelib(python: &Path) -> PathBuf {
+    let out = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ])
+        .output()
+        .unwrap();
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 fn doctor(python: &Path, device: &str, env: &[(&str, &str)]) -> (Output, Value) {

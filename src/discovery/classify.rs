@@ -51,11 +51,29 @@ pub fn in_jax_folder(path: &Path) -> bool {
         .is_some_and(|n| n.as_bytes() == b"jax")
 }
 
-/// Reads the head of a file and reports whether it imports jax.
+/// Reads the head of a file and reports whether it imports jax. One 16 KiB read
+/// decides for almost every file (imports sit at the top); only a longer file without
+/// a jax import there is read further, up to the head limit.
 pub fn file_imports_jax(path: &Path) -> std::io::Result<bool> {
-    let mut head = Vec::new();
-    std::fs::File::open(path)?
-        .take(HEAD_BYTES)
+    let mut file = std::fs::File::open(path)?;
+    let mut head = vec![0u8; 16 * 1024];
+    let mut filled = 0;
+    while filled < head.len() {
+        match file.read(&mut head[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    head.truncate(filled);
+    if source_imports_jax(&String::from_utf8_lossy(&head)) {
+        return Ok(true);
+    }
+    if filled < 16 * 1024 {
+        return Ok(false);
+    }
+    file.take(HEAD_BYTES - filled as u64)
         .read_to_end(&mut head)?;
     Ok(source_imports_jax(&String::from_utf8_lossy(&head)))
 }

@@ -8,26 +8,22 @@ use std::path::{Component, Path};
 /// discovery order; ids come back in the same order.
 pub fn assign_ids(relative_paths: &[&Path]) -> Vec<String> {
     let parts: Vec<Vec<String>> = relative_paths.iter().map(|p| components(p)).collect();
-    let mut stem_count: HashMap<&str, usize> = HashMap::new();
-    for p in &parts {
-        *stem_count
+    let mut groups: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, p) in parts.iter().enumerate() {
+        groups
             .entry(p.last().map(String::as_str).unwrap_or(""))
-            .or_default() += 1;
+            .or_default()
+            .push(i);
     }
     let mut ids: Vec<String> = parts
         .iter()
-        .map(|p| {
-            let stem = p.last().map(String::as_str).unwrap_or("");
-            if stem_count[stem] == 1 {
-                return stem.to_string();
-            }
-            let group: Vec<&Vec<String>> = parts
-                .iter()
-                .filter(|q| q.last().map(String::as_str) == Some(stem))
-                .collect();
-            shortest_unique_suffix(p, &group)
-        })
+        .map(|p| p.last().cloned().unwrap_or_default())
         .collect();
+    for members in groups.values().filter(|m| m.len() > 1) {
+        for (i, id) in shortest_unique_suffixes(&parts, members) {
+            ids[i] = id;
+        }
+    }
     // Sanitising can still make two ids equal ("a b" and "a_b"): number the later ones.
     let mut seen = HashSet::new();
     for id in &mut ids {
@@ -42,20 +38,34 @@ pub fn assign_ids(relative_paths: &[&Path]) -> Vec<String> {
     ids
 }
 
-/// The fewest trailing components that tell `p` apart from the rest of its group.
-fn shortest_unique_suffix(p: &[String], group: &[&Vec<String>]) -> String {
-    for k in 2..=p.len() {
-        let mine = &p[p.len() - k..];
-        let clash = group
-            .iter()
-            .filter(|q| q.len() >= k && &q[q.len() - k..] == mine)
-            .count();
-        if clash == 1 {
-            return mine.join("_");
+/// For scripts sharing a stem: the fewest trailing components that tell each apart
+/// from the rest of its group. Linear in the group per suffix length, so a tree with a
+/// thousand `model.py` files stays fast. Members identical even with every folder
+/// keep the bare stem (the numbering tells them apart).
+fn shortest_unique_suffixes(parts: &[Vec<String>], members: &[usize]) -> Vec<(usize, String)> {
+    let mut out = Vec::with_capacity(members.len());
+    let mut open: Vec<usize> = members.to_vec();
+    let longest = members.iter().map(|&i| parts[i].len()).max().unwrap_or(1);
+    for k in 2..=longest {
+        let suffix = |i: usize| (parts[i].len() >= k).then(|| &parts[i][parts[i].len() - k..]);
+        let mut counts: HashMap<&[String], usize> = HashMap::new();
+        for &i in members {
+            if let Some(s) = suffix(i) {
+                *counts.entry(s).or_default() += 1;
+            }
+        }
+        open.retain(|&i| match suffix(i) {
+            Some(s) if counts[s] == 1 => {
+                out.push((i, s.join("_")));
+                false
+            }
+            _ => true,
+        });
+        if open.is_empty() {
+            break;
         }
     }
-    // Identical even with every folder: the numbering below tells them apart.
-    p.last().cloned().unwrap_or_default()
+    out
 }
 
 /// Sanitised folder names followed by the sanitised file stem.

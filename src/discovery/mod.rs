@@ -89,43 +89,33 @@ pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, Discov
                 || !e.file_type().is_dir()
                 || !(classify::is_skipped_dir(e.path()) || exclude.iter().any(|x| x == e.path()))
         });
+    // The walk only lists `*.py` files; reading and statting them is the expensive
+    // part on big trees, so it is done in parallel afterwards.
+    let mut candidates: Vec<PathBuf> = Vec::new();
     for entry in walker {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(err) => {
-                found.warnings.push(walk_warning(&err));
-                continue;
+        match entry {
+            Ok(e) if e.file_type().is_file() && classify::is_python_file(e.file_name()) => {
+                candidates.push(e.into_path());
             }
-        };
-        if !entry.file_type().is_file() || !classify::is_python_file(entry.file_name()) {
-            continue;
+            Ok(_) => {}
+            Err(err) => found.warnings.push(walk_warning(&err)),
         }
-        let path = entry.path();
-        let by = if classify::in_jax_folder(path) {
-            DiscoveredBy::JaxFolder
-        } else {
-            match classify::file_imports_jax(path) {
-                Ok(true) => DiscoveredBy::ImportsJax,
-                Ok(false) => continue,
-                Err(e) => {
-                    found
-                        .warnings
-                        .push(format!("skipped unreadable file {}: {e}", path.display()));
-                    continue;
+    }
+    for checked in check_all(candidates) {
+        match checked {
+            Checked::Script {
+                path,
+                by,
+                dev,
+                ino,
+                size,
+            } => {
+                if seen_files.insert((dev, ino)) {
+                    picked.push((path, by, size));
                 }
             }
-        };
-        let meta = match entry.metadata() {
-            Ok(m) => m,
-            Err(e) => {
-                found
-                    .warnings
-                    .push(format!("skipped {}: {e}", path.display()));
-                continue;
-            }
-        };
-        if seen_files.insert((meta.dev(), meta.ino())) {
-            picked.push((path.to_path_buf(), by, meta.len()));
+            Checked::NotJax => {}
+            Checked::Unreadable(warning) => found.warnings.push(warning),
         }
     }
 
@@ -151,6 +141,73 @@ pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, Discov
         )
         .collect();
     Ok(found)
+}
+
+/// One candidate file, checked.
+enum Checked {
+    Script {
+        path: PathBuf,
+        by: DiscoveredBy,
+        dev: u64,
+        ino: u64,
+        size: u64,
+    },
+    NotJax,
+    Unreadable(String),
+}
+
+fn check(path: PathBuf) -> Checked {
+    let by = if classify::in_jax_folder(&path) {
+        DiscoveredBy::JaxFolder
+    } else {
+        match classify::file_imports_jax(&path) {
+            Ok(true) => DiscoveredBy::ImportsJax,
+            Ok(false) => return Checked::NotJax,
+            Err(e) => {
+                return Checked::Unreadable(format!(
+                    "skipped unreadable file {}: {e}",
+                    path.display()
+                ))
+            }
+        }
+    };
+    match std::fs::metadata(&path) {
+        Ok(meta) => Checked::Script {
+            by,
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+            path,
+        },
+        Err(e) => Checked::Unreadable(format!("skipped {}: {e}", path.display())),
+    }
+}
+
+/// Checks candidates on one thread per core, keeping their order.
+fn check_all(candidates: Vec<PathBuf>) -> Vec<Checked> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads < 2 || candidates.len() < 64 {
+        return candidates.into_iter().map(check).collect();
+    }
+    let chunk = candidates.len().div_ceil(threads);
+    let mut chunks: Vec<Vec<PathBuf>> = Vec::new();
+    let mut rest = candidates;
+    while rest.len() > chunk {
+        let tail = rest.split_off(chunk);
+        chunks.push(rest);
+        rest = tail;
+    }
+    chunks.push(rest);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|c| s.spawn(move || c.into_iter().map(check).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a discovery thread does not panic"))
+            .collect()
+    })
 }
 
 fn walk_warning(err: &walkdir::Error) -> String {

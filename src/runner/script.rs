@@ -281,18 +281,14 @@ fn record(
         peak_memory_mb: o.peak_rss_bytes as f64 / (1024.0 * 1024.0),
         // wait4 is exact when the runner waits for the script itself; sandboxed it only
         // sees bwrap, so Python's own report and /proc sampling set floors.
-        cpu_user_s: o
-            .exit
-            .user_cpu
-            .as_secs_f64()
-            .max(jax.as_ref().and_then(|j| j.cpu_user_s).unwrap_or(0.0))
-            .max(o.sampled_cpu.0),
-        cpu_system_s: o
-            .exit
-            .system_cpu
-            .as_secs_f64()
-            .max(jax.as_ref().and_then(|j| j.cpu_system_s).unwrap_or(0.0))
-            .max(o.sampled_cpu.1),
+        cpu_user_s: [o.exit.user_cpu.as_secs_f64(), o.sampled_cpu.0]
+            .into_iter()
+            .chain(jax.as_ref().and_then(|j| j.cpu_user_s))
+            .fold(0.0, f64::max),
+        cpu_system_s: [o.exit.system_cpu.as_secs_f64(), o.sampled_cpu.1]
+            .into_iter()
+            .chain(jax.as_ref().and_then(|j| j.cpu_system_s))
+            .fold(0.0, f64::max),
         class: verdict.class,
         matched_line: verdict.matched_line,
         exception: verdict.exception,

@@ -153,6 +153,17 @@ pub fn processes_mentioning(needle: &str) -> Vec<u32> {
     found
 }
 
+/// A virtual environment without pip or jax; returns its interpreter.
+pub fn bare_venv(dir: &Path) -> PathBuf {
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(made.success(), "python3 -m venv failed");
+    dir.join("bin/python")
+}
+
 /// Waits (up to a minute) until a log file has output: the script is running.
 pub fn wait_for_output(log: &Path) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
