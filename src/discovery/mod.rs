@@ -4,13 +4,13 @@
 mod classify;
 mod ids;
 pub mod manifest;
+mod walk;
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use walkdir::WalkDir;
 
 pub use classify::source_imports_jax;
 pub use ids::sanitize;
@@ -79,27 +79,15 @@ pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, Discov
         found.manifest = Some(manifest_path);
     }
 
-    let walker = WalkDir::new(root)
-        .follow_links(true)
-        .sort_by_file_name()
-        .max_depth(if opts.recursive { usize::MAX } else { 1 })
-        .into_iter()
-        .filter_entry(|e| {
-            e.depth() == 0
-                || !e.file_type().is_dir()
-                || !(classify::is_skipped_dir(e.path()) || exclude.iter().any(|x| x == e.path()))
-        });
-    // The walk only lists `*.py` files; reading and statting them is the expensive
-    // part on big trees, so it is done in parallel afterwards.
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    for entry in walker {
-        match entry {
-            Ok(e) if e.file_type().is_file() && classify::is_python_file(e.file_name()) => {
-                candidates.push(e.into_path());
-            }
-            Ok(_) => {}
-            Err(err) => found.warnings.push(walk_warning(&err)),
-        }
+    let walked = walk::walk(root, opts.recursive, &exclude);
+    found.warnings.extend(walked.warnings);
+    let mut candidates = walked.candidates;
+    // Sorted before de-duplication, so a file reached through two paths always keeps
+    // the same one, whatever order the folders were read in.
+    candidates.sort();
+    // Files of a virtual environment are never scripts, whatever its folder's name.
+    if !walked.venvs.is_empty() {
+        candidates.retain(|c| !walked.venvs.iter().any(|v| c.starts_with(v)));
     }
     for checked in check_all(candidates) {
         match checked {
@@ -208,24 +196,6 @@ fn check_all(candidates: Vec<PathBuf>) -> Vec<Checked> {
             .flat_map(|h| h.join().expect("a discovery thread does not panic"))
             .collect()
     })
-}
-
-fn walk_warning(err: &walkdir::Error) -> String {
-    let at = err
-        .path()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    if let Some(ancestor) = err.loop_ancestor() {
-        format!(
-            "skipped symlink loop at {at} (points back to {})",
-            ancestor.display()
-        )
-    } else {
-        match err.io_error() {
-            Some(io) => format!("skipped unreadable entry {at}: {io}"),
-            None => format!("skipped entry {at}: {err}"),
-        }
-    }
 }
 
 #[cfg(test)]
