@@ -342,8 +342,8 @@ out.append(f"# jax-runner benchmark, {meta['date']} on {meta['host']}\n")
 out.append(f"{meta['cpu']}, {meta['cores']} cores, {meta['memory_gib']} GiB; {meta['jax_runner']}; "
            f"Python {meta['python_version']}; load average at the end {meta['loadavg_end']}; "
            f"harness wall time {meta['harness_seconds']} s.\n")
-out.append(f"Runner options besides --output-dir/--python/-q: cold \`{meta['runner_cold_options']}\`, "
-           f"warm \`{meta['runner_warm_options']}\` (after an untimed run that fills CACHE).\n")
+out.append(f"Runner options besides --output-dir/--python/-q: \"no cache, no warm start\" \`{meta['runner_cold_options']}\`; "
+           f"cold and warm \`{meta['runner_warm_options']}\`, cold with CACHE empty (it fills it), warm with the CACHE the cold run filled.\n")
 if notes:
     out.append("Notes:\n")
     out += [f"- {n}" for n in notes]
