@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::environment::{environment_findings, library_findings};
 use super::{LibraryDir, LiveCheck, PythonReport};
 use crate::config::{Device, Platform};
 use crate::gpu::NvmlReport;
@@ -40,7 +41,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn new(
+    pub(super) fn new(
         code: &str,
         severity: Severity,
         devices: &[Platform],
@@ -62,8 +63,8 @@ impl Finding {
     }
 }
 
-const ALL: &[Platform] = &[Platform::Cpu, Platform::Gpu, Platform::Tpu];
-const GPU: &[Platform] = &[Platform::Gpu];
+pub(super) const ALL: &[Platform] = &[Platform::Cpu, Platform::Gpu, Platform::Tpu];
+pub(super) const GPU: &[Platform] = &[Platform::Gpu];
 
 /// Compares dotted versions numerically (`0.10.2` > `0.9.1`); non-numeric tails are
 /// ignored (`0.4.36.dev20241101` compares as `0.4.36`).
@@ -73,7 +74,7 @@ pub fn version_cmp(a: &str, b: &str) -> Ordering {
     parts(a).cmp(&parts(b))
 }
 
-fn major_minor(v: &str) -> Vec<u64> {
+pub(super) fn major_minor(v: &str) -> Vec<u64> {
     v.split('.').take(2).map_while(|p| p.parse().ok()).collect()
 }
 
@@ -331,191 +332,6 @@ pub fn findings(
 
     out.extend(environment_findings(env, nvml, device));
     out.extend(library_findings(py));
-    out
-}
-
-fn environment_findings(
-    env: &BTreeMap<String, String>,
-    nvml: &NvmlReport,
-    device: Device,
-) -> Vec<Finding> {
-    let mut out = Vec::new();
-    if let Some(v) = env.get("JAX_PLATFORM_NAME") {
-        out.push(Finding::new(
-            "jax-platform-name",
-            Severity::Warning,
-            ALL,
-            format!("JAX_PLATFORM_NAME={v} is deprecated, and `gpu` there also means ROCm; jax-runner removes it from scripts, other runs still see it"),
-            Some("unset JAX_PLATFORM_NAME   # choose the device with --device or JAX_PLATFORMS".into()),
-        ));
-    }
-    if let Some(v) = env.get("JAX_PLATFORMS") {
-        let known = ["cpu", "cuda", "gpu", "rocm", "tpu", "metal", ""];
-        let unknown: Vec<&str> = v
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !known.contains(p))
-            .collect();
-        if !unknown.is_empty() {
-            out.push(Finding::new(
-                "jax-platforms-unknown",
-                Severity::Warning,
-                ALL,
-                format!("JAX_PLATFORMS={v} names unknown platforms ({}); jax fails to start outside jax-runner, which sets its own", unknown.join(", ")),
-                Some("unset JAX_PLATFORMS".into()),
-            ));
-        } else if v.contains(',') {
-            out.push(Finding::new(
-                "jax-platforms-fallback",
-                Severity::Warning,
-                GPU,
-                format!("JAX_PLATFORMS={v} lets jax fall back to a later platform without a word; jax-runner sets one platform per run"),
-                Some("unset JAX_PLATFORMS".into()),
-            ));
-        }
-    }
-    if let Some(flags) = env.get("XLA_FLAGS") {
-        let tokens: Vec<&str> = flags.split_whitespace().collect();
-        let unknown: Vec<&str> = tokens
-            .iter()
-            .copied()
-            .filter(|t| !t.starts_with("--xla_"))
-            .collect();
-        let gpu_only: Vec<&str> = tokens
-            .iter()
-            .copied()
-            .filter(|t| t.starts_with("--xla_gpu_"))
-            .collect();
-        let keep = |drop: &[&str]| {
-            tokens
-                .iter()
-                .filter(|t| !drop.contains(t))
-                .copied()
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        if !unknown.is_empty() {
-            out.push(Finding::new(
-                "xla-flags-unknown",
-                Severity::Warning,
-                ALL,
-                format!(
-                    "XLA_FLAGS holds entries XLA does not know ({}); XLA aborts on unknown flags",
-                    unknown.join(" ")
-                ),
-                Some(format!("export XLA_FLAGS='{}'", keep(&unknown))),
-            ));
-        }
-        if !gpu_only.is_empty() && (device == Device::Cpu || nvml.gpu_count() == 0) {
-            out.push(Finding::new(
-                "xla-flags-gpu-on-cpu",
-                Severity::Warning,
-                &[Platform::Cpu],
-                format!(
-                    "XLA_FLAGS sets GPU-only flags ({}) that do nothing on a CPU run",
-                    gpu_only.join(" ")
-                ),
-                Some(format!("export XLA_FLAGS='{}'", keep(&gpu_only))),
-            ));
-        }
-    }
-    if let Some(v) = env.get("XLA_PYTHON_CLIENT_MEM_FRACTION") {
-        if !v.parse::<f64>().is_ok_and(|f| f > 0.0 && f <= 1.0) {
-            out.push(Finding::new(
-                "xla-mem-fraction",
-                Severity::Error,
-                GPU,
-                format!("XLA_PYTHON_CLIENT_MEM_FRACTION={v} is not a fraction in (0, 1]"),
-                Some("unset XLA_PYTHON_CLIENT_MEM_FRACTION".into()),
-            ));
-        }
-    }
-    if env
-        .get("XLA_PYTHON_CLIENT_PREALLOCATE")
-        .is_some_and(|v| v == "true" || v == "1")
-    {
-        out.push(Finding::new(
-            "xla-preallocate",
-            Severity::Warning,
-            GPU,
-            "XLA_PYTHON_CLIENT_PREALLOCATE=true makes every process take 75% of GPU memory; jax-runner sets false for its scripts".into(),
-            Some("unset XLA_PYTHON_CLIENT_PREALLOCATE".into()),
-        ));
-    }
-    if env
-        .get("XLA_PYTHON_CLIENT_ALLOCATOR")
-        .is_some_and(|v| v == "platform")
-    {
-        out.push(Finding::new(
-            "xla-allocator-platform",
-            Severity::Warning,
-            GPU,
-            "XLA_PYTHON_CLIENT_ALLOCATOR=platform allocates on demand and is slow".into(),
-            Some("unset XLA_PYTHON_CLIENT_ALLOCATOR".into()),
-        ));
-    }
-    if let (Some(v), true) = (env.get("CUDA_VISIBLE_DEVICES"), nvml.gpu_count() > 0) {
-        if hides_every_gpu(v, nvml) {
-            out.push(Finding::new(
-                "cuda-visible-devices-hides-all",
-                Severity::Error,
-                GPU,
-                format!(
-                    "CUDA_VISIBLE_DEVICES={v:?} hides every one of the {} GPU(s)",
-                    nvml.gpu_count()
-                ),
-                Some("unset CUDA_VISIBLE_DEVICES   # or: export CUDA_VISIBLE_DEVICES=0".into()),
-            ));
-        }
-    }
-    out
-}
-
-/// CUDA stops at the first entry that names no device, so only a valid prefix counts.
-fn hides_every_gpu(value: &str, nvml: &NvmlReport) -> bool {
-    let first = value.split(',').next().unwrap_or("").trim();
-    if first.is_empty() {
-        return true;
-    }
-    if let Ok(i) = first.parse::<i64>() {
-        return i < 0 || i as usize >= nvml.gpu_count();
-    }
-    if first.starts_with("GPU-") || first.starts_with("MIG-") {
-        let uuids: Vec<&str> = nvml.gpus.iter().filter_map(|g| g.uuid.as_deref()).collect();
-        return !uuids.is_empty()
-            && !uuids
-                .iter()
-                .any(|u| u.starts_with(first) || first.starts_with(u));
-    }
-    true
-}
-
-fn library_findings(py: &PythonReport) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let Some(wheel) = &py.cudnn_wheel_version else {
-        return out;
-    };
-    if let Some(dir) = py.ld_library_path.iter().find(|d| !d.cudnn.is_empty()) {
-        let found = &dir.cudnn[0];
-        if major_minor(found) != major_minor(wheel) {
-            let others: Vec<&str> = py
-                .ld_library_path
-                .iter()
-                .filter(|d| d.cudnn.is_empty())
-                .map(|d| d.path.as_str())
-                .collect();
-            out.push(Finding::new(
-                "cudnn-mismatch",
-                Severity::Error,
-                GPU,
-                format!(
-                    "LD_LIBRARY_PATH puts cuDNN {found} from {} ahead of the {wheel} the CUDA wheels bring: jax fails with `Loaded runtime CuDNN library: {found} but source was compiled with: {wheel}`",
-                    dir.path
-                ),
-                Some(format!("export LD_LIBRARY_PATH='{}'", others.join(":"))),
-            ));
-        }
-    }
     out
 }
 

@@ -3,6 +3,7 @@
 //! pre-flight, so a broken GPU sends scripts to the CPU before any of them fails.
 
 mod checks;
+mod environment;
 mod libs;
 mod live;
 pub mod render;

@@ -195,7 +195,7 @@ async fn start(spec: &AttemptSpec) -> Result<(libc::pid_t, OwnedFd, OwnedFd, Sta
     };
     let mut start = Start::Cold;
     if let Some(zygote) = &spec.zygote {
-        match warm_request(spec) {
+        match super::zygote::warm_request(spec) {
             Err(reason) => start = Start::ColdFallback(reason),
             Ok(request) => {
                 let (out_r, out_w) = super::zygote::pipe().map_err(spawn_error)?;
@@ -227,64 +227,6 @@ async fn start(spec: &AttemptSpec) -> Result<(libc::pid_t, OwnedFd, OwnedFd, Sta
     // std's Child neither waits nor kills on drop; wait4 reaps it with its rusage.
     drop(child);
     Ok((pid, out, err, start))
-}
-
-/// An owned warm-start request, or why this attempt must start cold.
-struct WarmRequest {
-    script: String,
-    cwd: String,
-    env: std::collections::BTreeMap<String, String>,
-    cgroup_procs: Option<String>,
-}
-
-impl WarmRequest {
-    fn borrow(&self) -> super::zygote::Request<'_> {
-        super::zygote::Request {
-            script: &self.script,
-            cwd: &self.cwd,
-            env: self.env.clone(),
-            runner_pid: std::process::id(),
-            cgroup_procs: self.cgroup_procs.clone(),
-        }
-    }
-}
-
-fn warm_request(spec: &AttemptSpec) -> Result<WarmRequest, String> {
-    if spec.sandbox.is_some() {
-        return Err("sandboxed scripts start cold: each needs its own mounts".into());
-    }
-    let utf8 = |p: &Path, what: &str| {
-        p.to_str()
-            .map(str::to_string)
-            .ok_or_else(|| format!("the {what} path is not UTF-8"))
-    };
-    // The same environment a cold start would get: the parent's, less the removed
-    // variables, plus the attempt's, plus the leak-tracing token.
-    let mut env = std::collections::BTreeMap::new();
-    if !spec.env_clear {
-        for (k, v) in std::env::vars_os() {
-            let (Ok(k), Ok(v)) = (k.into_string(), v.into_string()) else {
-                return Err("the environment is not UTF-8".into());
-            };
-            env.insert(k, v);
-        }
-    }
-    for key in spec.env_remove {
-        env.remove(*key);
-    }
-    for (k, v) in &spec.env {
-        let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
-            return Err("the environment is not UTF-8".into());
-        };
-        env.insert(k.to_string(), v.to_string());
-    }
-    env.insert(reaper::TOKEN_VAR.to_string(), spec.token.clone());
-    Ok(WarmRequest {
-        script: utf8(&spec.script, "script")?,
-        cwd: utf8(&spec.cwd, "working directory")?,
-        env,
-        cgroup_procs: spec.cgroup.as_ref().map(|c| c.procs_path()),
-    })
 }
 
 /// Runs one attempt to its end, honouring the timeout and stop requests.

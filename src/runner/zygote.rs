@@ -10,6 +10,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
+
+use super::child::AttemptSpec;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -177,4 +179,62 @@ pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: both fds were just created and are owned by nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// An owned warm-start request, or why this attempt must start cold.
+pub struct WarmRequest {
+    script: String,
+    cwd: String,
+    env: std::collections::BTreeMap<String, String>,
+    cgroup_procs: Option<String>,
+}
+
+impl WarmRequest {
+    pub fn borrow(&self) -> Request<'_> {
+        Request {
+            script: &self.script,
+            cwd: &self.cwd,
+            env: self.env.clone(),
+            runner_pid: std::process::id(),
+            cgroup_procs: self.cgroup_procs.clone(),
+        }
+    }
+}
+
+pub fn warm_request(spec: &AttemptSpec) -> Result<WarmRequest, String> {
+    if spec.sandbox.is_some() {
+        return Err("sandboxed scripts start cold: each needs its own mounts".into());
+    }
+    let utf8 = |p: &Path, what: &str| {
+        p.to_str()
+            .map(str::to_string)
+            .ok_or_else(|| format!("the {what} path is not UTF-8"))
+    };
+    // The same environment a cold start would get: the parent's, less the removed
+    // variables, plus the attempt's, plus the leak-tracing token.
+    let mut env = std::collections::BTreeMap::new();
+    if !spec.env_clear {
+        for (k, v) in std::env::vars_os() {
+            let (Ok(k), Ok(v)) = (k.into_string(), v.into_string()) else {
+                return Err("the environment is not UTF-8".into());
+            };
+            env.insert(k, v);
+        }
+    }
+    for key in spec.env_remove {
+        env.remove(*key);
+    }
+    for (k, v) in &spec.env {
+        let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
+            return Err("the environment is not UTF-8".into());
+        };
+        env.insert(k.to_string(), v.to_string());
+    }
+    env.insert(super::reaper::TOKEN_VAR.to_string(), spec.token.clone());
+    Ok(WarmRequest {
+        script: utf8(&spec.script, "script")?,
+        cwd: utf8(&spec.cwd, "working directory")?,
+        env,
+        cgroup_procs: spec.cgroup.as_ref().map(|c| c.procs_path()),
+    })
 }

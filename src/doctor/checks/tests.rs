@@ -1,6 +1,7 @@
 //! Findings from hand-made metadata, NVML reports and environments.
 
 use super::*;
+use crate::doctor::environment::hides_every_gpu;
 use crate::gpu::GpuInfo;
 use crate::python::{PythonInfo, Source};
 

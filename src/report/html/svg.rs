@@ -1,0 +1,217 @@
+//! The inline SVG pieces of the report: memory sparklines and the timeline of
+//! attempts per worker slot, computed here so the template only places them.
+
+use super::*;
+
+pub(super) fn sparkline(id: &str, samples: Option<&Samples>) -> Option<Sparkline> {
+    let points = &samples?.points;
+    if points.is_empty() {
+        return None;
+    }
+    let max_t = points
+        .iter()
+        .map(|p| p.1 as f64)
+        .fold(0.0, f64::max)
+        .max(1e-9);
+    let max_m = points.iter().map(|p| p.2 as f64).fold(0.0, f64::max);
+    let scale_m = max_m.max(1e-9);
+    let inner_w = SPARK_W - 2.0 * SPARK_PAD;
+    let inner_h = SPARK_H - 2.0 * SPARK_PAD;
+    let y_of = |m: f64| SPARK_PAD + inner_h - (m / scale_m) * inner_h;
+
+    let mut lines = Vec::new();
+    let mut start = 0;
+    while start < points.len() {
+        let attempt = points[start].0;
+        let end = points[start..]
+            .iter()
+            .position(|p| p.0 != attempt)
+            .map_or(points.len(), |n| start + n);
+        let seg = &points[start..end];
+        let coords: Vec<String> = if seg.len() == 1 {
+            // A single sample: a short flat stroke so it shows.
+            let x = SPARK_PAD + (seg[0].1 as f64 / max_t) * inner_w;
+            let y = y_of(seg[0].2 as f64);
+            let x0 = (x - 3.0).max(SPARK_PAD);
+            let x1 = (x0 + 6.0).min(SPARK_W - SPARK_PAD);
+            vec![format!("{x0:.1},{y:.1}"), format!("{x1:.1},{y:.1}")]
+        } else {
+            seg.iter()
+                .map(|p| {
+                    let x = SPARK_PAD + (p.1 as f64 / max_t) * inner_w;
+                    format!("{x:.1},{:.1}", y_of(p.2 as f64))
+                })
+                .collect()
+        };
+        lines.push(SparkLine {
+            points: coords.join(" "),
+            last: false,
+        });
+        start = end;
+    }
+    if let Some(l) = lines.last_mut() {
+        l.last = true;
+    }
+    Some(Sparkline {
+        width: SPARK_W,
+        height: SPARK_H,
+        title: format!(
+            "{id}: resident memory over {}, {} samples shown, highest {max_m:.1} MiB",
+            fmt_secs(max_t),
+            points.len()
+        ),
+        lines,
+    })
+}
+
+pub(super) fn parse_time(s: &str) -> Option<SystemTime> {
+    humantime::parse_rfc3339(s)
+        .or_else(|_| humantime::parse_rfc3339_weak(s))
+        .ok()
+}
+
+/// Seconds from `origin` to `t`, negative when `t` is earlier.
+pub(super) fn secs_between(origin: SystemTime, t: SystemTime) -> f64 {
+    match t.duration_since(origin) {
+        Ok(d) => d.as_secs_f64(),
+        Err(e) => -e.duration().as_secs_f64(),
+    }
+}
+
+/// A round step for about `target` ticks over `span` seconds.
+pub(super) fn tick_step(span: f64, target: f64) -> f64 {
+    let raw = (span / target).max(1e-3);
+    let mag = 10f64.powf(raw.log10().floor());
+    let norm = raw / mag;
+    let nice = if norm <= 1.0 {
+        1.0
+    } else if norm <= 2.0 {
+        2.0
+    } else if norm <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+pub(super) fn fmt_tick(v: f64, step: f64) -> String {
+    if step >= 1.0 {
+        format!("{v:.0} s")
+    } else if step >= 0.1 {
+        format!("{v:.1} s")
+    } else {
+        format!("{v:.2} s")
+    }
+}
+
+pub(super) fn timeline(metrics: &PerformanceMetrics, finished: &[Finished]) -> Timeline {
+    let mut placed = Vec::new();
+    let mut skipped = 0;
+    for f in finished {
+        for a in &f.attempts {
+            match parse_time(&a.started_at) {
+                Some(t) => placed.push((f, a, t)),
+                None => skipped += 1,
+            }
+        }
+    }
+    // The run's start is the origin; an attempt stamped earlier (clock skew, a
+    // started_at that did not parse) moves it back so nothing is drawn off the left.
+    let run_start = parse_time(&metrics.run.started_at);
+    let earliest = placed.iter().map(|p| p.2).min();
+    let origin = match (run_start, earliest) {
+        (Some(r), Some(e)) => r.min(e),
+        (Some(r), None) => r,
+        (None, Some(e)) => e,
+        (None, None) => SystemTime::UNIX_EPOCH,
+    };
+    let shift = run_start.map_or(0.0, |r| secs_between(origin, r));
+    let end = placed
+        .iter()
+        .map(|(_, a, t)| secs_between(origin, *t) + a.duration_s.max(0.0))
+        .fold(shift + metrics.run.wall_time_s.max(0.0), f64::max);
+    let span = if end > 0.0 { end } else { 1.0 };
+
+    let slots = placed
+        .iter()
+        .map(|(_, a, _)| a.slot + 1)
+        .max()
+        .unwrap_or(0)
+        .max(metrics.run.jobs)
+        .max(1);
+    let plot_top = 4.0;
+    let plot_bottom = plot_top + slots as f64 * TL_ROW_H;
+    let x_of = |s: f64| TL_GUTTER + (s / span) * TL_PLOT_W;
+
+    let rows = (0..slots)
+        .map(|i| {
+            let y = plot_top + i as f64 * TL_ROW_H;
+            TimelineRow {
+                label: format!("slot {i}"),
+                y,
+                text_y: y + TL_ROW_H / 2.0 + 4.0,
+                stripe: i % 2 == 1,
+            }
+        })
+        .collect();
+
+    let step = tick_step(span, 10.0);
+    let mut ticks = Vec::new();
+    let mut v = 0.0;
+    while v <= span + step * 1e-6 {
+        ticks.push(Tick {
+            x: round1(x_of(v)),
+            label: fmt_tick(v, step),
+        });
+        v += step;
+    }
+
+    let bars = placed
+        .iter()
+        .map(|(f, a, t)| {
+            let start = secs_between(origin, *t).max(0.0);
+            let x = x_of(start);
+            let w = ((a.duration_s.max(0.0) / span) * TL_PLOT_W).max(1.5);
+            let y = plot_top + a.slot as f64 * TL_ROW_H + (TL_ROW_H - TL_BAR_H) / 2.0;
+            // Roughly 6.5 units per character at the label's font size.
+            let fits = ((w - 6.0) / 6.5).floor().max(0.0) as usize;
+            let label = (fits >= 4).then(|| ellipsize(&f.id, fits));
+            Bar {
+                x: round1(x),
+                y: round1(y),
+                w: round1(w),
+                h: TL_BAR_H,
+                status: a.status.as_str(),
+                title: format!(
+                    "{} · attempt {} · {} · {} · slot {} · from {} to {}",
+                    f.id,
+                    a.number,
+                    a.class,
+                    fmt_secs(a.duration_s),
+                    a.slot,
+                    fmt_secs(start),
+                    fmt_secs(start + a.duration_s.max(0.0)),
+                ),
+                label,
+                text_x: round1(x + 4.0),
+                text_y: round1(y + TL_BAR_H / 2.0 + 4.0),
+            }
+        })
+        .collect();
+
+    Timeline {
+        width: TL_GUTTER + TL_PLOT_W + 16.0,
+        height: plot_bottom + TL_AXIS_H,
+        plot_top,
+        plot_bottom,
+        gutter: TL_GUTTER,
+        row_h: TL_ROW_H,
+        plot_w: TL_PLOT_W,
+        rows,
+        ticks,
+        bars,
+        skipped,
+        span: fmt_secs(span),
+    }
+}

@@ -1,0 +1,305 @@
+//! The HTML report from hand-made events: content, escaping, geometry, limits.
+
+use super::svg::tick_step;
+use super::*;
+use serde_json::json;
+
+fn attempt(
+    number: u32,
+    slot: usize,
+    started_at: &str,
+    duration_s: f64,
+    ok: bool,
+) -> serde_json::Value {
+    json!({
+        "number": number,
+        "device": "cpu",
+        "slot": slot,
+        "started_at": started_at,
+        "duration_s": duration_s,
+        "status": if ok { "succeeded" } else { "failed" },
+        "return_code": if ok { 0 } else { 1 },
+        "signal": null,
+        "peak_memory_mb": 120.5,
+        "cpu_user_s": 1.0,
+        "cpu_system_s": 0.1,
+        "class": if ok { "succeeded" } else { "script_error" },
+        "stdout_log": "/r/x.stdout.log",
+        "stderr_log": "/r/x.stderr.log"
+    })
+}
+
+fn result(
+    id: &str,
+    attempts: Vec<serde_json::Value>,
+    ok: bool,
+    stderr_tail: &[&str],
+) -> ScriptResult {
+    let mut v = json!({
+        "schema_version": 1,
+        "id": id,
+        "script_path": format!("/out/m/jax/{id}.py"),
+        "relative_path": format!("m/jax/{id}.py"),
+        "discovered_by": "jax_folder",
+        "success": ok,
+        "status": if ok { "succeeded" } else { "failed" },
+        "class": if ok { "succeeded" } else { "script_error" },
+        "return_code": if ok { 0 } else { 1 },
+        "signal": null,
+        "device_requested": "cpu",
+        "device_used": "cpu",
+        "device_mismatch": false,
+        "jax": {"jax_imported": true, "backend": "cpu", "compile_time_s": 0.75, "uncaught_exception": null},
+        "attempts": attempts,
+        "execution_time_s": 2.5,
+        "peak_memory_mb": 130.25,
+        "cpu_user_s": 1.0,
+        "cpu_system_s": 0.1,
+        "timeout_s": 300.0,
+        "started_at": "2026-11-22T07:40:35.693Z",
+        "finished_at": "2026-11-22T07:40:38.193Z",
+        "stdout_log": "/r/x.stdout.log",
+        "stderr_log": "/r/x.stderr.log",
+        "stdout_bytes": 10,
+        "stderr_bytes": 10,
+        "stderr_tail": stderr_tail,
+        "log_truncated": false,
+        "leaks": [],
+        "data_dir": "/r/data",
+        "sandbox": {"kind": "none", "network": true, "home_visible": true, "environment": "inherited"}
+    });
+    if !ok {
+        v["matched_line"] = json!("ValueError: bad <value> & more");
+        v["exception"] = json!({"type": "ValueError", "message": "bad <value>"});
+    }
+    serde_json::from_value(v).expect("a valid ScriptResult")
+}
+
+fn metrics(results: &[ScriptResult]) -> PerformanceMetrics {
+    let run: crate::model::RunInfo = serde_json::from_value(json!({
+        "started_at": "2026-11-22T07:40:35.000Z",
+        "finished_at": "2026-11-22T07:40:45.000Z",
+        "wall_time_s": 10.0,
+        "device_requested": "cpu",
+        "device": "cpu",
+        "jobs": 2,
+        "interpreter": "/venv/bin/python",
+        "interpreter_source": "flag",
+        "python_version": "3.11.2",
+        "jax_version": "0.10.2",
+        "jaxlib_version": "0.10.2",
+        "output_dir": "/out",
+        "results_dir": "/out/execution_results/jax",
+        "compilation_cache": null,
+        "interrupted": false,
+        "retries": 1,
+        "retry_on": ["timed_out"],
+        "fallback": "cpu",
+        "runner_peak_rss_mb": 20.0,
+        "device_choice": "requested"
+    }))
+    .unwrap();
+    PerformanceMetrics::build(
+        run,
+        results.iter().map(ScriptSummary::of).collect(),
+        vec![],
+        vec!["a <warning>".into()],
+    )
+}
+
+fn feed(events: &[RunEvent]) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = HtmlReporter::new(dir.path().to_path_buf());
+    for e in events {
+        r.handle(e).unwrap();
+    }
+    let html = std::fs::read_to_string(dir.path().join(HTML_FILE)).unwrap();
+    (dir, html)
+}
+
+fn sample_events() -> Vec<RunEvent> {
+    let ok = result(
+        "ok_model",
+        vec![attempt(1, 0, "2026-11-22T07:40:35.693Z", 2.5, true)],
+        true,
+        &[],
+    );
+    let bad = result(
+        "bad<b>&model",
+        vec![
+            attempt(1, 1, "2026-11-22T07:40:35.700Z", 1.0, false),
+            attempt(2, 1, "2026-11-22T07:40:37.000Z", 1.5, false),
+        ],
+        false,
+        &[
+            "Traceback (most recent call last):",
+            "<script>alert(1)</script>",
+            "ValueError: bad <value>",
+        ],
+    );
+    let mut events = vec![RunEvent::RunStarted {
+        total: 2,
+        jobs: 2,
+        device: crate::config::Platform::Cpu,
+        interpreter: "/venv/bin/python".into(),
+    }];
+    for i in 0..5 {
+        events.push(RunEvent::Sample {
+            id: "ok_model".into(),
+            attempt: 1,
+            elapsed_s: i as f64 * 0.5,
+            rss_mb: 50.0 + i as f64 * 10.0,
+            processes: 1,
+        });
+    }
+    let m = metrics(&[ok.clone(), bad.clone()]);
+    events.push(RunEvent::ScriptFinished {
+        result: Box::new(bad),
+    });
+    events.push(RunEvent::ScriptFinished {
+        result: Box::new(ok),
+    });
+    events.push(RunEvent::RunFinished {
+        metrics: Box::new(m),
+    });
+    events
+}
+
+#[test]
+fn writes_the_report_with_every_script() {
+    let (_d, html) = feed(&sample_events());
+    assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..100]);
+    assert!(html.contains("ok_model"));
+    // Ids are escaped wherever they appear.
+    assert!(html.contains("bad&lt;b&gt;&amp;model"));
+    assert!(!html.contains("bad<b>"));
+    assert!(html.contains("0.10.2"));
+    assert!(html.contains("/venv/bin/python") || html.contains("&#x2f;venv&#x2f;bin&#x2f;python"));
+    assert!(html.contains("document.body.dataset.rendered"));
+    assert!(html.contains("a &lt;warning&gt;"));
+}
+
+#[test]
+fn escapes_stderr_and_failure_details() {
+    let (_d, html) = feed(&sample_events());
+    assert!(!html.contains("<script>alert(1)"), "stderr must be escaped");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"));
+    assert!(html.contains("ValueError: bad &lt;value&gt;"));
+    assert!(html.contains("script_error"));
+    // Exactly one inline <script> element: the page's own.
+    assert_eq!(html.matches("<script").count(), 1);
+}
+
+#[test]
+fn one_timeline_rect_per_attempt() {
+    let (_d, html) = feed(&sample_events());
+    assert_eq!(html.matches("<rect class=\"attempt").count(), 3);
+    assert_eq!(html.matches("class=\"attempt succeeded\"").count(), 1);
+    assert_eq!(html.matches("class=\"attempt failed\"").count(), 2);
+    assert!(html.contains("<title>ok_model · attempt 1 · succeeded · 2.50 s"));
+    // Two slots, two rows.
+    assert!(html.contains(">slot 0<") && html.contains(">slot 1<"));
+}
+
+#[test]
+fn memory_sparkline_from_samples() {
+    let (_d, html) = feed(&sample_events());
+    assert_eq!(
+        html.matches("<polyline").count(),
+        1,
+        "only ok_model has samples"
+    );
+}
+
+#[test]
+fn self_contained() {
+    let (_d, html) = feed(&sample_events());
+    assert!(!html.contains("http://"), "remote reference in the report");
+    assert!(!html.contains("https://"), "remote reference in the report");
+    assert!(!html.contains("src="), "no external scripts or images");
+    assert!(!html.contains("<link"), "no external stylesheets");
+}
+
+#[test]
+fn samples_stay_bounded_and_even() {
+    let mut s = Samples::default();
+    for i in 0..100_000u32 {
+        s.push(1 + i / 50_000, i as f64, i as f64);
+    }
+    assert!(s.points.len() < MAX_POINTS);
+    assert!(s.points.len() >= MAX_POINTS / 2);
+    let gaps: Vec<f32> = s.points.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    assert!(gaps.iter().all(|g| *g == gaps[0]), "evenly spaced");
+    let spark = sparkline("x", Some(&s)).unwrap();
+    assert_eq!(spark.lines.len(), 2, "one line per attempt");
+}
+
+#[test]
+fn a_write_failure_is_an_error_not_a_panic() {
+    let mut r = HtmlReporter::new(PathBuf::from("/proc/no/such/place"));
+    let events = sample_events();
+    let err = events
+        .iter()
+        .map(|e| r.handle(e))
+        .find_map(Result::err)
+        .expect("writing under /proc fails");
+    assert!(err.to_string().contains("report.html"), "{err}");
+}
+
+#[test]
+fn bad_timestamps_are_skipped_not_fatal() {
+    let odd = result(
+        "odd",
+        vec![attempt(1, 0, "not a time", 1.0, true)],
+        true,
+        &[],
+    );
+    let m = metrics(std::slice::from_ref(&odd));
+    let (_d, html) = feed(&[
+        RunEvent::ScriptFinished {
+            result: Box::new(odd),
+        },
+        RunEvent::RunFinished {
+            metrics: Box::new(m),
+        },
+    ]);
+    assert_eq!(html.matches("<rect class=\"attempt").count(), 0);
+    assert!(html.contains("odd"));
+}
+
+#[test]
+fn the_started_event_names_the_slot() {
+    let r = result(
+        "late",
+        vec![attempt(1, 0, "2026-11-22T07:40:36.000Z", 1.0, true)],
+        true,
+        &[],
+    );
+    let m = metrics(std::slice::from_ref(&r));
+    let (_d, html) = feed(&[
+        RunEvent::ScriptStarted {
+            id: "late".into(),
+            attempt: 1,
+            device: crate::config::Platform::Cpu,
+            path: "m/jax/late.py".into(),
+            slot: 1,
+        },
+        RunEvent::ScriptFinished {
+            result: Box::new(r),
+        },
+        RunEvent::RunFinished {
+            metrics: Box::new(m),
+        },
+    ]);
+    // Row 1 starts at 4 + 24; the bar is centred in it.
+    let y = 4.0 + TL_ROW_H + (TL_ROW_H - TL_BAR_H) / 2.0;
+    assert!(html.contains(&format!("y=\"{y:.1}\"")), "{html}");
+}
+
+#[test]
+fn tick_steps_are_round() {
+    assert_eq!(tick_step(10.0, 10.0), 1.0);
+    assert_eq!(tick_step(95.0, 10.0), 10.0);
+    assert_eq!(tick_step(3.0, 10.0), 0.5);
+    assert_eq!(tick_step(400.0, 10.0), 50.0);
+}
