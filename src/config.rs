@@ -214,14 +214,24 @@ impl RunConfig {
                 .map(str::trim)
                 .filter(|n| !n.is_empty())
                 .map(|n| {
-                    FailureClass::parse(n).ok_or_else(|| ConfigError::Invalid {
-                        option: "--retry-on",
-                        value: n.to_string(),
-                        reason: format!(
-                            "not a failure class; use one of {}",
-                            FailureClass::ALL.map(FailureClass::as_str).join(", ")
-                        ),
-                    })
+                    let retryable = |c: &FailureClass| {
+                        !matches!(c, FailureClass::Succeeded | FailureClass::Interrupted)
+                    };
+                    FailureClass::parse(n)
+                        .filter(retryable)
+                        .ok_or_else(|| ConfigError::Invalid {
+                            option: "--retry-on",
+                            value: n.to_string(),
+                            reason: format!(
+                                "not a failure class that can be retried; use one of {}",
+                                FailureClass::ALL
+                                    .into_iter()
+                                    .filter(retryable)
+                                    .map(FailureClass::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        })
                 })
                 .collect::<Result<_, _>>()?,
         };

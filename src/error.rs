@@ -9,7 +9,7 @@ use std::sync::Arc;
 pub enum ConfigError {
     #[error("output directory {path} does not exist: pass --output-dir with the folder that holds the rendered scripts")]
     OutputDirMissing { path: PathBuf },
-    #[error("output directory {path} is not a directory")]
+    #[error("output directory {path} is not a directory: pass --output-dir with the folder that holds the rendered scripts")]
     OutputDirNotADirectory { path: PathBuf },
     #[error("failed to resolve output directory {path}")]
     OutputDirUnreadable {
@@ -62,7 +62,7 @@ pub enum PythonError {
         #[source]
         source: std::io::Error,
     },
-    #[error("probing {path} failed: {message}")]
+    #[error("probing {path} failed ({message}): is it a Python 3 interpreter? pass --python with one that has jax, or run `jax-runner setup`")]
     Probe { path: PathBuf, message: String },
     #[error("{path} cannot import jax ({reason}); fix it with:\n    {fix}")]
     NoJax {
