@@ -140,6 +140,7 @@ impl From<DeviceArg> for Device {
 }
 
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Discovery")]
 pub struct DiscoverArgs {
     /// The pipeline output folder to search.
     #[arg(long, value_name = "DIR", default_value = "output")]
@@ -159,84 +160,102 @@ pub struct DiscoverArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub discover: DiscoverArgs,
-    /// Device to run on: auto picks the GPU when NVML reports one.
-    #[arg(long, value_enum, default_value = "auto")]
+    /// Device to run on: auto takes the GPU when the pre-flight ran jax on it.
+    #[arg(help_heading = "Device", long, value_enum, default_value = "auto")]
     pub device: DeviceArg,
     /// Scripts run at once [default: CPU cores for CPU runs, one per GPU for GPU runs].
-    #[arg(long, short = 'j', value_name = "N")]
+    #[arg(help_heading = "Execution", long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,
     /// Time limit of one script, e.g. 90s, 5m, 1h.
-    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration)]
+    #[arg(help_heading = "Execution", long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration)]
     pub timeout: Duration,
     /// Time between SIGTERM and SIGKILL when stopping a script.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    #[arg(help_heading = "Execution", long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub grace: Duration,
     /// Python interpreter to use (else JAX_RUNNER_PYTHON, VIRTUAL_ENV, python3, managed env).
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Execution", long, value_name = "PATH")]
     pub python: Option<PathBuf>,
     /// Persistent XLA compilation cache folder, or `off` [default: in the user cache].
-    #[arg(long, value_name = "DIR|off")]
+    #[arg(help_heading = "Execution", long, value_name = "DIR|off")]
     pub compilation_cache: Option<String>,
     /// Retries after a failed attempt, for the classes in --retry-on.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(help_heading = "Failures", long, value_name = "N", default_value_t = 1)]
     pub retries: u32,
     /// Failure classes to retry, comma-separated [default: killed_by_signal]. Classes:
     /// script_error, timed_out, out_of_memory, gpu_environment, broken_install,
     /// killed_by_signal.
-    #[arg(long, value_name = "CLASSES", value_delimiter = ',')]
+    #[arg(
+        help_heading = "Failures",
+        long,
+        value_name = "CLASSES",
+        value_delimiter = ','
+    )]
     pub retry_on: Option<Vec<String>>,
     /// Delay before the first retry; doubles each retry, with jitter.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    #[arg(help_heading = "Failures", long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub retry_delay: Duration,
     /// Where a GPU script goes when the GPU environment fails: cpu, or none to fail.
-    #[arg(long, value_name = "cpu|none", default_value = "cpu", value_parser = ["cpu", "none"])]
+    #[arg(help_heading = "Failures", long, value_name = "cpu|none", default_value = "cpu", value_parser = ["cpu", "none"])]
     pub fallback: String,
     /// Cap on each log file (e.g. 50M, 1G), keeping its head and its end [default: no cap].
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(help_heading = "Reports", long, value_name = "SIZE", value_parser = parse_size)]
     pub max_log_size: Option<u64>,
     /// Run each script in a bubblewrap sandbox: on, off, or auto (on when bwrap works).
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(
+        help_heading = "Sandbox and limits",
+        long,
+        value_enum,
+        default_value = "auto"
+    )]
     pub sandbox: SandboxArg,
     /// Kill a script whose process tree's resident memory passes SIZE (e.g. 4G).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(help_heading = "Sandbox and limits", long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_limit: Option<u64>,
     /// At most N processes per script (a fork bomb stays contained).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Sandbox and limits", long, value_name = "N")]
     pub max_procs: Option<u32>,
     /// Set KEY=VALUE in every script's environment (repeatable).
-    #[arg(long = "env", value_name = "KEY=VALUE")]
+    #[arg(
+        help_heading = "Sandbox and limits",
+        long = "env",
+        value_name = "KEY=VALUE"
+    )]
     pub env: Vec<String>,
     /// Pass the parent's variable NAME into sandboxed scripts too (repeatable).
-    #[arg(long = "env-pass", value_name = "NAME")]
+    #[arg(
+        help_heading = "Sandbox and limits",
+        long = "env-pass",
+        value_name = "NAME"
+    )]
     pub env_pass: Vec<String>,
     /// Fork scripts from a Python that has jax imported already (skips ~0.7 s of start
     /// per script). auto: on for unsandboxed runs.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(help_heading = "Speed", long, value_enum, default_value = "auto")]
     pub warm_start: WarmArg,
     /// Skip scripts whose previous success in this results folder still matches
     /// (same source, interpreter, jax, device and jax environment).
-    #[arg(long, conflicts_with = "rerun_failed")]
+    #[arg(help_heading = "Speed", long, conflicts_with = "rerun_failed")]
     pub resume: bool,
     /// Run only the scripts that did not succeed last time.
-    #[arg(long)]
+    #[arg(help_heading = "Speed", long)]
     pub rerun_failed: bool,
     /// Record a jax.profiler trace of each script in its data folder (Perfetto,
     /// TensorBoard).
-    #[arg(long)]
+    #[arg(help_heading = "Speed", long)]
     pub profile: bool,
     /// Results layout: auto adds GNN's step-12 layout (12_execute_output/) when the
     /// tree holds 11_render_output; gnn always adds it; plain never does.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(help_heading = "Reports", long, value_enum, default_value = "auto")]
     pub layout: LayoutArg,
     /// Write the event stream as NDJSON to FILE, or to standard output with `-`.
-    #[arg(long, value_name = "FILE|-")]
+    #[arg(help_heading = "Reports", long, value_name = "FILE|-")]
     pub events: Option<PathBuf>,
     /// Live progress bars: auto shows them when stderr is a terminal.
-    #[arg(long, value_enum, default_value = "auto")]
+    #[arg(help_heading = "Reports", long, value_enum, default_value = "auto")]
     pub progress: ProgressArg,
     /// Skip the environment pre-flight (the doctor checks a run does once); GPU
     /// problems then show up script by script and fall back there.
-    #[arg(long)]
+    #[arg(help_heading = "Device", long)]
     pub no_preflight: bool,
 }
 
@@ -265,6 +284,7 @@ pub struct SetupArgs {
 }
 
 #[derive(Debug, Clone, Copy, Args)]
+#[command(next_help_heading = "Output")]
 pub struct Verbosity {
     /// More output (-v debug, -vv trace).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
