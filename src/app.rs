@@ -19,6 +19,7 @@ use crate::paths::rfc3339;
 use crate::plan::{plan, preflight, sandbox_info, zygote_env};
 use crate::python::Interpreter;
 use crate::report::{self, Reporter};
+use crate::runner::ray::{Cluster, RayClient};
 use crate::runner::sandbox::{self, Bwrap, SandboxMode};
 use crate::runner::zygote::Zygote;
 use crate::runner::{self, telemetry, RunContext, SandboxSetup, Stop};
@@ -84,6 +85,7 @@ pub async fn run(
     config: &RunConfig,
     interpreter: Option<&Interpreter>,
     bwrap: Result<Bwrap, String>,
+    cluster: Option<Cluster>,
     discovery: Discovery,
     mut reporters: Vec<Box<dyn Reporter>>,
     stop: watch::Receiver<Stop>,
@@ -114,7 +116,10 @@ pub async fn run(
     let (events, rx) = EventSender::channel();
     let dispatcher = tokio::spawn(report::dispatch(rx, reporters));
     let environment = match interpreter {
-        Some(interp) if config.preflight && !discovery.scripts.is_empty() => {
+        // On a Ray cluster this machine's GPUs do not matter: the cluster check did it.
+        Some(interp)
+            if config.preflight && config.ray.is_none() && !discovery.scripts.is_empty() =>
+        {
             let (config, interp) = (config.clone(), interp.clone());
             tokio::task::spawn_blocking(move || preflight(&config, &interp))
                 .await
@@ -123,7 +128,10 @@ pub async fn run(
         _ => None,
     };
     let history = History::load(&config.results_dir);
-    let plan = plan(config, environment.as_ref(), history.max_peak_mb());
+    let plan = match &cluster {
+        Some(c) => crate::plan::ray_plan(config, c),
+        None => plan(config, environment.as_ref(), history.max_peak_mb()),
+    };
     let started_at = SystemTime::now();
     let started = Instant::now();
     let warn = |message: String| events.emit(RunEvent::Warning { message });
@@ -158,7 +166,7 @@ pub async fn run(
             None
         }
     };
-    if let (Err(reason), SandboxMode::Auto) = (&bwrap, config.sandbox) {
+    if let (Err(reason), SandboxMode::Auto, None) = (&bwrap, config.sandbox, &config.ray) {
         warn(format!(
             "scripts run without a sandbox: {reason} (install it with `{}`)",
             sandbox::INSTALL_HINT
@@ -171,7 +179,9 @@ pub async fn run(
     }
 
     let zygote = match (interpreter, config.warm_start, bwrap.is_ok()) {
-        (Some(interp), WarmStart::On | WarmStart::Auto, false) if !discovery.scripts.is_empty() => {
+        (Some(interp), WarmStart::On | WarmStart::Auto, false)
+            if !discovery.scripts.is_empty() && config.ray.is_none() =>
+        {
             let env = zygote_env(shim_dir.as_deref());
             let python = interp.path.clone();
             match tokio::task::spawn_blocking(move || Zygote::start(&python, &env)).await {
@@ -279,6 +289,10 @@ pub async fn run(
                     .collect(),
                 fingerprints,
                 profile: config.profile,
+                ray: config
+                    .ray
+                    .as_ref()
+                    .map(|r| RayClient::new(&r.address, r.token.clone())),
             });
             let scripts = ordered.iter().map(|(_, s)| s.clone()).collect();
             let ran = runner::run_all(ctx, scripts, events.clone(), stop.clone()).await;

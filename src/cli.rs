@@ -93,6 +93,12 @@ pub struct DoctorArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    Local,
+    Ray,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum WarmArg {
     Auto,
     On,
@@ -232,6 +238,26 @@ pub struct RunArgs {
     /// per script). auto: on for unsandboxed runs.
     #[arg(help_heading = "Speed", long, value_enum, default_value = "auto")]
     pub warm_start: WarmArg,
+    /// Where scripts run: here, or as jobs on a Ray cluster (--ray-address).
+    #[arg(long, value_enum, default_value = "local", help_heading = "Backend")]
+    pub backend: BackendArg,
+    /// The Ray cluster's dashboard address, e.g. http://head-node:8265.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "RAY_ADDRESS",
+        help_heading = "Backend"
+    )]
+    pub ray_address: Option<String>,
+    /// Bearer token for Ray clusters with token authentication.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "JAX_RUNNER_RAY_TOKEN",
+        hide_env_values = true,
+        help_heading = "Backend"
+    )]
+    pub ray_token: Option<String>,
     /// Skip scripts whose previous success in this results folder still matches
     /// (same source, interpreter, jax, device and jax environment).
     #[arg(help_heading = "Speed", long, conflicts_with = "rerun_failed")]
@@ -376,6 +402,10 @@ impl RunArgs {
                 Reuse::None
             },
             profile: self.profile,
+            // Only --backend ray uses the address (RAY_ADDRESS may be set for other tools).
+            ray_address: (self.backend == BackendArg::Ray)
+                .then(|| self.ray_address.clone().unwrap_or_default()),
+            ray_token: self.ray_token.clone(),
             warm_start: match self.warm_start {
                 WarmArg::Auto => WarmStart::Auto,
                 WarmArg::On => WarmStart::On,

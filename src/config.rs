@@ -120,6 +120,17 @@ pub struct RunConfig {
     pub reuse: Reuse,
     /// `--profile`: a jax.profiler trace per script.
     pub profile: bool,
+    /// `--backend ray`: the cluster's dashboard address and token.
+    pub ray: Option<RayOptions>,
+}
+
+/// Where a Ray cluster is.
+#[derive(Debug, Clone)]
+pub struct RayOptions {
+    /// `http://HOST:8265`.
+    pub address: String,
+    /// Bearer token for clusters with token authentication.
+    pub token: Option<String>,
 }
 
 /// `--warm-start`.
@@ -166,6 +177,9 @@ pub struct RunOptions {
     pub warm_start: WarmStart,
     pub reuse: Reuse,
     pub profile: bool,
+    /// `Some(address)` for `--backend ray`.
+    pub ray_address: Option<String>,
+    pub ray_token: Option<String>,
 }
 
 impl RunConfig {
@@ -295,6 +309,22 @@ impl RunConfig {
             warm_start: opts.warm_start,
             reuse: opts.reuse,
             profile: opts.profile,
+            ray: match &opts.ray_address {
+                None => None,
+                Some(a) if a.starts_with("http://") || a.starts_with("https://") => {
+                    Some(RayOptions {
+                        address: a.clone(),
+                        token: opts.ray_token.clone(),
+                    })
+                }
+                Some(a) => {
+                    return Err(ConfigError::Invalid {
+                        option: "--ray-address",
+                        value: a.clone(),
+                        reason: "use the dashboard URL, e.g. http://head-node:8265".into(),
+                    })
+                }
+            },
             gnn_layout: opts
                 .gnn_layout
                 .unwrap_or_else(|| output_dir.join("11_render_output").is_dir()),
@@ -383,6 +413,8 @@ mod tests {
             warm_start: WarmStart::Off,
             reuse: Reuse::None,
             profile: false,
+            ray_address: None,
+            ray_token: None,
         }
     }
 

@@ -118,6 +118,8 @@ pub enum Error {
     Python(#[from] PythonError),
     #[error(transparent)]
     Report(#[from] ReportError),
+    #[error(transparent)]
+    Ray(#[from] crate::runner::ray::RayError),
     #[error("failed to start the async runtime")]
     Runtime(#[source] std::io::Error),
 }

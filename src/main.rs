@@ -85,7 +85,7 @@ fn main() -> ExitCode {
 fn exit_code(err: &Error) -> u8 {
     match err {
         Error::Config(_) | Error::Discovery(_) | Error::Python(_) | Error::Runtime(_) => EXIT_USAGE,
-        Error::Report(_) => EXIT_USAGE,
+        Error::Report(_) | Error::Ray(_) => EXIT_USAGE,
     }
 }
 
@@ -180,7 +180,11 @@ fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
             "cannot become a subreaper ({e}): leftover processes may escape leak checks"
         );
     }
-    let bwrap = jax_runner::plan::choose_sandbox(&config)?;
+    let bwrap = if config.ray.is_some() {
+        Err("scripts run on the Ray cluster".to_string())
+    } else {
+        jax_runner::plan::choose_sandbox(&config)?
+    };
     let discovery = app::discover(&config)?;
     let interpreter = if discovery.scripts.is_empty() {
         None
@@ -208,6 +212,20 @@ fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
         .as_deref()
         .map(report::NdjsonReporter::open)
         .transpose()?;
+    // A Ray run checks its cluster first: unreachable, or no GPU for a GPU run, is an
+    // error before anything is submitted.
+    let cluster = match &config.ray {
+        Some(r) if !discovery.scripts.is_empty() => {
+            let client = jax_runner::runner::ray::RayClient::new(&r.address, r.token.clone());
+            let want_gpu = config.device == jax_runner::config::Device::Gpu;
+            Some(
+                runtime
+                    .block_on(client.check(want_gpu))
+                    .map_err(Error::Ray)?,
+            )
+        }
+        _ => None,
+    };
     let report = runtime.block_on(async {
         let (stop_tx, stop_rx) = watch::channel(Stop::Run);
         tokio::spawn(forward_signals(stop_tx));
@@ -221,6 +239,7 @@ fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
             &config,
             interpreter.as_ref(),
             bwrap,
+            cluster,
             discovery,
             reporters,
             stop_rx,

@@ -141,3 +141,29 @@ fn cpu_slots(history_peak_mb: Option<f64>) -> usize {
     let fit = (free_mb * 0.9 / peak).floor() as usize;
     cores.min(fit.max(1))
 }
+
+/// A Ray run: the cluster decides. `auto` takes a GPU when the cluster has one (the
+/// check before the run refused `gpu` on a cluster without); jobs default to the
+/// cluster's CPUs, or its GPUs for a GPU run.
+pub fn ray_plan(config: &RunConfig, cluster: &crate::runner::ray::Cluster) -> Plan {
+    let platform = match config.device {
+        Device::Auto if cluster.gpus > 0.0 => Platform::Gpu,
+        Device::Auto | Device::Cpu => Platform::Cpu,
+        Device::Gpu => Platform::Gpu,
+        Device::Tpu => Platform::Tpu,
+    };
+    let slots = if platform == Platform::Gpu {
+        cluster.gpus
+    } else {
+        cluster.cpus
+    };
+    Plan {
+        platform,
+        jobs: config.jobs.map_or((slots as usize).max(1), |j| j.get()),
+        gpu_unusable: None,
+        reason: format!(
+            "Ray cluster (Ray {}): {} CPU, {} GPU",
+            cluster.ray_version, cluster.cpus, cluster.gpus
+        ),
+    }
+}

@@ -98,6 +98,9 @@ pub struct Attempt {
     /// Forks the `--max-procs` cgroup refused.
     #[serde(skip_serializing_if = "is_zero", default)]
     pub refused_forks: u64,
+    /// The Ray job that ran this attempt (`--backend ray`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub ray: Option<crate::runner::ray::RayJob>,
     /// `warm` (forked from the zygote that had jax imported) or `cold` (a fresh
     /// interpreter).
     #[serde(default = "cold")]

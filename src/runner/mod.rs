@@ -7,6 +7,7 @@ pub mod classify;
 pub mod env;
 pub mod limits;
 mod output;
+pub mod ray;
 pub mod reaper;
 pub mod retry;
 pub mod sandbox;
@@ -83,6 +84,8 @@ pub struct RunContext {
     pub zygote: Option<Arc<zygote::Zygote>>,
     /// `--profile`.
     pub profile: bool,
+    /// `--backend ray`: the cluster that runs the scripts.
+    pub ray: Option<ray::RayClient>,
     /// Each script's fingerprint (see [`crate::history::fingerprint`]).
     pub fingerprints: std::collections::HashMap<String, String>,
 }

@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use super::child::{self, AttemptOutcome, AttemptSpec, SpawnError, StoppedBy};
 use super::classify::{classify, Ending, FailureClass};
-use super::{env, limits, sandbox, sys, telemetry, RunContext, Stop};
+use super::{env, limits, ray, sandbox, sys, telemetry, RunContext, Stop};
 use crate::config::Platform;
 use crate::discovery::Script;
 use crate::events::{EventSender, RunEvent};
@@ -119,9 +119,36 @@ pub async fn run_script(
             path: script.relative_path.to_string_lossy().into_owned(),
             slot,
         });
-        let outcome = match &prepared {
-            Ok(()) => child::run_attempt(&spec, stop.clone()).await,
-            Err(e) => Err(SpawnError::Prepare {
+        let mut job = None;
+        let outcome = match (&prepared, &ctx.ray) {
+            (Ok(()), Some(client)) => {
+                let spec = ray::JobSpec {
+                    script: &script.path,
+                    env: remote_env(&spec.env),
+                    gpu: platform == Platform::Gpu,
+                    submission_id: format!(
+                        "jax-runner-{}-{}-{number}",
+                        sanitize_cgroup(&ctx.run_token),
+                        script.id
+                    ),
+                    stdout_log: &spec.stdout_log,
+                    stderr_log: &spec.stderr_log,
+                    timeout: ctx.timeout,
+                };
+                match ray::run_attempt(client, &spec, stop.clone()).await {
+                    Ok((o, j)) => {
+                        job = Some(j);
+                        Ok(o)
+                    }
+                    Err(e) => Err(SpawnError::Spawn {
+                        python: PathBuf::from("ray job"),
+                        script: script.path.clone(),
+                        source: std::io::Error::other(e.to_string()),
+                    }),
+                }
+            }
+            (Ok(()), None) => child::run_attempt(&spec, stop.clone()).await,
+            (Err(e), _) => Err(SpawnError::Prepare {
                 path: data_dir.clone(),
                 source: std::io::Error::new(e.kind(), e.to_string()),
             }),
@@ -138,6 +165,7 @@ pub async fn run_script(
             Err(e) => spawn_failure(number, platform, &spec, &e, &mut result),
         };
         attempt.slot = slot;
+        attempt.ray = job;
         let class = attempt.class;
         let reason = attempt.matched_line.clone();
         events.emit(RunEvent::AttemptFinished {
@@ -200,6 +228,20 @@ fn full_env(ctx: &RunContext, runner: Vec<(&'static str, OsString)>) -> Vec<(OsS
             .map(|(k, v)| (OsString::from(k), OsString::from(v))),
     );
     vars
+}
+
+/// A job's environment on the cluster: the runner's variables for the script, less
+/// what only makes sense on this machine (the telemetry shim's paths).
+fn remote_env(env: &[(OsString, OsString)]) -> Vec<(String, String)> {
+    env.iter()
+        .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_RUNNER_TELEMETRY")
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
 }
 
 /// cgroup names: letters, digits, `-`, `_`, `.` only, and not too long.
@@ -298,6 +340,7 @@ fn record(
         log_cut_bytes: o.stdout.cut_bytes + o.stderr.cut_bytes,
         leaks: o.leaks.clone(),
         refused_forks: o.refused_forks,
+        ray: None,
         start: if o.start == child::Start::Warm {
             "warm"
         } else {
@@ -346,6 +389,7 @@ fn spawn_failure(
         log_cut_bytes: 0,
         leaks: Vec::new(),
         refused_forks: 0,
+        ray: None,
         start: "cold".into(),
         cold_start_reason: None,
     }
