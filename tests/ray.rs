@@ -65,6 +65,19 @@ for i in $(seq 90); do {bin}/python -c 'import urllib.request; urllib.request.ur
 fn the_sample_runs_on_a_ray_cluster_like_it_runs_here() {
     let venv = ray_venv();
     let t = Tree::new();
+    // The sample pipeline output, plus a script that fails.
+    for model in ["pomdp_solver", "general_model", "combined_model"] {
+        let dest = t
+            .dir
+            .path()
+            .join(format!("gnn_rendered_simulators/jax/{model}.py"));
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(
+            repo().join(format!("output/gnn_rendered_simulators/jax/{model}.py")),
+            dest,
+        )
+        .unwrap();
+    }
     t.fixture("ok_jax.py", "m/jax/ok_jax.py");
     t.fixture("fail_exception.py", "m/jax/fail.py");
     let bin = assert_cmd::cargo::cargo_bin("jax-runner");
@@ -91,7 +104,13 @@ fn the_sample_runs_on_a_ray_cluster_like_it_runs_here() {
 
     let local = t.run(&["--python", venv.to_str().unwrap()]);
     assert_eq!(code(&local), 1);
-    for id in ["ok_jax", "fail"] {
+    for id in [
+        "pomdp_solver",
+        "general_model",
+        "combined_model",
+        "ok_jax",
+        "fail",
+    ] {
         let remote = read_json(&ray_results.join(format!("{id}_results.json")));
         let here = t.result(id);
         for key in ["status", "class", "return_code", "success"] {
