@@ -52,6 +52,9 @@ pub struct RayJob {
     pub status: String,
     /// The cluster's message about the job.
     pub message: Option<String>,
+    /// Ray's error type when the job failed (`JOB_ENTRYPOINT_COMMAND_ERROR`, …).
+    #[serde(default)]
+    pub error_type: Option<String>,
 }
 
 /// A client of one cluster.
@@ -381,6 +384,7 @@ pub async fn run_attempt(
         node_id: status["driver_node_id"].as_str().map(str::to_string),
         status: status["status"].as_str().unwrap_or("").to_string(),
         message: status["message"].as_str().map(str::to_string),
+        error_type: status["error_type"].as_str().map(str::to_string),
     };
     Ok((
         AttemptOutcome {
