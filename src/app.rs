@@ -28,7 +28,7 @@ use std::collections::HashMap;
 /// Takes the results folder's lock, so two runners never write the same folder.
 pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
     let path = config.results_dir.join(".jax-runner.lock");
-    let locked = |source| ConfigError::ResultsDir {
+    let locked = |source| ConfigError::Lock {
         path: path.clone(),
         source,
     };

@@ -23,6 +23,12 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    #[error("failed to lock the results folder with {path}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("another jax-runner (pid {holder}) is writing {path}: wait for it to finish, or pass --results-dir with another folder")]
     ResultsLocked { path: PathBuf, holder: String },
     #[error("--sandbox on, but {reason}: install it with `{hint}`, or run with --sandbox off")]

@@ -145,12 +145,17 @@ fn reap_orphans(leaks: &[Leak]) {
 /// The kernel's OOM-kill counter for the runner's cgroup (cgroup v2), which children
 /// share: a SIGKILL while it rose is the OOM killer's doing.
 pub fn oom_kill_count() -> Option<u64> {
-    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let rel = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
-    let path = PathBuf::from("/sys/fs/cgroup")
-        .join(rel.trim_start_matches('/'))
-        .join("memory.events");
-    let events = std::fs::read_to_string(path).ok()?;
+    // The runner's cgroup does not change: find its events file once, not per attempt.
+    static EVENTS: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let path = EVENTS.get_or_init(|| {
+        let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let rel = cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
+        let path = PathBuf::from("/sys/fs/cgroup")
+            .join(rel.trim_start_matches('/'))
+            .join("memory.events");
+        path.is_file().then_some(path)
+    });
+    let events = std::fs::read_to_string(path.as_ref()?).ok()?;
     events
         .lines()
         .find_map(|l| l.strip_prefix("oom_kill "))
