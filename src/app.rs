@@ -49,24 +49,25 @@ pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
 
 /// Discovers scripts for `config`.
 pub fn discover(config: &RunConfig) -> Result<Discovery, DiscoveryError> {
-    discover_in(&config.output_dir, config.recursive, &config.results_dir)
+    discover_in(
+        &config.output_dir,
+        config.recursive,
+        &[config.results_dir.clone(), config.step12_dir.clone()],
+    )
 }
 
-/// Discovers scripts under `output_dir`, never entering the runner's own outputs (the
-/// results folder and GNN's `12_execute_output`).
+/// Discovers scripts under `output_dir`, never entering the runner's own outputs
+/// (`exclude`: the results folder and GNN's `12_execute_output`).
 pub fn discover_in(
     output_dir: &std::path::Path,
     recursive: bool,
-    results_dir: &std::path::Path,
+    exclude: &[std::path::PathBuf],
 ) -> Result<Discovery, DiscoveryError> {
     crate::discovery::discover(
         output_dir,
         &DiscoverOptions {
             recursive,
-            exclude: vec![
-                results_dir.to_path_buf(),
-                output_dir.join(report::gnn::STEP12_DIR),
-            ],
+            exclude: exclude.to_vec(),
         },
     )
 }
@@ -105,12 +106,18 @@ pub async fn run(
     )));
     let gnn = config
         .gnn_layout
-        .then(|| report::gnn::plan(&config.output_dir, &discovery.scripts));
+        .then(|| report::gnn::plan(&config.step12_dir, &discovery.scripts));
     if let Some(entries) = &gnn {
         reporters.push(Box::new(report::GnnReporter::new(
-            &config.output_dir,
+            config.step12_dir.clone(),
             config.results_dir.clone(),
             entries.clone(),
+            report::gnn::RunFacts {
+                target_directory: config.output_dir.clone(),
+                render_failures: discovery.render_failures.clone(),
+                missing_render_scripts: discovery.missing_paths.clone(),
+                distributed: config.ray.is_some(),
+            },
         )));
     }
     let (events, rx) = EventSender::channel();
@@ -221,11 +228,23 @@ pub async fn run(
             let total = discovery.scripts.len();
             let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
             let mut to_run: Vec<(usize, Script)> = Vec::new();
+            let data_dir = |id: &str| match gnn.as_ref().and_then(|g| g.get(id)) {
+                Some(e) => e.data_dir.clone(),
+                None => runner::default_data_dir(&config.results_dir, id),
+            };
             for (i, s) in discovery.scripts.into_iter().enumerate() {
                 let kept = (config.reuse != Reuse::None)
                     .then(|| history::previous_result(&config.results_dir, &s.id))
                     .flatten()
-                    .filter(|p| history::keeps(config.reuse, p, &fingerprints[&s.id]));
+                    .filter(|p| history::keeps(config.reuse, p, &fingerprints[&s.id]))
+                    // A kept success must still have its outputs where it says.
+                    .filter(|p| match history::outputs_intact(p, &data_dir(&s.id)) {
+                        Ok(()) => true,
+                        Err(why) => {
+                            tracing::info!("{} runs again: {why}", s.id);
+                            false
+                        }
+                    });
                 match kept {
                     Some(previous) => {
                         let mut line = ScriptSummary::of(&previous);

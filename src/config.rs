@@ -113,8 +113,11 @@ pub struct RunConfig {
     pub extra_env: Vec<(String, String)>,
     /// `--env-pass NAME`.
     pub pass_env: Vec<String>,
-    /// Also write GNN's step-12 layout (`12_execute_output/`).
+    /// Also write GNN's step-12 layout.
     pub gnn_layout: bool,
+    /// GNN's step-12 folder (`<tree>/12_execute_output`): beside `11_render_output`,
+    /// also when `--output-dir` is the render folder itself. Never searched.
+    pub step12_dir: PathBuf,
     pub warm_start: WarmStart,
     /// `--resume` / `--rerun-failed`.
     pub reuse: Reuse,
@@ -186,9 +189,10 @@ impl RunConfig {
     /// Validates the options; creates the results folder.
     pub fn from_options(opts: RunOptions) -> Result<Self, ConfigError> {
         let output_dir = validate_output_dir(&opts.output_dir)?;
+        let tree = PipelineTree::of(&output_dir);
         let results_dir = match opts.results_dir {
             Some(dir) => absolute(&dir),
-            None => output_dir.join("execution_results").join("jax"),
+            None => tree.default_results_dir(),
         };
         std::fs::create_dir_all(&results_dir).map_err(|source| ConfigError::ResultsDir {
             path: results_dir.clone(),
@@ -325,9 +329,8 @@ impl RunConfig {
                     })
                 }
             },
-            gnn_layout: opts
-                .gnn_layout
-                .unwrap_or_else(|| output_dir.join("11_render_output").is_dir()),
+            gnn_layout: opts.gnn_layout.unwrap_or(tree.is_gnn),
+            step12_dir: tree.step12_dir(),
             retry: RetryPolicy {
                 retries: opts.retries,
                 retry_on,
@@ -375,6 +378,47 @@ pub fn validate_output_dir(path: &Path) -> Result<PathBuf, ConfigError> {
                 path: path.to_path_buf(),
                 source,
             }),
+    }
+}
+
+/// Where a pipeline tree's outputs go. `--output-dir` is either the pipeline's output
+/// folder (holding `11_render_output/`) or, as GNN's own step 12 is pointed, the
+/// render folder itself; either way the runner's outputs go beside the render folder,
+/// never inside it, so both commands write the same files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineTree {
+    /// The folder the outputs go in.
+    pub root: PathBuf,
+    /// Whether the tree is a GNN pipeline output (it has a render folder).
+    pub is_gnn: bool,
+}
+
+impl PipelineTree {
+    /// The tree around `output_dir` (canonical).
+    pub fn of(output_dir: &Path) -> PipelineTree {
+        use crate::discovery::manifest::{MANIFEST_NAME, RENDER_DIR};
+        let is_render_folder = output_dir.join(MANIFEST_NAME).is_file()
+            || output_dir.file_name().is_some_and(|n| n == RENDER_DIR);
+        match output_dir.parent() {
+            Some(parent) if is_render_folder => PipelineTree {
+                root: parent.to_path_buf(),
+                is_gnn: true,
+            },
+            _ => PipelineTree {
+                root: output_dir.to_path_buf(),
+                is_gnn: output_dir.join(RENDER_DIR).is_dir(),
+            },
+        }
+    }
+
+    /// `<root>/execution_results/jax`.
+    pub fn default_results_dir(&self) -> PathBuf {
+        self.root.join("execution_results").join("jax")
+    }
+
+    /// `<root>/12_execute_output`.
+    pub fn step12_dir(&self) -> PathBuf {
+        self.root.join(crate::discovery::manifest::STEP12_DIR)
     }
 }
 

@@ -112,6 +112,30 @@ pub fn keeps(reuse: Reuse, previous: &ScriptResult, fingerprint: &str) -> bool {
     }
 }
 
+/// Whether what `previous` says the script produced is still where it says: its data
+/// folder is the one this run would give it (a switched layout moves it), and that
+/// folder, the files the script left there and its logs all still exist. `Err` says
+/// what is gone.
+pub fn outputs_intact(previous: &ScriptResult, data_dir: &Path) -> Result<(), String> {
+    if Path::new(&previous.data_dir) != data_dir {
+        return Err(format!(
+            "its data folder moved from {} to {}",
+            previous.data_dir,
+            data_dir.display()
+        ));
+    }
+    let files = previous.data_files.iter().map(|f| data_dir.join(f));
+    let logs = [&previous.stdout_log, &previous.stderr_log].map(std::path::PathBuf::from);
+    match std::iter::once(data_dir.to_path_buf())
+        .chain(files)
+        .chain(logs)
+        .find(|p| !p.exists())
+    {
+        Some(gone) => Err(format!("{} is gone", gone.display())),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +176,39 @@ mod tests {
         let scripts = vec![script("a", 10), script("b", 30), script("c", 20)];
         let order = History::default().schedule(&scripts);
         assert_eq!(order, vec![1, 2, 0]);
+    }
+
+    #[test]
+    fn kept_results_need_their_outputs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(data.join("simulation_results.json"), "{}").unwrap();
+        let log = tmp.path().join("x.log");
+        std::fs::write(&log, "").unwrap();
+        let mut previous: ScriptResult = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "id": "x", "script_path": "/x.py", "relative_path": "x.py",
+            "discovered_by": "jax_folder", "success": true, "status": "succeeded",
+            "class": "succeeded", "return_code": 0, "signal": null,
+            "device_requested": "cpu", "device_used": "cpu", "device_mismatch": false,
+            "attempts": [], "execution_time_s": 1.0, "peak_memory_mb": 1.0,
+            "cpu_user_s": 0.0, "cpu_system_s": 0.0, "timeout_s": 1.0, "started_at": null,
+            "finished_at": null, "stdout_log": log, "stderr_log": log, "stdout_bytes": 0,
+            "stderr_bytes": 0, "stderr_tail": [], "log_truncated": false, "leaks": [],
+            "data_dir": data, "data_files": ["simulation_results.json"],
+            "sandbox": {"kind": "none", "network": true, "home_visible": true,
+                "environment": "inherited"}
+        }))
+        .unwrap();
+        assert_eq!(outputs_intact(&previous, &data), Ok(()));
+        let moved = outputs_intact(&previous, &tmp.path().join("elsewhere")).unwrap_err();
+        assert!(moved.contains("moved"), "{moved}");
+        std::fs::remove_file(data.join("simulation_results.json")).unwrap();
+        let gone = outputs_intact(&previous, &data).unwrap_err();
+        assert!(gone.contains("simulation_results.json"), "{gone}");
+        previous.data_files.clear();
+        std::fs::remove_dir(&data).unwrap();
+        assert!(outputs_intact(&previous, &data).is_err());
     }
 
     #[test]

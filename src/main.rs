@@ -302,13 +302,18 @@ async fn forward_signals(stop: watch::Sender<Stop>) {
 fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
     init_logging(level, None)?;
     let root = validate_output_dir(&args.discover.output_dir)?;
+    let tree = config::PipelineTree::of(&root);
     let results = args
         .discover
         .results_dir
         .as_deref()
         .map(config::absolute)
-        .unwrap_or_else(|| root.join("execution_results").join("jax"));
-    let found = app::discover_in(&root, args.discover.recursive(), &results)?;
+        .unwrap_or_else(|| tree.default_results_dir());
+    let found = app::discover_in(
+        &root,
+        args.discover.recursive(),
+        &[results, tree.step12_dir()],
+    )?;
     for w in &found.warnings {
         tracing::warn!("{w}");
     }

@@ -20,3 +20,92 @@ pub fn cache_dir() -> PathBuf {
 pub fn rfc3339(t: std::time::SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
+
+/// Local time as GNN's step 12 writes it (Python's `datetime.now().isoformat()`):
+/// ISO 8601 without a zone, microseconds.
+pub fn local_iso(t: std::time::SystemTime) -> String {
+    let since = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs() as libc::time_t;
+    // SAFETY: localtime_r only fills the struct it is given.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
+        // No zone information: UTC is the honest fallback.
+        let utc = humantime::format_rfc3339_micros(t).to_string();
+        return utc.trim_end_matches('Z').to_string();
+    }
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        since.subsec_micros()
+    )
+}
+
+/// [`local_iso`] of an RFC 3339 timestamp from a result; `None` when it does not parse.
+pub fn local_iso_of(rfc3339: &str) -> Option<String> {
+    humantime::parse_rfc3339(rfc3339).ok().map(local_iso)
+}
+
+/// Files under `dir` (recursively, symlinks not followed), at most `limit`, sorted;
+/// the runner's own hidden files (`.jax-runner-*`) are left out. The flag says the
+/// listing stopped at the limit.
+pub fn list_files(dir: &std::path::Path, limit: usize) -> (Vec<PathBuf>, bool) {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(kind) = e.file_type() else { continue };
+            if e.file_name().to_string_lossy().starts_with(".jax-runner-") {
+                continue;
+            }
+            if kind.is_dir() {
+                stack.push(e.path());
+            } else if out.len() >= limit {
+                out.sort();
+                return (out, true);
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    (out, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_iso_has_no_zone_and_microseconds() {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_micros(1_700_000_000_123_456);
+        let s = local_iso(t);
+        assert_eq!(s.len(), "2023-11-14T22:13:20.123456".len(), "{s}");
+        assert!(s.ends_with(".123456") && !s.ends_with('Z'), "{s}");
+        assert_eq!(local_iso_of("2023-11-14T22:13:20.123Z").unwrap().len(), 26);
+    }
+
+    #[test]
+    fn list_files_skips_runner_files_and_stops_at_the_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("sub")).unwrap();
+        for name in ["a.json", "sub/b.csv", ".jax-runner-telemetry.1.json"] {
+            std::fs::write(tmp.path().join(name), "x").unwrap();
+        }
+        let (files, cut) = list_files(tmp.path(), 10);
+        assert_eq!(
+            files,
+            vec![tmp.path().join("a.json"), tmp.path().join("sub/b.csv")]
+        );
+        assert!(!cut);
+        let (files, cut) = list_files(tmp.path(), 1);
+        assert_eq!((files.len(), cut), (1, true));
+    }
+}

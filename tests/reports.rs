@@ -9,21 +9,6 @@ use common::*;
 use jax_runner::model::schema;
 use serde_json::Value;
 
-fn validator(name: &str) -> jsonschema::Validator {
-    jsonschema::validator_for(&schema::schema(name).unwrap()).unwrap()
-}
-
-fn assert_valid(v: &jsonschema::Validator, doc: &Value, what: &str) {
-    let errors: Vec<String> = v
-        .iter_errors(doc)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "{what} does not match its schema: {errors:?}"
-    );
-}
-
 /// With `JAX_RUNNER_UPDATE_SCHEMAS=1` this rewrites `schemas/`; otherwise it fails
 /// when the types and the committed schemas drift apart.
 #[test]
@@ -180,7 +165,7 @@ fn gnn_step_12_layout_next_to_the_render_output() {
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let step12 = t.root().join("12_execute_output");
     let doc =
-        read_json(&step12.join("actinf_pomdp/jax/execution_logs/actinf_pomdp_jax_results.json"));
+        read_json(&step12.join("actinf_pomdp/jax/execution_logs/actinf_pomdp_jax.py_results.json"));
     for k in [
         "framework",
         "model_name",
@@ -211,7 +196,7 @@ fn gnn_step_12_layout_next_to_the_render_output() {
     let sim = step12.join("actinf_pomdp/jax/simulation_data/simulation_results.json");
     assert_eq!(read_json(&sim)["model_name"], "ok_jax");
     let broken =
-        read_json(&step12.join("broken_model/jax/execution_logs/broken_model_jax_results.json"));
+        read_json(&step12.join("broken_model/jax/execution_logs/broken_model_jax.py_results.json"));
     assert!(broken["simulation_data"]["raw_error"]
         .as_str()
         .unwrap()
@@ -249,7 +234,7 @@ fn plain_trees_get_no_gnn_layout_unless_asked() {
     assert_eq!(code(&t.run(&["--layout", "gnn"])), 0);
     assert!(t
         .root()
-        .join("12_execute_output/m/jax/execution_logs/ok_plain_results.json")
+        .join("12_execute_output/m/jax/execution_logs/ok_plain.py_results.json")
         .is_file());
 }
 

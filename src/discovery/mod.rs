@@ -39,6 +39,10 @@ pub struct Discovery {
     pub scripts: Vec<Script>,
     /// Scripts the render manifest lists that do not exist.
     pub missing: Vec<String>,
+    /// The same, as absolute paths.
+    pub missing_paths: Vec<PathBuf>,
+    /// JAX renderings the manifest marks as failed: (source file name, message).
+    pub render_failures: Vec<(String, String)>,
     /// Entries that could not be read, loops, and the like: reported, never fatal.
     pub warnings: Vec<String>,
     /// The render manifest used, if any.
@@ -72,6 +76,9 @@ pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, Discov
             }
         }
         found.missing = m.missing;
+        found.missing_paths = m.missing_paths;
+        found.render_failures = m.render_failures;
+        found.warnings.extend(m.relocated);
         // The manifest is authoritative for its own folder; the walk covers the rest.
         if let Some(dir) = manifest_path.parent() {
             exclude.push(dir.to_path_buf());

@@ -1,6 +1,7 @@
 //! The serialized output contract: per-script results and run metrics. One versioned
 //! module, because the next pipeline step reads these files.
 
+pub mod gnn;
 mod metrics;
 pub mod schema;
 
@@ -285,6 +286,10 @@ pub struct ScriptResult {
     pub leaks: Vec<Leak>,
     /// The per-script data folder (`GNN_OUTPUT_DIR`, `JAX_OUTPUT_DIR`).
     pub data_dir: String,
+    /// Files in the data folder when the script finished, relative to it (at most
+    /// 10,000): `--resume` keeps a result only while these still exist.
+    #[serde(default)]
+    pub data_files: Vec<String>,
     /// How the script was isolated and limited.
     pub sandbox: SandboxInfo,
     /// Hash of what the result depends on (source, interpreter, jax, device, jax's

@@ -3,8 +3,16 @@
 
 use schemars::schema_for;
 
-/// The documents with a schema: results, metrics, events and doctor output.
-pub const NAMES: [&str; 4] = ["results", "metrics", "events", "doctor"];
+/// The documents with a schema: results, metrics, events, doctor output and GNN's
+/// step-12 documents.
+pub const NAMES: [&str; 6] = [
+    "results",
+    "metrics",
+    "events",
+    "doctor",
+    "gnn_execution_summary",
+    "gnn_script_result",
+];
 
 /// The schema of document `name`, or `None` for an unknown name.
 pub fn schema(name: &str) -> Option<serde_json::Value> {
@@ -15,6 +23,9 @@ pub fn schema(name: &str) -> Option<serde_json::Value> {
         // `timestamp` and, for script events, `id`.
         "events" => schema_for!(crate::events::RunEvent),
         "doctor" => schema_for!(crate::doctor::DoctorReport),
+        // GNN's step-12 layout (`12_execute_output/`).
+        "gnn_execution_summary" => schema_for!(super::gnn::GnnSummary),
+        "gnn_script_result" => schema_for!(super::gnn::GnnScriptDocument),
         _ => return None,
     };
     serde_json::to_value(schema).ok()

@@ -16,6 +16,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
 /// disks) is what survives a power cut, and is skipped for the per-script results,
 /// which are many and small, while the run's metrics, written last, are synced.
 pub fn write_atomic_with(path: &Path, bytes: &[u8], sync: bool) -> Result<(), ReportError> {
+    write_atomic_stream(path, sync, |f| f.write_all(bytes))
+}
+
+/// Writes what `fill` writes to `path` atomically, for files too large to build in
+/// memory first; `sync` as in [`write_atomic_with`].
+pub fn write_atomic_stream(
+    path: &Path,
+    sync: bool,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), ReportError> {
     let fail = |source| ReportError::Write {
         path: path.to_path_buf(),
         source,
@@ -29,8 +39,9 @@ pub fn write_atomic_with(path: &Path, bytes: &[u8], sync: bool) -> Result<(), Re
     // Hidden and unique per process and call, so concurrent writers never share one.
     let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        fill(&mut f)?;
+        let f = f.into_inner().map_err(|e| e.into_error())?;
         if sync {
             f.sync_all()?;
         }

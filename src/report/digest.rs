@@ -9,16 +9,12 @@ use crate::model::{ScriptResult, Status};
 pub struct Digest {
     pub id: String,
     pub relative_path: String,
-    pub script_path: String,
     pub status: Status,
     pub class: String,
-    pub device_requested: String,
     pub device_used: Option<String>,
     pub attempts: usize,
     pub execution_time_s: f64,
     pub peak_memory_mb: f64,
-    pub return_code: Option<i32>,
-    pub started_at: Option<String>,
     pub matched_line: Option<String>,
     /// Only for failures.
     pub stderr_tail: Vec<String>,
@@ -30,16 +26,12 @@ impl Digest {
         Digest {
             id: r.id.clone(),
             relative_path: r.relative_path.clone(),
-            script_path: r.script_path.clone(),
             status: r.status,
             class: r.class.as_str().to_string(),
-            device_requested: r.device_requested.as_str().to_string(),
             device_used: r.device_used.map(|d| d.as_str().to_string()),
             attempts: r.attempts.len(),
             execution_time_s: r.execution_time_s,
             peak_memory_mb: r.peak_memory_mb,
-            return_code: r.return_code,
-            started_at: r.started_at.clone(),
             matched_line: r.matched_line.clone(),
             stderr_tail: if r.success {
                 Vec::new()

@@ -13,7 +13,9 @@ mod ndjson;
 mod progress;
 pub mod summary;
 
-pub use atomic::{write_atomic, write_atomic_with, write_json, write_json_with};
+pub use atomic::{
+    write_atomic, write_atomic_stream, write_atomic_with, write_json, write_json_with,
+};
 pub use gnn::GnnReporter;
 pub use html::HtmlReporter;
 pub use json::JsonReporter;

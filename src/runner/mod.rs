@@ -90,6 +90,11 @@ pub struct RunContext {
     pub fingerprints: std::collections::HashMap<String, String>,
 }
 
+/// A script's data folder outside GNN's layout: `RESULTS/data/<id>`.
+pub fn default_data_dir(results_dir: &std::path::Path, id: &str) -> PathBuf {
+    results_dir.join("data").join(id)
+}
+
 /// What a sandboxed run needs to build each script's bwrap command.
 #[derive(Debug, Clone)]
 pub struct SandboxSetup {
@@ -109,7 +114,7 @@ impl RunContext {
         self.data_dirs
             .get(id)
             .cloned()
-            .unwrap_or_else(|| self.results_dir.join("data").join(id))
+            .unwrap_or_else(|| default_data_dir(&self.results_dir, id))
     }
 
     /// Log files of attempt `n`: the first keeps the plain names.

@@ -201,6 +201,7 @@ pub async fn run_script(
         }
     }
     finish(&mut result);
+    result.data_files = data_files(&data_dir);
     let summary = ScriptSummary::of(&result);
     events.emit(RunEvent::ScriptFinished {
         result: Box::new(result),
@@ -434,6 +435,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         log_truncated: false,
         leaks: Vec::new(),
         data_dir: lossy(ctx.data_dir(&script.id)),
+        data_files: Vec::new(),
         sandbox: ctx.sandbox_info.clone(),
         fingerprint: ctx
             .fingerprints
@@ -441,6 +443,16 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
             .cloned()
             .unwrap_or_default(),
     }
+}
+
+/// What the script left in its data folder, relative to it.
+fn data_files(data_dir: &Path) -> Vec<String> {
+    let (files, _) = crate::paths::list_files(data_dir, 10_000);
+    files
+        .iter()
+        .filter_map(|f| f.strip_prefix(data_dir).ok())
+        .map(|f| f.to_string_lossy().into_owned())
+        .collect()
 }
 
 /// Fills the summary fields from the attempts.

@@ -123,6 +123,24 @@ impl Tree {
     }
 }
 
+/// The validator of a committed JSON Schema (`schemas/<name>.schema.json`).
+pub fn validator(name: &str) -> jsonschema::Validator {
+    let schema = jax_runner::model::schema::schema(name).unwrap();
+    jsonschema::validator_for(&schema).unwrap()
+}
+
+/// Fails with every schema error of `doc`.
+pub fn assert_valid(v: &jsonschema::Validator, doc: &Value, what: &str) {
+    let errors: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{what} does not match its schema: {errors:?}"
+    );
+}
+
 pub fn read_json(path: &Path) -> Value {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));

@@ -1,0 +1,329 @@
+//! Builds GNN's step-12 documents (one per script, one summary entry per script) from
+//! jax-runner's own results, with GNN's value conventions.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::GnnEntry;
+use crate::model::gnn::{
+    CollectedOutputs, GnnDetail, GnnExecutionMetadata, GnnScriptDocument, GnnSimulationData,
+    FRAMEWORK, TIMEOUT_RETURN_CODE,
+};
+use crate::model::{FailureClass, ScriptResult, Status};
+use crate::paths::{list_files, local_iso, local_iso_of};
+
+/// Bytes of a script's stdout copied into `simulation_data.raw_output`: the end, where
+/// GNN's scripts print the lines its analysis step parses (`Actions taken:`, …).
+const RAW_OUTPUT_BYTES: u64 = 64 * 1024;
+/// Files listed per data folder.
+const MAX_COLLECTED: usize = 10_000;
+/// A `simulation_results.json` larger than this is not opened for `simulation_data`.
+const MAX_EXTRACT_BYTES: u64 = 32 * 1024 * 1024;
+/// Keys copied from the script's `simulation_results.json`, as GNN's step 12 does.
+const EXTRACTED_KEYS: [&str; 4] = ["beliefs", "actions", "observations", "num_timesteps"];
+
+/// How a result reads in GNN's terms: `(return_code, error, error_type)`.
+pub fn gnn_error(r: &ScriptResult) -> (Option<i32>, Option<String>, Option<String>) {
+    if r.attempts.is_empty() {
+        let why = "Not started: the run was interrupted before this script's turn";
+        return (None, Some(why.into()), Some("InterruptedError".into()));
+    }
+    if r.success {
+        return (r.return_code, None, None);
+    }
+    if r.status == Status::TimedOut {
+        let error = format!(
+            "Script execution timed out after {} seconds",
+            trim_float(r.timeout_s)
+        );
+        return (
+            Some(TIMEOUT_RETURN_CODE),
+            Some(error),
+            Some("TimeoutError".into()),
+        );
+    }
+    let exception = r
+        .exception
+        .as_ref()
+        .map(|e| {
+            if e.message.is_empty() {
+                e.kind.clone()
+            } else {
+                format!("{}: {}", e.kind, e.message)
+            }
+        })
+        .map(|e| format!(": {e}"))
+        .unwrap_or_default();
+    let (code, error) = match (r.return_code, r.signal) {
+        (Some(code), _) => (
+            code,
+            format!("Script failed with return code {code}{exception}"),
+        ),
+        (None, Some(sig)) => (
+            -sig,
+            format!(
+                "Script failed with return code -{sig} (killed by {}){exception}",
+                r.signal_name
+                    .clone()
+                    .unwrap_or_else(|| format!("signal {sig}"))
+            ),
+        ),
+        (None, None) => {
+            let why = r
+                .matched_line
+                .clone()
+                .unwrap_or_else(|| "no process".into());
+            return (
+                Some(-2),
+                Some(format!("Script execution failed: {why}")),
+                Some("ExecutionError".into()),
+            );
+        }
+    };
+    (Some(code), Some(error), Some(error_type(r).into()))
+}
+
+/// GNN's error kinds (`DependencyError`, `SyntaxError`, `RuntimeError`), plus the
+/// classes jax-runner tells apart.
+fn error_type(r: &ScriptResult) -> &'static str {
+    let kind = r.exception.as_ref().map(|e| e.kind.as_str()).unwrap_or("");
+    let in_stderr = |needle: &str| r.stderr_tail.iter().any(|l| l.contains(needle));
+    match r.class {
+        FailureClass::OutOfMemory => "OutOfMemoryError",
+        FailureClass::GpuEnvironment => "GpuEnvironmentError",
+        FailureClass::Interrupted => "InterruptedError",
+        FailureClass::BrokenInstall => "DependencyError",
+        _ if kind.ends_with("ModuleNotFoundError") || in_stderr("ModuleNotFoundError") => {
+            "DependencyError"
+        }
+        _ if kind.ends_with("SyntaxError") || kind.ends_with("IndentationError") => "SyntaxError",
+        _ => "RuntimeError",
+    }
+}
+
+/// `3.0` prints as `3`, `2.5` as `2.5`.
+fn trim_float(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// The script's start as GNN writes timestamps.
+fn timestamp(r: &ScriptResult) -> String {
+    r.started_at
+        .as_deref()
+        .and_then(local_iso_of)
+        .unwrap_or_else(|| local_iso(std::time::SystemTime::now()))
+}
+
+fn lossy(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// The end of a log file, as text.
+fn tail_of(path: &str, bytes: u64) -> String {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(bytes)));
+    let mut buf = Vec::new();
+    let _ = f.take(bytes).read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// The files the script left in its data folder.
+pub fn collected(e: &GnnEntry) -> CollectedOutputs {
+    let (files, _) = list_files(&e.data_dir, MAX_COLLECTED);
+    CollectedOutputs::sort(files.iter().map(|p| lossy(p)))
+}
+
+/// `beliefs`, `actions`, … from the script's `simulation_results.json`.
+fn extracted(c: &CollectedOutputs) -> std::collections::BTreeMap<String, Value> {
+    let mut out = std::collections::BTreeMap::new();
+    let Some(file) = c
+        .simulation_data
+        .iter()
+        .find(|f| f.ends_with("simulation_results.json"))
+    else {
+        return out;
+    };
+    let small = std::fs::metadata(file).is_ok_and(|m| m.len() <= MAX_EXTRACT_BYTES);
+    let Some(doc) = small
+        .then(|| std::fs::read(file).ok())
+        .flatten()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    else {
+        return out;
+    };
+    for key in EXTRACTED_KEYS {
+        let v = doc
+            .get(key)
+            .or_else(|| doc.get("simulation_trace").and_then(|t| t.get(key)));
+        if let Some(v) = v {
+            out.insert(key.to_string(), v.clone());
+        }
+    }
+    out
+}
+
+/// The per-script document.
+pub fn script_document(
+    r: &ScriptResult,
+    e: &GnnEntry,
+    executor: &str,
+    results_file: &Path,
+    collected: CollectedOutputs,
+) -> GnnScriptDocument {
+    let (return_code, error, error_type) = gnn_error(r);
+    let on_success = |v| r.success.then_some(v);
+    GnnScriptDocument {
+        framework: FRAMEWORK.into(),
+        model_name: e.model.clone(),
+        script_name: e.script_name.clone(),
+        script_path: r.script_path.clone(),
+        success: r.success,
+        return_code,
+        execution_time: r.execution_time_s,
+        timestamp: timestamp(r),
+        error,
+        error_type,
+        simulation_data: GnnSimulationData {
+            raw_output: tail_of(&r.stdout_log, RAW_OUTPUT_BYTES),
+            raw_error: r.stderr_tail.join("\n"),
+            output_dir: lossy(&e.data_dir),
+            extracted: extracted(&collected),
+        },
+        execution_benchmark_repeats: 1,
+        execution_time_mean: on_success(r.execution_time_s),
+        execution_time_std: on_success(0.0),
+        execution_time_samples: r.success.then(|| vec![r.execution_time_s]),
+        execution_metadata: GnnExecutionMetadata {
+            executor: executor.to_string(),
+            accelerator_type: match r.device_used {
+                Some(crate::config::Platform::Gpu) => "cuda",
+                Some(crate::config::Platform::Tpu) => "tpu",
+                _ => "cpu",
+            }
+            .into(),
+            stdout_length: r.stdout_bytes,
+            stderr_length: r.stderr_bytes,
+            output_directory: lossy(&e.impl_dir),
+            runner: "jax-runner".into(),
+            runner_version: env!("CARGO_PKG_VERSION").into(),
+            status: r.status,
+            class: r.class,
+            device_requested: r.device_requested,
+            device_used: r.device_used,
+            attempts: r.attempts.len(),
+            peak_memory_mb: r.peak_memory_mb,
+            results_file: lossy(results_file),
+        },
+        collected_outputs: collected,
+    }
+}
+
+/// The summary entry of a script.
+pub fn detail(r: &ScriptResult, e: &GnnEntry, executor: &str, c: &CollectedOutputs) -> GnnDetail {
+    let (return_code, error, error_type) = gnn_error(r);
+    let ran = !r.attempts.is_empty();
+    let on_success = |v| r.success.then_some(v);
+    GnnDetail {
+        script_path: r.script_path.clone(),
+        script_name: e.script_name.clone(),
+        framework: FRAMEWORK.into(),
+        model_name: e.model.clone(),
+        executor: executor.to_string(),
+        success: r.success,
+        skipped: !ran,
+        return_code,
+        error,
+        error_type,
+        execution_time: r.execution_time_s,
+        timestamp: timestamp(r),
+        execution_benchmark_repeats: 1,
+        execution_time_mean: on_success(r.execution_time_s),
+        execution_time_std: on_success(0.0),
+        execution_time_samples: r.success.then(|| vec![r.execution_time_s]),
+        structured_result_file: ran.then(|| lossy(&e.results_file())),
+        output_file: ran.then(|| lossy(&e.log_file())),
+        implementation_directory: lossy(&e.impl_dir),
+        stdout_length: r.stdout_bytes,
+        stderr_length: r.stderr_bytes,
+        collected_outputs_summary: c.summary(),
+        id: r.id.clone(),
+        status: r.status,
+        class: r.class,
+        started_at: r.started_at.clone(),
+        device_requested: r.device_requested,
+        device_used: r.device_used,
+        simulation_data: lossy(&e.data_dir),
+    }
+}
+
+/// Writes `<script>_execution.log` as GNN does: a header, then the whole standard
+/// output and standard error, streamed from jax-runner's logs (never held in memory).
+pub fn write_execution_log(
+    r: &ScriptResult,
+    e: &GnnEntry,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let (return_code, _, _) = gnn_error(r);
+    let code = return_code.map_or("None".to_string(), |c| c.to_string());
+    writeln!(out, "Execution Results for {}", e.script_name)?;
+    writeln!(out, "Timestamp: {}", timestamp(r))?;
+    writeln!(out, "Return Code: {code}")?;
+    writeln!(out, "Benchmark repeats: 1")?;
+    writeln!(
+        out,
+        "Execution Time (median wall-clock): {:.2} seconds",
+        r.execution_time_s
+    )?;
+    if r.success {
+        writeln!(out, "Sample durations (s): [{}]", r.execution_time_s)?;
+        writeln!(
+            out,
+            "Duration mean/std (s): {:.4} / 0.0000",
+            r.execution_time_s
+        )?;
+    }
+    writeln!(out, "Model: {}", e.model)?;
+    writeln!(out, "Framework: {FRAMEWORK}")?;
+    writeln!(out, "Output Directory: {}", e.impl_dir.display())?;
+    writeln!(out, "\nSTDOUT:")?;
+    copy_log(&r.stdout_log, out)?;
+    writeln!(out, "\n\nSTDERR:")?;
+    copy_log(&r.stderr_log, out)
+}
+
+fn copy_log(path: &str, out: &mut dyn Write) -> std::io::Result<()> {
+    match std::fs::File::open(path) {
+        Ok(mut f) => std::io::copy(&mut f, out).map(|_| ()),
+        // A script that never started has no log: the section stays empty.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `PathBuf` helpers of an entry.
+impl GnnEntry {
+    /// `<impl>/execution_logs/<script>_results.json`.
+    pub fn results_file(&self) -> PathBuf {
+        self.logs_dir()
+            .join(format!("{}_results.json", self.file_key))
+    }
+
+    /// `<impl>/execution_logs/<script>_execution.log`.
+    pub fn log_file(&self) -> PathBuf {
+        self.logs_dir()
+            .join(format!("{}_execution.log", self.file_key))
+    }
+
+    fn logs_dir(&self) -> PathBuf {
+        self.impl_dir.join("execution_logs")
+    }
+}

@@ -1,0 +1,287 @@
+//! GNN's step-12 layout, written the way GNN's own step 12 writes it, so its analysis
+//! step (16) reads jax-runner's output exactly as it reads GNN's:
+//! `12_execute_output/<model>/jax/execution_logs/<script>.py_{results.json,execution.log}`,
+//! the scripts' own output in `<model>/jax/simulation_data/`, and
+//! `12_execute_output/summaries/{execution_summary.json, execution_report.md}`.
+
+mod document;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use super::digest::{order_like, Digest};
+use super::{markdown, write_atomic, write_atomic_stream, write_json, write_json_with, Reporter};
+use crate::discovery::Script;
+use crate::error::ReportError;
+use crate::events::RunEvent;
+use crate::model::gnn::{
+    FrameworkStatus, GnnDetail, GnnSummary, RenderFailure, FRAMEWORK, SUMMARY_FORMAT,
+};
+use crate::model::{PerformanceMetrics, ScriptResult};
+use crate::paths::local_iso;
+
+pub use document::gnn_error;
+
+/// Where one script's step-12 files go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GnnEntry {
+    /// The model folder: the folder above `jax/` (else the script's own folder).
+    pub model: String,
+    /// The script's file name (`Model_jax.py`).
+    pub script_name: String,
+    /// What names its files in `execution_logs/`: the file name, or the script id
+    /// where two scripts of one model share a file name.
+    pub file_key: String,
+    /// `12_execute_output/<model>/jax`: GNN's `implementation_directory`.
+    pub impl_dir: PathBuf,
+    /// Its `GNN_OUTPUT_DIR`.
+    pub data_dir: PathBuf,
+}
+
+/// The model folder of a script: GNN renders `<model>/jax/<script>.py`.
+fn model_of(s: &Script) -> String {
+    let parent = s.path.parent();
+    let folder = match parent.and_then(Path::file_name) {
+        Some(n) if n == FRAMEWORK => parent.and_then(Path::parent).and_then(Path::file_name),
+        other => other,
+    };
+    folder
+        .map(|n| crate::discovery::sanitize(&n.to_string_lossy()))
+        .unwrap_or_else(|| "unknown_model".into())
+}
+
+/// Decides each script's step-12 place under `step12`. A model with one script writes
+/// straight into `simulation_data/`; with several, each gets `simulation_data/<key>/`
+/// so their `simulation_results.json` files do not overwrite each other.
+pub fn plan(step12: &Path, scripts: &[Script]) -> HashMap<String, GnnEntry> {
+    let mut per_model: HashMap<String, usize> = HashMap::new();
+    let mut per_name: HashMap<(String, String), usize> = HashMap::new();
+    let named: Vec<(String, String)> = scripts
+        .iter()
+        .map(|s| {
+            let name = s
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| format!("{}.py", s.id));
+            (model_of(s), name)
+        })
+        .collect();
+    for (model, name) in &named {
+        *per_model.entry(model.clone()).or_default() += 1;
+        *per_name.entry((model.clone(), name.clone())).or_default() += 1;
+    }
+    scripts
+        .iter()
+        .zip(named)
+        .map(|(s, (model, script_name))| {
+            let shared = per_name[&(model.clone(), script_name.clone())] > 1;
+            let file_key = if shared {
+                format!("{}.py", s.id)
+            } else {
+                script_name.clone()
+            };
+            let impl_dir = step12.join(&model).join(FRAMEWORK);
+            let mut data_dir = impl_dir.join("simulation_data");
+            if per_model[&model] > 1 {
+                data_dir = data_dir.join(file_key.trim_end_matches(".py"));
+            }
+            let entry = GnnEntry {
+                model,
+                script_name,
+                file_key,
+                impl_dir,
+                data_dir,
+            };
+            (s.id.clone(), entry)
+        })
+        .collect()
+}
+
+/// What the summary says about the run beyond its scripts.
+#[derive(Debug, Clone, Default)]
+pub struct RunFacts {
+    /// `--output-dir`.
+    pub target_directory: PathBuf,
+    /// Failed JAX renderings from the manifest: (source file name, message).
+    pub render_failures: Vec<(String, String)>,
+    /// Listed scripts that do not exist, absolute.
+    pub missing_render_scripts: Vec<PathBuf>,
+    /// On a Ray cluster.
+    pub distributed: bool,
+}
+
+/// Writes the step-12 layout as scripts finish and when the run ends.
+#[derive(Debug)]
+pub struct GnnReporter {
+    root: PathBuf,
+    results_dir: PathBuf,
+    entries: HashMap<String, GnnEntry>,
+    facts: RunFacts,
+    executor: String,
+    jobs: usize,
+    details: Vec<GnnDetail>,
+    scripts: Vec<Digest>,
+}
+
+impl GnnReporter {
+    pub fn new(
+        step12: PathBuf,
+        results_dir: PathBuf,
+        entries: HashMap<String, GnnEntry>,
+        facts: RunFacts,
+    ) -> Self {
+        GnnReporter {
+            root: step12,
+            results_dir,
+            entries,
+            facts,
+            executor: String::new(),
+            jobs: 1,
+            details: Vec::new(),
+            scripts: Vec::new(),
+        }
+    }
+
+    fn script_finished(&mut self, r: &ScriptResult) -> Result<(), ReportError> {
+        self.scripts.push(Digest::of(r));
+        let Some(e) = self.entries.get(&r.id) else {
+            return Ok(());
+        };
+        let collected = document::collected(e);
+        self.details
+            .push(document::detail(r, e, &self.executor, &collected));
+        if r.attempts.is_empty() {
+            // Never started: GNN writes no per-script files for a skipped script.
+            return Ok(());
+        }
+        let ours = self
+            .results_dir
+            .join(crate::model::results_file_name(&r.id));
+        let doc = document::script_document(r, e, &self.executor, &ours, collected);
+        write_json_with(&e.results_file(), "GNN script result", &doc, false)?;
+        write_atomic_stream(&e.log_file(), false, |out| {
+            document::write_execution_log(r, e, out)
+        })
+    }
+
+    fn summary(&mut self, metrics: &PerformanceMetrics) -> GnnSummary {
+        let pos: HashMap<&str, usize> = metrics
+            .scripts
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        self.details
+            .sort_by_key(|d| pos.get(d.id.as_str()).copied().unwrap_or(usize::MAX));
+        let details = &self.details;
+        let skipped = details.iter().filter(|d| d.skipped).count();
+        let succeeded = details.iter().filter(|d| d.success).count();
+        let failed = details.len() - skipped - succeeded;
+        let attempted = details.len() - skipped;
+        let success_rate = if attempted == 0 {
+            100.0
+        } else {
+            (10_000.0 * succeeded as f64 / attempted as f64).round() / 100.0
+        };
+        let status = match (attempted, failed) {
+            (0, _) => "skipped",
+            (_, 0) => "success",
+            _ => "failed",
+        };
+        let framework_status = BTreeMap::from([(
+            FRAMEWORK.to_string(),
+            FrameworkStatus {
+                status: status.into(),
+                executions: attempted,
+                error: details
+                    .iter()
+                    .find(|d| !d.success)
+                    .and_then(|d| d.error.clone()),
+            },
+        )]);
+        let lossy = |p: &Path| p.to_string_lossy().into_owned();
+        GnnSummary {
+            timestamp: local_iso(std::time::SystemTime::now()),
+            target_directory: lossy(&self.facts.target_directory),
+            output_directory: lossy(&self.root),
+            total_scripts_found: details.len(),
+            total_scripts: details.len(),
+            successful_executions: succeeded,
+            failed_executions: failed,
+            skipped_executions: skipped,
+            success_rate,
+            success: failed == 0 && skipped == 0 && metrics.missing_scripts.is_empty(),
+            framework_status,
+            requested_frameworks: vec![FRAMEWORK.into()],
+            render_failures: self
+                .facts
+                .render_failures
+                .iter()
+                .map(|(file, message)| RenderFailure {
+                    file: file.clone(),
+                    framework: FRAMEWORK.into(),
+                    message: message.clone(),
+                })
+                .collect(),
+            missing_render_scripts: self
+                .facts
+                .missing_render_scripts
+                .iter()
+                .map(|p| lossy(p))
+                .collect(),
+            execution_workers: self.jobs,
+            execution_mode: if self.facts.distributed {
+                "distributed"
+            } else {
+                "local"
+            }
+            .into(),
+            backend: self.facts.distributed.then(|| "ray".into()),
+            execution_benchmark_repeats: 1,
+            execution_summary_detail: false,
+            execution_summary_format: SUMMARY_FORMAT.into(),
+            execution_details: std::mem::take(&mut self.details),
+            framework: FRAMEWORK.into(),
+            total_execution_time: metrics.totals.total_execution_time,
+            missing_scripts: metrics.missing_scripts.clone(),
+            results_directory: lossy(&self.results_dir),
+            runner: format!("jax-runner {}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+impl Reporter for GnnReporter {
+    fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
+        match event {
+            RunEvent::RunStarted {
+                interpreter, jobs, ..
+            } => {
+                self.executor = interpreter.clone();
+                self.jobs = *jobs;
+            }
+            RunEvent::ScriptFinished { result } => self.script_finished(result)?,
+            RunEvent::RunFinished { metrics } => {
+                if self.executor.is_empty() {
+                    self.executor = metrics.run.interpreter.clone().unwrap_or_default();
+                    self.jobs = metrics.run.jobs;
+                }
+                let summary = self.summary(metrics);
+                let dir = self.root.join("summaries");
+                write_json(
+                    &dir.join("execution_summary.json"),
+                    "GNN execution summary",
+                    &summary,
+                )?;
+                order_like(&mut self.scripts, metrics);
+                let md = markdown::render(metrics, &self.scripts);
+                write_atomic(&dir.join("execution_report.md"), md.as_bytes())?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
