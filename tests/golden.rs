@@ -1,0 +1,202 @@
+//! Every JSON file a run writes, compared key by key with what an earlier design of
+//! jax-runner wrote for the same scripts (`tests/golden/`): a redesign that changes a
+//! key, a value or a type fails here. Timestamps, durations, memory and CPU figures,
+//! worker slots and machine paths are replaced by placeholders first; the doctor's
+//! environment report is compared by shape, since it describes the machine.
+//!
+//! `JAX_RUNNER_UPDATE_GOLDEN=1 cargo test --test golden` rewrites the files, for a
+//! change of the contract that is meant.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::Value;
+
+/// Keys whose values change from run to run.
+const VARYING: [&str; 22] = [
+    // The sample scripts print their own run time, so their output's length varies.
+    "stdout_bytes",
+    "stdout_length",
+    "started_at",
+    "finished_at",
+    "timestamp",
+    "duration_s",
+    "execution_time_s",
+    "execution_time",
+    "execution_time_mean",
+    "execution_time_samples",
+    "total_execution_time",
+    "avg_execution_time",
+    "wall_time_s",
+    "wall_time",
+    "peak_memory_mb",
+    "cpu_user_s",
+    "cpu_system_s",
+    "runner_peak_rss_mb",
+    "compile_time_s",
+    "fingerprint",
+    "slot",
+    "delay_s",
+];
+
+/// `value` with run-to-run figures and machine paths replaced.
+fn normalize(value: &Value, key: &str, paths: &[(String, &str)]) -> Value {
+    if VARYING.contains(&key) {
+        return match value {
+            Value::Null => Value::Null,
+            Value::Number(_) => "<number>".into(),
+            Value::String(_) => "<string>".into(),
+            Value::Array(_) => "<array>".into(),
+            _ => "<value>".into(),
+        };
+    }
+    if key == "environment" {
+        return shape(value);
+    }
+    match value {
+        Value::String(s) => {
+            let mut s = s.clone();
+            for (path, name) in paths {
+                s = s.replace(path.as_str(), name);
+            }
+            Value::String(without_timings(&s))
+        }
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| normalize(v, "", paths)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), normalize(v, k, paths)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The sample scripts end their output with their run time, `(4.70 s)`.
+fn without_timings(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(open) = rest.find('(') {
+        out.push_str(&rest[..=open]);
+        rest = &rest[open + 1..];
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if digits > 0 && rest[digits..].starts_with(" s)") {
+            out.push_str("<secs>");
+            rest = &rest[digits..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Keys and types only.
+fn shape(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), shape(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.first().map(shape).into_iter().collect()),
+        Value::Null => Value::Null,
+        Value::Bool(_) => "<bool>".into(),
+        Value::Number(_) => "<number>".into(),
+        Value::String(_) => "<string>".into(),
+    }
+}
+
+/// Every JSON file under `dir`, by path relative to `base`.
+fn json_files(dir: &Path, base: &Path, out: &mut BTreeMap<String, PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            json_files(&p, base, out);
+        } else if p.extension().is_some_and(|x| x == "json") {
+            let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+            out.insert(rel, p);
+        }
+    }
+}
+
+#[test]
+fn results_match_the_previous_design_key_by_key() {
+    let t = Tree::outside_tmp();
+    let sample = repo().join("output/gnn_rendered_simulators/jax");
+    for model in ["pomdp_solver", "general_model", "combined_model"] {
+        let dest = t.root().join("sample/jax").join(format!("{model}.py"));
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(sample.join(format!("{model}.py")), dest).unwrap();
+    }
+    t.fixture("fail_exception.py", "broken/jax/fail_exception.py");
+    let out = t.run(&["--layout", "gnn", "--jobs", "1"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+
+    let cache = std::env::var("HOME").unwrap_or_default() + "/.cache/jax-runner";
+    let paths = [
+        (python().display().to_string(), "<PYTHON>"),
+        (t.root().display().to_string(), "<TREE>"),
+        (cache, "<CACHE>"),
+    ];
+    let mut files = BTreeMap::new();
+    json_files(&t.root(), &t.root(), &mut files);
+    // The scripts' own outputs are theirs, not the runner's.
+    files.retain(|rel, _| !rel.ends_with("simulation_results.json"));
+    let got: BTreeMap<String, Value> = files
+        .iter()
+        .map(|(rel, p)| (rel.clone(), normalize(&read_json(p), "", &paths)))
+        .collect();
+
+    let golden_dir = repo().join("tests/golden");
+    let golden_file = golden_dir.join("sample_and_failure.json");
+    if std::env::var_os("JAX_RUNNER_UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(&golden_dir).unwrap();
+        let text = serde_json::to_string_pretty(&got).unwrap() + "\n";
+        std::fs::write(&golden_file, text).unwrap();
+        return;
+    }
+    let want: BTreeMap<String, Value> = serde_json::from_value(read_json(&golden_file)).unwrap();
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "the run wrote other JSON files than the previous design"
+    );
+    for (rel, want) in &want {
+        compare(&got[rel], want, rel);
+    }
+}
+
+/// Fails at the first difference, naming where it is.
+fn compare(got: &Value, want: &Value, at: &str) {
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => {
+            let (gk, wk): (Vec<_>, Vec<_>) = (g.keys().collect(), w.keys().collect());
+            assert_eq!(gk, wk, "keys differ at {at}");
+            for (k, wv) in w {
+                compare(&g[k], wv, &format!("{at}.{k}"));
+            }
+        }
+        (Value::Array(g), Value::Array(w)) => {
+            assert_eq!(g.len(), w.len(), "lengths differ at {at}");
+            for (i, (gv, wv)) in g.iter().zip(w).enumerate() {
+                compare(gv, wv, &format!("{at}[{i}]"));
+            }
+        }
+        // serde_json's default float parsing may differ in the last digit after a
+        // round trip through the golden file.
+        (Value::Number(g), Value::Number(w)) if g.is_f64() || w.is_f64() => {
+            let (g, w) = (g.as_f64().unwrap(), w.as_f64().unwrap());
+            assert!(
+                (g - w).abs() <= 1e-12 * g.abs().max(w.abs()),
+                "values differ at {at}: {g} != {w}"
+            );
+        }
+        _ => assert_eq!(got, want, "values differ at {at}"),
+    }
+}
