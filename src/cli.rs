@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use jax_runner::config::{Device, Reuse, RunOptions, WarmStart};
-use jax_runner::runner::sandbox::SandboxMode;
+use jax_runner::config::{RunOptions, WarmStart};
+use jax_runner::model::{Device, Reuse, SandboxMode};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -120,6 +120,12 @@ pub enum ProgressArg {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FallbackArg {
+    Cpu,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum SandboxArg {
     Auto,
     On,
@@ -201,8 +207,14 @@ pub struct RunArgs {
     #[arg(help_heading = "Failures", long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub retry_delay: Duration,
     /// Where a GPU script goes when the GPU environment fails: cpu, or none to fail.
-    #[arg(help_heading = "Failures", long, value_name = "cpu|none", default_value = "cpu", value_parser = ["cpu", "none"])]
-    pub fallback: String,
+    #[arg(
+        help_heading = "Failures",
+        long,
+        value_enum,
+        value_name = "cpu|none",
+        default_value = "cpu"
+    )]
+    pub fallback: FallbackArg,
     /// Cap on each log file (e.g. 50M, 1G), keeping its head and its end [default: no cap].
     #[arg(help_heading = "Reports", long, value_name = "SIZE", value_parser = parse_size)]
     pub max_log_size: Option<u64>,
@@ -382,7 +394,7 @@ impl RunArgs {
             retries: self.retries,
             retry_on: self.retry_on.clone(),
             retry_delay: self.retry_delay,
-            fallback: self.fallback.clone(),
+            fallback_to_cpu: matches!(self.fallback, FallbackArg::Cpu),
             max_log_bytes: self.max_log_size,
             preflight: !self.no_preflight,
             sandbox: match self.sandbox {

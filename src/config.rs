@@ -1,76 +1,14 @@
 //! The validated run configuration: what the CLI becomes before the core sees it.
 
+use std::collections::BTreeSet;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::ConfigError;
-pub use crate::history::Reuse;
-use crate::runner::classify::FailureClass;
-use crate::runner::sandbox::SandboxMode;
-use crate::runner::RetryPolicy;
-
-/// The device a user asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Device {
-    /// The GPU when one is usable, else the CPU.
-    Auto,
-    Cpu,
-    Gpu,
-    Tpu,
-}
-
-/// A concrete platform a script runs on: what `JAX_PLATFORMS` is set from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Platform {
-    Cpu,
-    Gpu,
-    Tpu,
-}
-
-impl Platform {
-    /// The value of `JAX_PLATFORMS` for this platform (jax calls NVIDIA GPUs `cuda`).
-    pub fn jax_platforms(self) -> &'static str {
-        match self {
-            Platform::Cpu => "cpu",
-            Platform::Gpu => "cuda",
-            Platform::Tpu => "tpu",
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Platform::Cpu => "cpu",
-            Platform::Gpu => "gpu",
-            Platform::Tpu => "tpu",
-        }
-    }
-}
-
-impl Device {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Device::Auto => "auto",
-            Device::Cpu => "cpu",
-            Device::Gpu => "gpu",
-            Device::Tpu => "tpu",
-        }
-    }
-
-    /// The platform to run on, given how many NVIDIA GPUs the host reports.
-    pub fn resolve(self, gpus: usize) -> Platform {
-        match self {
-            Device::Auto if gpus > 0 => Platform::Gpu,
-            Device::Auto | Device::Cpu => Platform::Cpu,
-            Device::Gpu => Platform::Gpu,
-            Device::Tpu => Platform::Tpu,
-        }
-    }
-}
+use crate::model::FailureClass;
+pub use crate::model::{Device, Platform, Reuse, SandboxMode};
+use crate::retry::RetryPolicy;
 
 /// Where the persistent XLA compilation cache lives, if anywhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,8 +102,8 @@ pub struct RunOptions {
     pub retry_on: Option<Vec<String>>,
     /// Delay before the first retry (doubles after each).
     pub retry_delay: Duration,
-    /// `cpu` or `none`.
-    pub fallback: String,
+    /// `--fallback cpu` (or `none`).
+    pub fallback_to_cpu: bool,
     pub max_log_bytes: Option<u64>,
     pub preflight: bool,
     pub sandbox: SandboxMode,
@@ -190,154 +128,38 @@ impl RunConfig {
     pub fn from_options(opts: RunOptions) -> Result<Self, ConfigError> {
         let output_dir = validate_output_dir(&opts.output_dir)?;
         let tree = PipelineTree::of(&output_dir);
-        let results_dir = match opts.results_dir {
-            Some(dir) => absolute(&dir),
-            None => tree.default_results_dir(),
-        };
-        std::fs::create_dir_all(&results_dir).map_err(|source| ConfigError::ResultsDir {
-            path: results_dir.clone(),
-            source,
-        })?;
-        let results_dir = results_dir
-            .canonicalize()
-            .map_err(|source| ConfigError::ResultsDir {
-                path: results_dir.clone(),
-                source,
-            })?;
+        let results_dir = results_dir(opts.results_dir.as_deref(), &tree)?;
         let jobs = match opts.jobs {
             None => None,
-            Some(n) => Some(NonZeroUsize::new(n).ok_or_else(|| ConfigError::Invalid {
-                option: "--jobs",
-                value: n.to_string(),
-                reason: "must be at least 1".into(),
-            })?),
+            Some(n) => Some(
+                NonZeroUsize::new(n).ok_or_else(|| invalid("--jobs", n, "must be at least 1"))?,
+            ),
         };
-        if opts.timeout.is_zero() {
-            return Err(ConfigError::Invalid {
-                option: "--timeout",
-                value: "0s".into(),
-                reason: "must be longer than zero, for example 90s or 30m".into(),
-            });
-        }
+        validate_limits(&opts)?;
         let compilation_cache = match opts.compilation_cache.as_deref() {
             Some("off") | Some("none") => CompilationCache::Off,
             Some(dir) => CompilationCache::Dir(absolute(Path::new(dir))),
             None => CompilationCache::Dir(crate::paths::cache_dir().join("jax-compilation-cache")),
         };
-        let retry_on = match &opts.retry_on {
-            None => RetryPolicy::default_retry_on(),
-            Some(names) => names
-                .iter()
-                .flat_map(|n| n.split(','))
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .map(|n| {
-                    let retryable = |c: &FailureClass| {
-                        !matches!(c, FailureClass::Succeeded | FailureClass::Interrupted)
-                    };
-                    FailureClass::parse(n)
-                        .filter(retryable)
-                        .ok_or_else(|| ConfigError::Invalid {
-                            option: "--retry-on",
-                            value: n.to_string(),
-                            reason: format!(
-                                "not a failure class that can be retried; use one of {}",
-                                FailureClass::ALL
-                                    .into_iter()
-                                    .filter(retryable)
-                                    .map(FailureClass::as_str)
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                        })
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        let fallback_to_cpu = match opts.fallback.as_str() {
-            "cpu" => true,
-            "none" => false,
-            other => {
-                return Err(ConfigError::Invalid {
-                    option: "--fallback",
-                    value: other.to_string(),
-                    reason: "use cpu or none".into(),
-                })
-            }
-        };
-        if opts.max_log_bytes.is_some_and(|b| b < 1024) {
-            return Err(ConfigError::Invalid {
-                option: "--max-log-size",
-                value: format!("{}", opts.max_log_bytes.unwrap_or(0)),
-                reason: "must be at least 1KiB".into(),
-            });
-        }
-        let extra_env = opts
-            .env
-            .iter()
-            .map(|kv| match kv.split_once('=') {
-                Some((k, v)) if valid_env_name(k) => Ok((k.to_string(), v.to_string())),
-                _ => Err(ConfigError::Invalid {
-                    option: "--env",
-                    value: kv.clone(),
-                    reason: "use KEY=VALUE with a name of letters, digits and _".into(),
-                }),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        if let Some(bad) = opts.env_pass.iter().find(|n| !valid_env_name(n)) {
-            return Err(ConfigError::Invalid {
-                option: "--env-pass",
-                value: bad.clone(),
-                reason: "name a variable: letters, digits and _".into(),
-            });
-        }
-        if opts.memory_limit.is_some_and(|m| m < 16 << 20) {
-            return Err(ConfigError::Invalid {
-                option: "--memory-limit",
-                value: format!("{}", opts.memory_limit.unwrap_or(0)),
-                reason: "a Python process with jax needs far more than 16MiB; use e.g. 2G".into(),
-            });
-        }
-        if opts.max_procs == Some(0) {
-            return Err(ConfigError::Invalid {
-                option: "--max-procs",
-                value: "0".into(),
-                reason: "must be at least 1".into(),
-            });
-        }
         Ok(RunConfig {
-            sandbox: opts.sandbox,
-            memory_limit: opts.memory_limit,
-            max_procs: opts.max_procs,
-            extra_env,
-            pass_env: opts.env_pass.clone(),
-            warm_start: opts.warm_start,
-            reuse: opts.reuse,
-            profile: opts.profile,
-            ray: match &opts.ray_address {
-                None => None,
-                Some(a) if a.starts_with("http://") || a.starts_with("https://") => {
-                    Some(RayOptions {
-                        address: a.clone(),
-                        token: opts.ray_token.clone(),
-                    })
-                }
-                Some(a) => {
-                    return Err(ConfigError::Invalid {
-                        option: "--ray-address",
-                        value: a.clone(),
-                        reason: "use the dashboard URL, e.g. http://head-node:8265".into(),
-                    })
-                }
-            },
-            gnn_layout: opts.gnn_layout.unwrap_or(tree.is_gnn),
-            step12_dir: tree.step12_dir(),
             retry: RetryPolicy {
                 retries: opts.retries,
-                retry_on,
+                retry_on: retry_on(opts.retry_on.as_deref())?,
                 base_delay: opts.retry_delay,
                 ..RetryPolicy::default()
             },
-            fallback_to_cpu,
+            extra_env: extra_env(&opts.env)?,
+            ray: ray_options(&opts)?,
+            sandbox: opts.sandbox,
+            memory_limit: opts.memory_limit,
+            max_procs: opts.max_procs,
+            pass_env: opts.env_pass,
+            warm_start: opts.warm_start,
+            reuse: opts.reuse,
+            profile: opts.profile,
+            gnn_layout: opts.gnn_layout.unwrap_or(tree.is_gnn),
+            step12_dir: tree.step12_dir(),
+            fallback_to_cpu: opts.fallback_to_cpu,
             max_log_bytes: opts.max_log_bytes,
             preflight: opts.preflight,
             output_dir,
@@ -350,6 +172,122 @@ impl RunConfig {
             python: opts.python.map(|p| absolute(&p)),
             compilation_cache,
         })
+    }
+}
+
+/// A value an option cannot take, and why.
+fn invalid(option: &'static str, value: impl ToString, reason: &str) -> ConfigError {
+    ConfigError::Invalid {
+        option,
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// `--results-dir`, or the tree's default: created, and canonical.
+fn results_dir(given: Option<&Path>, tree: &PipelineTree) -> Result<PathBuf, ConfigError> {
+    let dir = given.map_or_else(|| tree.default_results_dir(), absolute);
+    let failed = |source| ConfigError::ResultsDir {
+        path: dir.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&dir).map_err(failed)?;
+    dir.canonicalize().map_err(failed)
+}
+
+/// Limits that cannot work: a zero timeout, a tiny log cap or memory limit, no
+/// processes, variable names that are not names.
+fn validate_limits(opts: &RunOptions) -> Result<(), ConfigError> {
+    if opts.timeout.is_zero() {
+        return Err(invalid(
+            "--timeout",
+            "0s",
+            "must be longer than zero, for example 90s or 30m",
+        ));
+    }
+    if let Some(b) = opts.max_log_bytes.filter(|b| *b < 1024) {
+        return Err(invalid("--max-log-size", b, "must be at least 1KiB"));
+    }
+    if let Some(m) = opts.memory_limit.filter(|m| *m < 16 << 20) {
+        return Err(invalid(
+            "--memory-limit",
+            m,
+            "a Python process with jax needs far more than 16MiB; use e.g. 2G",
+        ));
+    }
+    if opts.max_procs == Some(0) {
+        return Err(invalid("--max-procs", "0", "must be at least 1"));
+    }
+    if let Some(bad) = opts.env_pass.iter().find(|n| !valid_env_name(n)) {
+        return Err(invalid(
+            "--env-pass",
+            bad,
+            "name a variable: letters, digits and _",
+        ));
+    }
+    Ok(())
+}
+
+/// `--retry-on`: failure class names, comma-separated or repeated.
+fn retry_on(names: Option<&[String]>) -> Result<BTreeSet<FailureClass>, ConfigError> {
+    let Some(names) = names else {
+        return Ok(RetryPolicy::default_retry_on());
+    };
+    let retryable =
+        |c: &FailureClass| !matches!(c, FailureClass::Succeeded | FailureClass::Interrupted);
+    names
+        .iter()
+        .flat_map(|n| n.split(','))
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            FailureClass::parse(n).filter(retryable).ok_or_else(|| {
+                let classes: Vec<&str> = FailureClass::ALL
+                    .into_iter()
+                    .filter(retryable)
+                    .map(FailureClass::as_str)
+                    .collect();
+                invalid(
+                    "--retry-on",
+                    n,
+                    &format!(
+                        "not a failure class that can be retried; use one of {}",
+                        classes.join(", ")
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// `--env KEY=VALUE`.
+fn extra_env(pairs: &[String]) -> Result<Vec<(String, String)>, ConfigError> {
+    pairs
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if valid_env_name(k) => Ok((k.to_string(), v.to_string())),
+            _ => Err(invalid(
+                "--env",
+                kv,
+                "use KEY=VALUE with a name of letters, digits and _",
+            )),
+        })
+        .collect()
+}
+
+/// `--backend ray`: the dashboard URL and token.
+fn ray_options(opts: &RunOptions) -> Result<Option<RayOptions>, ConfigError> {
+    match &opts.ray_address {
+        None => Ok(None),
+        Some(a) if a.starts_with("http://") || a.starts_with("https://") => Ok(Some(RayOptions {
+            address: a.clone(),
+            token: opts.ray_token.clone(),
+        })),
+        Some(a) => Err(invalid(
+            "--ray-address",
+            a,
+            "use the dashboard URL, e.g. http://head-node:8265",
+        )),
     }
 }
 
@@ -427,39 +365,45 @@ pub fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// Options as a test starts from: CPU, no cache, no sandbox, one retry.
+#[cfg(test)]
+pub(crate) fn test_options(dir: &Path) -> RunOptions {
+    RunOptions {
+        output_dir: dir.to_path_buf(),
+        results_dir: None,
+        device: Device::Cpu,
+        recursive: true,
+        jobs: None,
+        timeout: Duration::from_secs(60),
+        grace: Duration::from_secs(1),
+        python: None,
+        compilation_cache: Some("off".into()),
+        retries: 1,
+        retry_on: None,
+        retry_delay: Duration::from_secs(1),
+        fallback_to_cpu: true,
+        max_log_bytes: None,
+        preflight: false,
+        sandbox: SandboxMode::Off,
+        memory_limit: None,
+        max_procs: None,
+        env: vec![],
+        env_pass: vec![],
+        gnn_layout: None,
+        warm_start: WarmStart::Off,
+        reuse: Reuse::None,
+        profile: false,
+        ray_address: None,
+        ray_token: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn opts(dir: &Path) -> RunOptions {
-        RunOptions {
-            output_dir: dir.to_path_buf(),
-            results_dir: None,
-            device: Device::Cpu,
-            recursive: true,
-            jobs: None,
-            timeout: Duration::from_secs(60),
-            grace: Duration::from_secs(1),
-            python: None,
-            compilation_cache: Some("off".into()),
-            retries: 1,
-            retry_on: None,
-            retry_delay: Duration::from_secs(1),
-            fallback: "cpu".into(),
-            max_log_bytes: None,
-            preflight: false,
-            sandbox: SandboxMode::Off,
-            memory_limit: None,
-            max_procs: None,
-            env: vec![],
-            env_pass: vec![],
-            gnn_layout: None,
-            warm_start: WarmStart::Off,
-            reuse: Reuse::None,
-            profile: false,
-            ray_address: None,
-            ray_token: None,
-        }
+        test_options(dir)
     }
 
     #[test]
@@ -501,9 +445,7 @@ mod tests {
         o.retry_on = Some(vec!["flaky".into()]);
         let err = RunConfig::from_options(o).unwrap_err().to_string();
         assert!(err.contains("script_error"), "{err}");
-        let mut o = opts(tmp.path());
-        o.fallback = "tpu".into();
-        assert!(RunConfig::from_options(o).is_err());
+        // --fallback is a value enum now: clap refuses `tpu` (tests/cli.rs).
     }
 
     #[test]

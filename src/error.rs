@@ -125,7 +125,79 @@ pub enum Error {
     #[error(transparent)]
     Report(#[from] ReportError),
     #[error(transparent)]
-    Ray(#[from] crate::runner::ray::RayError),
+    Ray(#[from] RayError),
     #[error("failed to start the async runtime")]
     Runtime(#[source] std::io::Error),
+}
+
+/// A cluster failure.
+#[derive(Debug, thiserror::Error)]
+pub enum RayError {
+    #[error("failed to reach the Ray cluster at {address}: {message}")]
+    Unreachable { address: String, message: String },
+    #[error("the Ray cluster at {address} answered {status} to {what}: {body}")]
+    Refused {
+        address: String,
+        what: String,
+        status: u16,
+        body: String,
+    },
+    #[error("the Ray cluster at {address} has no GPU, and a GPU run was asked for: use --device cpu, or add GPU nodes")]
+    NoGpu { address: String },
+    #[error("failed to package {path}: {message}")]
+    Package { path: PathBuf, message: String },
+}
+
+/// Why bubblewrap cannot sandbox scripts on this machine.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("bwrap is not installed")]
+    NotInstalled,
+    #[error("bwrap could not start: {0}")]
+    Start(std::io::Error),
+    #[error("bwrap cannot create namespaces here: {stderr}")]
+    Namespaces { stderr: String },
+}
+
+/// Why the warm-start zygote cannot start a script (it then starts cold).
+#[derive(Debug, thiserror::Error)]
+pub enum ZygoteError {
+    #[error("socketpair: {0}")]
+    Socket(std::io::Error),
+    #[error("cannot start {python}: {source}")]
+    Start {
+        python: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the zygote exited while importing jax")]
+    Exited,
+    #[error("the zygote did not get ready: {0}")]
+    NotReady(std::io::Error),
+    #[error("zygote lock poisoned")]
+    Poisoned,
+    #[error("zygote unreachable: {0}")]
+    Unreachable(std::io::Error),
+    #[error("the zygote is gone")]
+    Gone,
+    #[error("bad zygote reply: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("the zygote could not fork")]
+    NoFork,
+    #[error("sandboxed scripts start cold: each needs its own mounts")]
+    Sandboxed,
+    #[error("the {0} is not UTF-8")]
+    NotUtf8(&'static str),
+}
+
+/// The messages of `err` and of every error beneath it, outermost first.
+pub fn chain(err: &dyn std::error::Error) -> Vec<String> {
+    let mut out = vec![err.to_string()];
+    let mut source = err.source();
+    while let Some(e) = source {
+        out.push(e.to_string());
+        source = e.source();
+    }
+    out
 }

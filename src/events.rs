@@ -4,8 +4,7 @@
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::config::Platform;
-use crate::model::{Attempt, FailureClass, Fallback, PerformanceMetrics, ScriptResult};
+use crate::model::{Attempt, FailureClass, Fallback, PerformanceMetrics, Platform, ScriptResult};
 
 /// Something that happened during a run.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]

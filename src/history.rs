@@ -8,7 +8,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::discovery::Script;
-use crate::model::{results_file_name, PerformanceMetrics, ScriptResult, Status};
+use crate::model::{results_file_name, PerformanceMetrics, Reuse, ScriptResult, Status};
 
 /// The previous run, as far as its files tell.
 #[derive(Debug, Default)]
@@ -89,17 +89,6 @@ pub fn fingerprint(script: &Script, inputs: &[(&str, String)]) -> String {
 pub fn previous_result(results_dir: &Path, id: &str) -> Option<ScriptResult> {
     let text = std::fs::read_to_string(results_dir.join(results_file_name(id))).ok()?;
     serde_json::from_str(&text).ok()
-}
-
-/// `--resume` or `--rerun-failed`: which earlier results stand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reuse {
-    /// Run everything.
-    None,
-    /// Keep a previous success whose fingerprint matches.
-    Resume,
-    /// Keep every previous success; run the rest.
-    RerunFailed,
 }
 
 /// Whether `previous` stands instead of running the script again.

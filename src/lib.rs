@@ -19,4 +19,6 @@ pub mod plan;
 pub mod python;
 pub mod render;
 pub mod report;
+pub mod retry;
 pub mod runner;
+pub mod schema;

@@ -6,6 +6,7 @@ mod cli;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
 use tokio::sync::watch;
@@ -36,7 +37,7 @@ fn main() -> ExitCode {
         Some(Command::Setup(args)) => setup(args.flavor, level),
         Some(Command::Doctor(args)) => doctor(&args, level),
         Some(Command::Schema { name }) => {
-            let schema = jax_runner::model::schema::schema(&name).expect("clap checked the name");
+            let schema = jax_runner::schema::schema(&name).expect("clap checked the name");
             println!(
                 "{}",
                 serde_json::to_string_pretty(&schema).expect("JSON values serialize")
@@ -89,14 +90,9 @@ fn exit_code(err: &Error) -> u8 {
     }
 }
 
+/// An error and its causes, one per line.
 fn chain(err: &dyn std::error::Error) -> String {
-    let mut s = err.to_string();
-    let mut source = err.source();
-    while let Some(e) = source {
-        s.push_str(&format!("\n  caused by: {e}"));
-        source = e.source();
-    }
-    s
+    jax_runner::error::chain(err).join("\n  caused by: ")
 }
 
 /// One terminal log line: printed above the progress bars when they show (so they
@@ -163,7 +159,7 @@ fn init_logging(
 }
 
 fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
-    let config = RunConfig::from_options(args.options())?;
+    let config = Arc::new(RunConfig::from_options(args.options())?);
     let events_to_stdout = args.events.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let progress = match args.progress {
         cli::ProgressArg::On => true,
@@ -175,77 +171,28 @@ fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
     let _lock = app::lock_results(&config)?;
     let _guard = init_logging(level, Some(&config.results_dir.join("execution_log.txt")))?;
     // Orphans of scripts come to us, not to init, so they can be found and killed.
-    if let Err(e) = jax_runner::runner::reaper::become_subreaper() {
+    if let Err(e) = app::become_subreaper() {
         tracing::warn!(
             "cannot become a subreaper ({e}): leftover processes may escape leak checks"
         );
     }
-    let bwrap = if config.ray.is_some() {
-        Err("scripts run on the Ray cluster".to_string())
-    } else {
-        jax_runner::plan::choose_sandbox(&config)?
-    };
-    let discovery = app::discover(&config)?;
-    let interpreter = if discovery.scripts.is_empty() {
-        None
-    } else {
-        Some(Resolver::from_env(config.python.clone()).resolve()?)
-    };
-    if let Some(i) = &interpreter {
-        tracing::info!(
-            "python {} from {} ({}), jax {}",
-            i.info.python_version,
-            i.path.display(),
-            i.source.as_str(),
-            i.info.jax_version.as_deref().unwrap_or("?")
-        );
+    let mut edge: Vec<Box<dyn report::Reporter>> = vec![Box::new(report::LogReporter::default())];
+    // Opened before the run, so a bad path is an error before any script starts.
+    if let Some(path) = args.events.as_deref() {
+        edge.push(Box::new(report::NdjsonReporter::open(path)?));
+    }
+    if progress {
+        edge.push(Box::new(report::ProgressReporter::new()));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    let mut reporters: Vec<Box<dyn report::Reporter>> =
-        vec![Box::new(report::LogReporter::default())];
-    // Opened before the run, so a bad path is an error before any script starts.
-    let events = args
-        .events
-        .as_deref()
-        .map(report::NdjsonReporter::open)
-        .transpose()?;
-    // A Ray run checks its cluster first: unreachable, or no GPU for a GPU run, is an
-    // error before anything is submitted.
-    let cluster = match &config.ray {
-        Some(r) if !discovery.scripts.is_empty() => {
-            let client = jax_runner::runner::ray::RayClient::new(&r.address, r.token.clone());
-            let want_gpu = config.device == jax_runner::config::Device::Gpu;
-            Some(
-                runtime
-                    .block_on(client.check(want_gpu))
-                    .map_err(Error::Ray)?,
-            )
-        }
-        _ => None,
-    };
     let report = runtime.block_on(async {
         let (stop_tx, stop_rx) = watch::channel(Stop::Run);
         tokio::spawn(forward_signals(stop_tx));
-        if let Some(events) = events {
-            reporters.push(Box::new(events));
-        }
-        if progress {
-            reporters.push(Box::new(report::ProgressReporter::new()));
-        }
-        app::run(
-            &config,
-            interpreter.as_ref(),
-            bwrap,
-            cluster,
-            discovery,
-            reporters,
-            stop_rx,
-        )
-        .await
-    });
+        app::run(config.clone(), edge, stop_rx).await
+    })?;
     if let Some(err) = report.report_errors.into_iter().next() {
         return Err(Error::Report(err));
     }

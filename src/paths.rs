@@ -1,6 +1,6 @@
 //! Where jax-runner keeps state shared between runs: the user cache folder.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `JAX_RUNNER_CACHE_DIR`, else `$XDG_CACHE_HOME/jax-runner`, else `~/.cache/jax-runner`.
 pub fn cache_dir() -> PathBuf {
@@ -77,6 +77,19 @@ pub fn list_files(dir: &std::path::Path, limit: usize) -> (Vec<PathBuf>, bool) {
     }
     out.sort();
     (out, false)
+}
+
+/// The first executable `name` on a PATH-like list.
+pub fn find_on_path(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(path_var?)
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+/// Whether `path` is a file someone may execute.
+pub fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]

@@ -2,28 +2,16 @@
 //! pre-flight's device verdict, the platform, the number of parallel jobs, and the
 //! warm-start zygote's environment.
 
-use crate::config::{Device, Platform, RunConfig};
-use crate::doctor::{self, DoctorReport, Live};
-use crate::error::ConfigError;
-use crate::model::SandboxInfo;
-use crate::python::Interpreter;
-use crate::runner::sandbox::{self, Bwrap, SandboxMode};
-use crate::runner::telemetry;
+use crate::config::RunConfig;
+use crate::doctor::DoctorReport;
+use crate::model::{Device, Platform};
 
-/// Whether scripts run sandboxed: bwrap when it works (`auto`, `on`), else why not.
-/// `--sandbox on` without a working bwrap is an error that says how to install it.
-pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Bwrap, String>, ConfigError> {
-    match config.sandbox {
-        SandboxMode::Off => Ok(Err("--sandbox off".into())),
-        mode => match sandbox::detect() {
-            Ok(b) => Ok(Ok(b)),
-            Err(reason) if mode == SandboxMode::On => Err(ConfigError::SandboxUnavailable {
-                reason,
-                hint: sandbox::INSTALL_HINT,
-            }),
-            Err(reason) => Ok(Err(reason)),
-        },
-    }
+/// What a Ray cluster offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    pub ray_version: String,
+    pub gpus: f64,
+    pub cpus: f64,
 }
 
 /// Where and how wide a run goes.
@@ -36,17 +24,6 @@ pub struct Plan {
     pub gpu_unusable: Option<String>,
     /// How the platform was chosen, in words.
     pub reason: String,
-}
-
-/// The pre-flight: doctor's inspection with a live check of only the accelerator the
-/// run may use (the CPU needs none: the scripts themselves show whether it works).
-pub fn preflight(config: &RunConfig, interp: &Interpreter) -> DoctorReport {
-    let live: &'static [Platform] = match config.device {
-        Device::Auto | Device::Gpu => &[Platform::Gpu],
-        Device::Tpu => &[Platform::Tpu],
-        Device::Cpu => &[],
-    };
-    doctor::inspect(interp, config.device, Live::Only(live))
 }
 
 /// The platform, the GPU verdict and the number of parallel jobs. With a pre-flight
@@ -96,37 +73,6 @@ pub fn plan(config: &RunConfig, env: Option<&DoctorReport>, history_peak_mb: Opt
     }
 }
 
-/// The zygote's own environment: the parent's, with the telemetry shim on
-/// `PYTHONPATH` (each script's own variables are applied in its process).
-pub fn zygote_env(
-    shim_dir: Option<&std::path::Path>,
-) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    let mut env: Vec<_> = std::env::vars_os()
-        .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_PLATFORM_NAME")
-        .collect();
-    if let Some(dir) = shim_dir {
-        env.push(("PYTHONPATH".into(), telemetry::python_path(dir)));
-    }
-    // Importing jax must not reach for a GPU; scripts set their own platform.
-    env.push(("JAX_PLATFORMS".into(), "cpu".into()));
-    env
-}
-
-/// What every result says about isolation.
-pub fn sandbox_info(config: &RunConfig, bwrap: &Result<Bwrap, String>) -> SandboxInfo {
-    let on = bwrap.is_ok();
-    SandboxInfo {
-        kind: if on { "bwrap" } else { "none" }.into(),
-        reason: bwrap.as_ref().err().cloned(),
-        network: !on,
-        home_visible: !on,
-        environment: if on { "allowlist" } else { "inherited" }.into(),
-        memory_limit_mb: config.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
-        max_procs: config.max_procs,
-        max_procs_enforced_by: None,
-    }
-}
-
 /// CPU slots: one per core, fewer when free memory would not hold that many scripts at
 /// the largest peak the previous run saw.
 fn cpu_slots(history_peak_mb: Option<f64>) -> usize {
@@ -145,7 +91,7 @@ fn cpu_slots(history_peak_mb: Option<f64>) -> usize {
 /// A Ray run: the cluster decides. `auto` takes a GPU when the cluster has one (the
 /// check before the run refused `gpu` on a cluster without); jobs default to the
 /// cluster's CPUs, or its GPUs for a GPU run.
-pub fn ray_plan(config: &RunConfig, cluster: &crate::runner::ray::Cluster) -> Plan {
+pub fn ray_plan(config: &RunConfig, cluster: &Cluster) -> Plan {
     let platform = match config.device {
         Device::Auto if cluster.gpus > 0.0 => Platform::Gpu,
         Device::Auto | Device::Cpu => Platform::Cpu,

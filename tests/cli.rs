@@ -110,3 +110,21 @@ fn python_without_jax_is_exit_2_with_the_fix() {
         "{err}"
     );
 }
+
+#[test]
+fn option_values_are_checked_before_anything_runs() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    for bad in [["--fallback", "tpu"], ["--sandbox", "maybe"]] {
+        let out = assert_cmd::Command::cargo_bin("jax-runner")
+            .unwrap()
+            .arg("--output-dir")
+            .arg(t.dir.path())
+            .args(bad)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 2, "{bad:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(bad[1]), "{}", stderr(&out));
+        assert!(!t.results_dir().exists(), "nothing was written");
+    }
+}

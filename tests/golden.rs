@@ -16,10 +16,13 @@ use common::*;
 use serde_json::Value;
 
 /// Keys whose values change from run to run.
-const VARYING: [&str; 22] = [
-    // The sample scripts print their own run time, so their output's length varies.
+const VARYING: [&str; 24] = [
+    // The sample scripts print their own run time, and tracebacks hold the tree's
+    // path, so the outputs' lengths vary.
     "stdout_bytes",
     "stdout_length",
+    "stderr_bytes",
+    "stderr_length",
     "started_at",
     "finished_at",
     "timestamp",

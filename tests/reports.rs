@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use jax_runner::model::schema;
+use jax_runner::schema;
 use serde_json::Value;
 
 /// With `JAX_RUNNER_UPDATE_SCHEMAS=1` this rewrites `schemas/`; otherwise it fails

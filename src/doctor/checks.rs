@@ -342,7 +342,7 @@ pub fn from_live(lc: &LiveCheck, python: &Path) -> Option<Finding> {
     }
     let class = lc.class.map(|c| c.as_str()).unwrap_or("script_error");
     let fix = match lc.class {
-        Some(crate::runner::classify::FailureClass::BrokenInstall) => Some(format!(
+        Some(crate::model::FailureClass::BrokenInstall) => Some(format!(
             "{} -m pip install --force-reinstall {}",
             shell_quote(python),
             Flavor::Cpu.pinned_jax()

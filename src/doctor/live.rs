@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Platform;
-use crate::runner::classify::{classify, Ending, FailureClass, StderrScan};
+use crate::model::FailureClass;
+use crate::runner::classify::{classify, Ending, StderrScan};
 
 const LIVE: &str = include_str!("live.py");
 const LIMIT: Duration = Duration::from_secs(180);

@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{FailureClass, Status};
-use crate::config::{Device, Platform};
+use super::{Device, FailureClass, Platform, Status};
 
 /// `execution_summary_format` of the summary (GNN's slim format).
 pub const SUMMARY_FORMAT: &str = "slim_v1";

@@ -3,15 +3,13 @@
 
 pub mod gnn;
 mod metrics;
-pub mod schema;
+
+mod vocab;
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::runner::classify::{ExceptionInfo, FailureClass};
-pub use crate::runner::reaper::Leak;
 pub use metrics::{PerformanceMetrics, RunInfo, ScriptSummary, Totals};
-
-use crate::config::{Device, Platform};
+pub use vocab::{Device, ExceptionInfo, FailureClass, Leak, Platform, RayJob, Reuse, SandboxMode};
 
 /// Bumped whenever a field changes meaning or disappears (additions keep it).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -101,7 +99,7 @@ pub struct Attempt {
     pub refused_forks: u64,
     /// The Ray job that ran this attempt (`--backend ray`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub ray: Option<crate::runner::ray::RayJob>,
+    pub ray: Option<RayJob>,
     /// `warm` (forked from the zygote that had jax imported) or `cold` (a fresh
     /// interpreter).
     #[serde(default = "cold")]

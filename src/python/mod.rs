@@ -266,17 +266,8 @@ pub fn capture(mut cmd: Command, limit: Duration) -> std::io::Result<(String, St
     Ok((status, stdout, stderr))
 }
 
-/// The first executable `name` on a PATH-like list.
-pub fn find_on_path(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
-    std::env::split_paths(path_var?)
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
+pub use crate::paths::find_on_path;
+use crate::paths::is_executable;
 
 /// Quotes a path for a copy-pasteable shell command.
 pub fn shell_quote(path: &Path) -> String {

@@ -3,24 +3,30 @@
 //! signal tied to the runner, and is stopped as a group: SIGTERM, a grace period,
 //! then SIGKILL. After it exits, whatever it left running is killed and reported.
 
-use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 use tokio::time::{sleep_until, Instant as TokioInstant};
 
+use super::attempt::{AttemptError, AttemptOutcome, AttemptSpec, Start, StoppedBy};
 use super::output::{drain, DrainOptions, Drained, Drainer};
-use super::reaper::{self, Leak};
+use super::reaper;
 use super::sys::{self, Exit};
 use super::tree::TreeSampler;
+use super::zygote::Zygote;
 use super::Stop;
+use crate::error::ZygoteError;
+use crate::model::Leak;
 
 /// Runs a script whose path is not valid UTF-8 (see the file for why).
 const LAUNCH_ODD_NAME: &str = include_str!("launch.py");
+/// Samples go out every this many memory samples (100 ms each).
+const SAMPLES_PER_EVENT: u32 = 10;
 /// How often the tree's memory is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// How long to wait, after the script exits, for its output pipes to close.
@@ -28,114 +34,8 @@ const PIPE_CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// Lines of stderr kept for the result.
 const STDERR_TAIL_LINES: usize = 40;
 
-/// Everything one attempt needs.
-#[derive(Debug, Clone)]
-pub struct AttemptSpec {
-    pub python: PathBuf,
-    pub script: PathBuf,
-    pub cwd: PathBuf,
-    /// Variables to set; with `env_clear` the child gets only these.
-    pub env: Vec<(OsString, OsString)>,
-    pub env_clear: bool,
-    pub env_remove: &'static [&'static str],
-    pub stdout_log: PathBuf,
-    pub stderr_log: PathBuf,
-    pub timeout: Duration,
-    pub grace: Duration,
-    pub max_log_bytes: Option<u64>,
-    /// Marks every process of this attempt (see [`reaper::TOKEN_VAR`]).
-    pub token: String,
-    /// bwrap and its arguments (ending in `--`), when sandboxed.
-    pub sandbox: Option<(PathBuf, Vec<OsString>)>,
-    /// `--memory-limit`: the tree's RSS above which the group is killed, bytes.
-    pub memory_limit: Option<u64>,
-    /// `--max-procs`, enforced by `cgroup` when there is one, else by sampling.
-    pub max_procs: Option<u32>,
-    pub cgroup: Option<std::sync::Arc<super::limits::PidsCgroup>>,
-    /// Where to report resource samples (about once a second).
-    pub samples: Option<SampleSink>,
-    /// The warm-start zygote, when warm start is on.
-    pub zygote: Option<std::sync::Arc<super::zygote::Zygote>>,
-}
-
-/// Sends an attempt's resource samples into the event stream.
-#[derive(Debug, Clone)]
-pub struct SampleSink {
-    pub events: crate::events::EventSender,
-    pub id: String,
-    pub attempt: u32,
-}
-
-/// Samples go out every this many memory samples (100 ms each).
-const SAMPLES_PER_EVENT: u32 = 10;
-
-/// Why the runner stopped the attempt, if it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoppedBy {
-    Timeout,
-    Interrupt,
-    /// The memory watchdog (`--memory-limit`).
-    MemoryLimit,
-    /// The process-count watchdog (`--max-procs` without a pids cgroup).
-    ProcessLimit,
-}
-
-/// What happened.
-#[derive(Debug)]
-pub struct AttemptOutcome {
-    pub started_at: SystemTime,
-    pub duration: Duration,
-    pub exit: Exit,
-    pub stopped_by: Option<StoppedBy>,
-    /// Peak RSS of the tree (sampled), or of the process itself (kernel), if higher.
-    pub peak_rss_bytes: u64,
-    pub stdout: Drained,
-    pub stderr: Drained,
-    /// Processes left running after the script exited, now killed.
-    pub leaks: Vec<Leak>,
-    /// The kernel's OOM killer fired in the runner's cgroup during the attempt.
-    pub kernel_oom_kill: bool,
-    /// Forks the pids cgroup refused.
-    pub refused_forks: u64,
-    /// CPU seconds (user, system) from sampling `/proc`, a floor for the kernel's.
-    pub sampled_cpu: (f64, f64),
-    /// How the process was started.
-    pub start: Start,
-}
-
-/// How an attempt's process was started.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Start {
-    /// A fresh interpreter.
-    Cold,
-    /// Forked from the warm-start zygote.
-    Warm,
-    /// Warm start was asked for but could not be honoured; the reason.
-    ColdFallback(String),
-}
-
-/// The attempt could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
-    #[error("failed to create {path}")]
-    Prepare {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("failed to start {python} for {script}")]
-    Spawn {
-        python: PathBuf,
-        script: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("failed to wait for the script process")]
-    Wait(#[source] std::io::Error),
-}
-
-fn open_log(path: &Path) -> Result<std::fs::File, SpawnError> {
-    std::fs::File::create(path).map_err(|source| SpawnError::Prepare {
+fn open_log(path: &Path) -> Result<std::fs::File, AttemptError> {
+    std::fs::File::create(path).map_err(|source| AttemptError::Prepare {
         path: path.to_path_buf(),
         source,
     })
@@ -187,16 +87,19 @@ fn command(spec: &AttemptSpec) -> Command {
 /// Starts the script, warm when a zygote is there and can honour everything the
 /// attempt needs, cold otherwise. Returns its PID (our child either way), its stdout
 /// and stderr read ends, and how it started.
-async fn start(spec: &AttemptSpec) -> Result<(libc::pid_t, OwnedFd, OwnedFd, Start), SpawnError> {
-    let spawn_error = |source| SpawnError::Spawn {
+async fn start(
+    spec: &AttemptSpec,
+    zygote: Option<&Arc<Zygote>>,
+) -> Result<(libc::pid_t, OwnedFd, OwnedFd, Start), AttemptError> {
+    let spawn_error = |source| AttemptError::Spawn {
         python: spec.python.clone(),
         script: spec.script.clone(),
         source,
     };
     let mut start = Start::Cold;
-    if let Some(zygote) = &spec.zygote {
+    if let Some(zygote) = zygote {
         match super::zygote::warm_request(spec) {
-            Err(reason) => start = Start::ColdFallback(reason),
+            Err(reason) => start = Start::ColdFallback(reason.to_string()),
             Ok(request) => {
                 let (out_r, out_w) = super::zygote::pipe().map_err(spawn_error)?;
                 let (err_r, err_w) = super::zygote::pipe().map_err(spawn_error)?;
@@ -210,7 +113,7 @@ async fn start(spec: &AttemptSpec) -> Result<(libc::pid_t, OwnedFd, OwnedFd, Sta
                     )
                 })
                 .await
-                .unwrap_or_else(|e| Err(e.to_string()));
+                .unwrap_or_else(|e| Err(ZygoteError::Refused(e.to_string())));
                 match asked {
                     Ok(pid) => return Ok((pid, out_r, err_r, Start::Warm)),
                     Err(reason) => {
@@ -232,14 +135,15 @@ async fn start(spec: &AttemptSpec) -> Result<(libc::pid_t, OwnedFd, OwnedFd, Sta
 /// Runs one attempt to its end, honouring the timeout and stop requests.
 pub async fn run_attempt(
     spec: &AttemptSpec,
+    zygote: Option<&Arc<Zygote>>,
     mut stop: watch::Receiver<Stop>,
-) -> Result<AttemptOutcome, SpawnError> {
+) -> Result<AttemptOutcome, AttemptError> {
     let stdout_file = open_log(&spec.stdout_log)?;
     let stderr_file = open_log(&spec.stderr_log)?;
     let oom_before = reaper::oom_kill_count();
     let started_at = SystemTime::now();
     let started = Instant::now();
-    let (pid, child_stdout, child_stderr, start) = start(spec).await?;
+    let (pid, child_stdout, child_stderr, start) = start(spec, zygote).await?;
     let out_opts = DrainOptions {
         max_bytes: spec.max_log_bytes,
         ..Default::default()
@@ -251,8 +155,64 @@ pub async fn run_attempt(
     };
     let out_task = drain(child_stdout, stdout_file, out_opts);
     let err_task = drain(child_stderr, stderr_file, err_opts);
-    let mut waiter = tokio::task::spawn_blocking(move || sys::wait4(pid));
+    let waiter = tokio::task::spawn_blocking(move || sys::wait4(pid));
+    let (exit, stopped_by, sampler) = supervise(pid, spec, &mut stop, waiter, started).await?;
+    let duration = started.elapsed();
+    let exit = if spec.sandbox.is_some() {
+        let (code, signal) = super::sandbox::decode_exit(exit.code, exit.signal);
+        Exit {
+            code,
+            signal,
+            ..exit
+        }
+    } else {
+        exit
+    };
+    // Whatever is left in the group goes, then anything that escaped it.
+    sys::kill_group(pid, libc::SIGKILL);
+    let token = spec.token.clone();
+    let seen = sampler.seen.clone();
+    let init = spec
+        .sandbox
+        .as_ref()
+        .map(|(bwrap, _)| bwrap.to_string_lossy().into_owned());
+    let mut leaks =
+        tokio::task::spawn_blocking(move || reaper::sweep(&token, &seen, init.as_deref()))
+            .await
+            .unwrap_or_default();
+    let (stdout, stderr, held_open) = collect_output(out_task, err_task).await;
+    if held_open {
+        leaks.push(Leak {
+            pid: 0,
+            command: "an unknown process outside the script's tree held its output open".into(),
+        });
+    }
+    Ok(AttemptOutcome {
+        started_at,
+        duration,
+        peak_rss_bytes: sampler.peak_bytes.max(exit.max_rss_bytes),
+        exit,
+        stopped_by,
+        stdout,
+        stderr,
+        leaks,
+        kernel_oom_kill: matches!((oom_before, reaper::oom_kill_count()), (Some(a), Some(b)) if b > a),
+        refused_forks: spec.cgroup.as_ref().map_or(0, |c| c.refused_forks()),
+        sampled_cpu: sampler.cpu_seconds(),
+        start,
+    })
+}
 
+/// Watches a running attempt until it exits: samples its tree, enforces the time
+/// limit, the memory and process watchdogs, and stop requests. Returns how it exited,
+/// why the runner stopped it (if it did) and the sampler's figures.
+async fn supervise(
+    pid: libc::pid_t,
+    spec: &AttemptSpec,
+    stop: &mut watch::Receiver<Stop>,
+    mut waiter: tokio::task::JoinHandle<std::io::Result<Exit>>,
+    started: Instant,
+) -> Result<(Exit, Option<StoppedBy>, TreeSampler), AttemptError> {
     let mut sampler = TreeSampler::default();
     let mut ticker = tokio::time::interval(SAMPLE_EVERY);
     let deadline = TokioInstant::now() + spec.timeout;
@@ -265,8 +225,8 @@ pub async fn run_attempt(
         tokio::select! {
             res = &mut waiter => {
                 break res
-                    .map_err(|e| SpawnError::Wait(std::io::Error::other(e)))?
-                    .map_err(SpawnError::Wait)?;
+                    .map_err(|e| AttemptError::Wait(std::io::Error::other(e)))?
+                    .map_err(AttemptError::Wait)?;
             }
             _ = ticker.tick() => {
                 let rss = sampler.sample(pid as u32);
@@ -322,50 +282,7 @@ pub async fn run_attempt(
             }
         }
     };
-    let duration = started.elapsed();
-    let exit = if spec.sandbox.is_some() {
-        let (code, signal) = super::sandbox::decode_exit(exit.code, exit.signal);
-        Exit {
-            code,
-            signal,
-            ..exit
-        }
-    } else {
-        exit
-    };
-    // Whatever is left in the group goes, then anything that escaped it.
-    sys::kill_group(pid, libc::SIGKILL);
-    let token = spec.token.clone();
-    let seen = sampler.seen.clone();
-    let init = spec
-        .sandbox
-        .as_ref()
-        .map(|(bwrap, _)| bwrap.to_string_lossy().into_owned());
-    let mut leaks =
-        tokio::task::spawn_blocking(move || reaper::sweep(&token, &seen, init.as_deref()))
-            .await
-            .unwrap_or_default();
-    let (stdout, stderr, held_open) = collect_output(out_task, err_task).await;
-    if held_open {
-        leaks.push(Leak {
-            pid: 0,
-            command: "an unknown process outside the script's tree held its output open".into(),
-        });
-    }
-    Ok(AttemptOutcome {
-        started_at,
-        duration,
-        peak_rss_bytes: sampler.peak_bytes.max(exit.max_rss_bytes),
-        exit,
-        stopped_by,
-        stdout,
-        stderr,
-        leaks,
-        kernel_oom_kill: matches!((oom_before, reaper::oom_kill_count()), (Some(a), Some(b)) if b > a),
-        refused_forks: spec.cgroup.as_ref().map_or(0, |c| c.refused_forks()),
-        sampled_cpu: sampler.cpu_seconds(),
-        start,
-    })
+    Ok((exit, stopped_by, sampler))
 }
 
 /// The polite stop: SIGTERM to the script's processes. Unsandboxed that is the whole

@@ -2,69 +2,7 @@
 //! the runner's own stop reason and the lines it wrote to stderr. The signature table
 //! below is the one place stderr patterns live.
 
-use serde::{Deserialize, Serialize};
-
-use crate::config::Platform;
-
-/// Why an attempt ended the way it did.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureClass {
-    Succeeded,
-    /// A Python exception or a non-zero exit without a better explanation.
-    ScriptError,
-    TimedOut,
-    OutOfMemory,
-    /// The GPU stack failed (no device, plugin conflict, cuDNN mismatch, …); the same
-    /// script may well work on the CPU.
-    GpuEnvironment,
-    /// jax and jaxlib do not fit together: nothing works until the install is fixed.
-    BrokenInstall,
-    KilledBySignal,
-    Interrupted,
-}
-
-impl FailureClass {
-    pub const ALL: [FailureClass; 8] = [
-        FailureClass::Succeeded,
-        FailureClass::ScriptError,
-        FailureClass::TimedOut,
-        FailureClass::OutOfMemory,
-        FailureClass::GpuEnvironment,
-        FailureClass::BrokenInstall,
-        FailureClass::KilledBySignal,
-        FailureClass::Interrupted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureClass::Succeeded => "succeeded",
-            FailureClass::ScriptError => "script_error",
-            FailureClass::TimedOut => "timed_out",
-            FailureClass::OutOfMemory => "out_of_memory",
-            FailureClass::GpuEnvironment => "gpu_environment",
-            FailureClass::BrokenInstall => "broken_install",
-            FailureClass::KilledBySignal => "killed_by_signal",
-            FailureClass::Interrupted => "interrupted",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<FailureClass> {
-        Self::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-}
+use crate::model::{ExceptionInfo, FailureClass, Platform};
 
 /// The stderr signatures, strongest class first: a broken install explains GPU errors
 /// too, and a GPU environment failure explains the out-of-memory lines it can cause.
@@ -107,16 +45,6 @@ pub const SIGNATURES: &[(FailureClass, &str)] = &[
 
 /// Longest stderr line examined; longer lines are cut (a flood cannot cost memory).
 const MAX_LINE: usize = 4096;
-
-/// The uncaught exception a traceback ended with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ExceptionInfo {
-    /// Its type, as printed (`ValueError`, `jax.errors.JaxRuntimeError`).
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Its message (may be empty).
-    pub message: String,
-}
 
 /// Watches every stderr line as it streams past, keeping only what classification
 /// needs: the first line matching each signature, and the last exception.

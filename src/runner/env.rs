@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::config::Platform;
+use crate::model::Platform;
 
 /// Variables removed from the child's environment: `JAX_PLATFORM_NAME` is deprecated,
 /// and `gpu` there also means ROCm, so it must not compete with `JAX_PLATFORMS`.

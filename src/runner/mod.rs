@@ -2,6 +2,8 @@
 //! parallel up to the job limit, and turn each into a [`ScriptResult`]. Progress goes
 //! out as [`RunEvent`]s; nothing here prints.
 
+pub mod attempt;
+pub mod backends;
 mod child;
 pub mod classify;
 pub mod env;
@@ -9,7 +11,6 @@ pub mod limits;
 mod output;
 pub mod ray;
 pub mod reaper;
-pub mod retry;
 pub mod sandbox;
 mod script;
 pub mod sys;
@@ -19,18 +20,18 @@ pub mod zygote;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-pub use child::{AttemptOutcome, AttemptSpec, SpawnError, StoppedBy};
-pub use retry::RetryPolicy;
+pub use crate::retry::RetryPolicy;
+pub use attempt::{AttemptError, AttemptOutcome, AttemptSpec, Backend, StoppedBy};
 
-use crate::config::{Device, Platform};
+use crate::config::RunConfig;
 use crate::discovery::Script;
 use crate::events::{EventSender, RunEvent};
 use crate::model::ScriptSummary;
+use crate::plan::Plan;
 
 /// A request to stop, escalating: the controller only ever raises it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -43,49 +44,21 @@ pub enum Stop {
     Kill,
 }
 
-/// What every script of a run shares.
+/// What every script of a run shares: the validated options and the plan, shared
+/// rather than copied, and the backend that runs attempts.
 #[derive(Debug)]
 pub struct RunContext {
-    pub python: PathBuf,
-    pub device_requested: Device,
-    /// The platform scripts start on.
-    pub platform: Platform,
-    pub jobs: usize,
-    pub timeout: Duration,
-    pub grace: Duration,
-    pub results_dir: PathBuf,
-    pub compilation_cache: Option<PathBuf>,
-    pub retry: RetryPolicy,
-    /// Move GPU scripts to the CPU when the GPU environment fails.
-    pub fallback_to_cpu: bool,
-    pub max_log_bytes: Option<u64>,
-    /// The telemetry shim's folder, when installed.
-    pub shim_dir: Option<PathBuf>,
-    /// Unique per run; part of every child's leak-tracing token.
-    pub run_token: String,
+    pub config: Arc<RunConfig>,
+    pub plan: Arc<Plan>,
+    /// Runs each attempt (local processes or Ray jobs).
+    pub backend: Arc<dyn Backend>,
     /// Set once the GPU environment is known to be broken in this run, with the
     /// reason, so later scripts start on the CPU instead of failing one by one.
     pub gpu_broken: Mutex<Option<String>>,
-    /// bubblewrap and what it must keep visible, when scripts are sandboxed.
-    pub sandbox: Option<SandboxSetup>,
     /// What every result says about isolation (per-script details are filled in).
     pub sandbox_info: crate::model::SandboxInfo,
-    /// `--memory-limit`, bytes.
-    pub memory_limit: Option<u64>,
-    /// `--max-procs`.
-    pub max_procs: Option<u32>,
-    /// `--env KEY=VALUE`, for every script.
-    pub extra_env: Vec<(String, String)>,
-    /// `--env-pass NAME`: parent variables a sandboxed script also gets.
-    pub pass_env: Vec<String>,
     /// Data folders other than `RESULTS/data/<id>` (GNN's layout), by script id.
     pub data_dirs: std::collections::HashMap<String, PathBuf>,
-    /// The warm-start zygote, when warm start is on.
-    pub zygote: Option<Arc<zygote::Zygote>>,
-    /// `--profile`.
-    pub profile: bool,
-    /// `--backend ray`: the cluster that runs the scripts.
-    pub ray: Option<ray::RayClient>,
     /// Each script's fingerprint (see [`crate::history::fingerprint`]).
     pub fingerprints: std::collections::HashMap<String, String>,
 }
@@ -95,26 +68,16 @@ pub fn default_data_dir(results_dir: &std::path::Path, id: &str) -> PathBuf {
     results_dir.join("data").join(id)
 }
 
-/// What a sandboxed run needs to build each script's bwrap command.
-#[derive(Debug, Clone)]
-pub struct SandboxSetup {
-    pub bwrap: sandbox::Bwrap,
-    /// `$HOME`, hidden inside.
-    pub home: Option<PathBuf>,
-    /// Interpreter folders to keep readable inside a hidden `$HOME`.
-    pub python_paths: Vec<PathBuf>,
-}
-
 impl RunContext {
     fn logs_dir(&self) -> PathBuf {
-        self.results_dir.join("logs")
+        self.config.results_dir.join("logs")
     }
 
     fn data_dir(&self, id: &str) -> PathBuf {
         self.data_dirs
             .get(id)
             .cloned()
-            .unwrap_or_else(|| default_data_dir(&self.results_dir, id))
+            .unwrap_or_else(|| default_data_dir(&self.config.results_dir, id))
     }
 
     /// Log files of attempt `n`: the first keeps the plain names.
@@ -152,10 +115,10 @@ pub async fn run_all(
     events: EventSender,
     stop: watch::Receiver<Stop>,
 ) -> Vec<ScriptSummary> {
-    let slots = Arc::new(Semaphore::new(ctx.jobs.max(1)));
+    let slots = Arc::new(Semaphore::new(ctx.plan.jobs.max(1)));
     // Which worker slot is free: the timeline draws one row per slot.
     let free_slots = Arc::new(Mutex::new(
-        (0..ctx.jobs.max(1)).rev().collect::<Vec<usize>>(),
+        (0..ctx.plan.jobs.max(1)).rev().collect::<Vec<usize>>(),
     ));
     let mut tasks = JoinSet::new();
     let mut results: Vec<Option<ScriptSummary>> = vec![None; scripts.len()];

@@ -3,15 +3,17 @@
 //! attempt's result is built from the job's status and logs, so timeouts, retries,
 //! fallback and every report behave as for local runs.
 
+use crate::error::RayError;
+use crate::model::RayJob;
+use crate::plan::Cluster;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::child::{AttemptOutcome, Start, StoppedBy};
+use super::attempt::{AttemptOutcome, Start, StoppedBy};
 use super::output::Drained;
 use super::sys::Exit;
 use super::Stop;
@@ -21,56 +23,12 @@ const POLL: Duration = Duration::from_millis(500);
 /// Largest script folder sent to the cluster.
 const MAX_PACKAGE: u64 = 100 * 1024 * 1024;
 
-/// A cluster failure.
-#[derive(Debug, thiserror::Error)]
-pub enum RayError {
-    #[error("failed to reach the Ray cluster at {address}: {message}")]
-    Unreachable { address: String, message: String },
-    #[error("the Ray cluster at {address} answered {status} to {what}: {body}")]
-    Refused {
-        address: String,
-        what: String,
-        status: u16,
-        body: String,
-    },
-    #[error("the Ray cluster at {address} has no GPU, and a GPU run was asked for: use --device cpu, or add GPU nodes")]
-    NoGpu { address: String },
-    #[error("failed to package {path}: {message}")]
-    Package { path: PathBuf, message: String },
-}
-
-/// Where a job ran.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct RayJob {
-    /// The cluster's dashboard address.
-    pub address: String,
-    /// The job's submission id.
-    pub job_id: String,
-    /// The node its driver ran on, when the cluster says.
-    pub node_id: Option<String>,
-    /// The job's final status (`SUCCEEDED`, `FAILED`, `STOPPED`).
-    pub status: String,
-    /// The cluster's message about the job.
-    pub message: Option<String>,
-    /// Ray's error type when the job failed (`JOB_ENTRYPOINT_COMMAND_ERROR`, …).
-    #[serde(default)]
-    pub error_type: Option<String>,
-}
-
 /// A client of one cluster.
 #[derive(Debug, Clone)]
 pub struct RayClient {
     address: String,
     http: reqwest::Client,
     token: Option<String>,
-}
-
-/// What the cluster offers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Cluster {
-    pub ray_version: String,
-    pub gpus: f64,
-    pub cpus: f64,
 }
 
 impl RayClient {

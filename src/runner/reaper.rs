@@ -5,22 +5,13 @@
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use crate::model::Leak;
 
 use super::sys;
 
 /// The variable that marks every process a script starts (children inherit it), so a
 /// leftover can be traced to its script even after it left the process group.
 pub const TOKEN_VAR: &str = "JAX_RUNNER_TOKEN";
-
-/// A process a script left behind.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Leak {
-    /// Its PID.
-    pub pid: u32,
-    /// Its command line.
-    pub command: String,
-}
 
 /// Makes this process the subreaper of its descendants. Call once, early.
 pub fn become_subreaper() -> std::io::Result<()> {

@@ -6,17 +6,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use serde::{Deserialize, Serialize};
-
-/// `--sandbox`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SandboxMode {
-    /// On when bubblewrap works here, otherwise off with one warning.
-    Auto,
-    On,
-    Off,
-}
+use crate::error::SandboxError;
 
 /// A working bubblewrap.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,9 +20,9 @@ pub const INSTALL_HINT: &str =
     "apt-get install bubblewrap   (Debian/Ubuntu; dnf install bubblewrap on Fedora/RHEL)";
 
 /// Finds `bwrap` on PATH and proves it can build the namespaces a run needs.
-pub fn detect() -> Result<Bwrap, String> {
-    let path = crate::python::find_on_path("bwrap", std::env::var_os("PATH").as_deref())
-        .ok_or_else(|| "bwrap is not installed".to_string())?;
+pub fn detect() -> Result<Bwrap, SandboxError> {
+    let path = crate::paths::find_on_path("bwrap", std::env::var_os("PATH").as_deref())
+        .ok_or(SandboxError::NotInstalled)?;
     let version = Command::new(&path)
         .arg("--version")
         .output()
@@ -51,14 +41,13 @@ pub fn detect() -> Result<Bwrap, String> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
-        .map_err(|e| format!("bwrap could not start: {e}"))?;
+        .map_err(SandboxError::Start)?;
     if probe.status.success() {
         Ok(Bwrap { path, version })
     } else {
-        Err(format!(
-            "bwrap cannot create namespaces here: {}",
-            String::from_utf8_lossy(&probe.stderr).trim()
-        ))
+        Err(SandboxError::Namespaces {
+            stderr: String::from_utf8_lossy(&probe.stderr).trim().to_string(),
+        })
     }
 }
 

@@ -1,24 +1,24 @@
 //! One script from first attempt to final result: retries by policy, the GPU→CPU
 //! fallback, telemetry, classification and leak reports.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::child::{self, AttemptOutcome, AttemptSpec, SpawnError, StoppedBy};
-use super::classify::{classify, Ending, FailureClass};
-use super::{env, limits, ray, sandbox, sys, telemetry, RunContext, Stop};
-use crate::config::Platform;
+use super::attempt::{AttemptError, AttemptOutcome, AttemptRequest, Start, StoppedBy};
+use super::classify::{classify, Ending};
+use super::{sys, RunContext, Stop};
 use crate::discovery::Script;
 use crate::events::{EventSender, RunEvent};
 use crate::model::{
     Attempt, Fallback, JaxTelemetry, ScriptResult, ScriptSummary, Status, SCHEMA_VERSION,
 };
+use crate::model::{FailureClass, Platform};
 use crate::paths::rfc3339;
 
 /// Runs one script to its final result, reports it, and returns its summary line.
+/// The loop decides retries and the GPU→CPU fallback; how an attempt runs is the
+/// backend's business.
 pub async fn run_script(
     ctx: &RunContext,
     script: &Script,
@@ -26,12 +26,13 @@ pub async fn run_script(
     events: &EventSender,
     mut stop: watch::Receiver<Stop>,
 ) -> ScriptSummary {
+    let config = &ctx.config;
     let mut result = base_result(ctx, script);
     let data_dir = ctx.data_dir(&script.id);
     let prepared =
         std::fs::create_dir_all(ctx.logs_dir()).and_then(|_| std::fs::create_dir_all(&data_dir));
-    let mut platform = ctx.platform;
-    if platform == Platform::Gpu && ctx.fallback_to_cpu {
+    let mut platform = ctx.plan.platform;
+    if platform == Platform::Gpu && config.fallback_to_cpu {
         if let Some(reason) = ctx.gpu_unusable() {
             platform = Platform::Cpu;
             fall_back(&mut result, events, reason);
@@ -40,78 +41,6 @@ pub async fn run_script(
     let mut retries_done = 0;
     for number in 1.. {
         let (stdout_log, stderr_log) = ctx.log_paths(&script.id, number);
-        // In the data folder: the one place a sandboxed script may write.
-        let report = data_dir.join(format!(".jax-runner-telemetry.{number}.json"));
-        let _ = std::fs::remove_file(&report);
-        let cwd = script.path.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let profile_dir = ctx
-            .profile
-            .then(|| data_dir.join(format!("profile-attempt{number}")));
-        let runner_env = env::child_env(&env::EnvSpec {
-            platform,
-            data_dir: &data_dir,
-            attempt: number,
-            compilation_cache: ctx.compilation_cache.as_deref(),
-            telemetry: ctx
-                .shim_dir
-                .as_ref()
-                .map(|dir| (report.as_path(), telemetry::python_path(dir))),
-            profile_dir: profile_dir.as_deref(),
-        });
-        let cgroup = ctx.max_procs.and_then(|max| {
-            let name = format!("{}-{}-{number}", std::process::id(), script.id);
-            limits::PidsCgroup::create(&sanitize_cgroup(&name), max).map(Arc::new)
-        });
-        result.sandbox.max_procs_enforced_by = ctx.max_procs.map(|_| {
-            if cgroup.is_some() {
-                "cgroup"
-            } else {
-                "watchdog"
-            }
-            .to_string()
-        });
-        let spec = AttemptSpec {
-            python: ctx.python.clone(),
-            script: script.path.clone(),
-            sandbox: ctx.sandbox.as_ref().map(|sb| {
-                let mut readable = sb.python_paths.clone();
-                readable.push(cwd.clone());
-                // The parent's PYTHONPATH passes in, so its folders must stay visible.
-                if let Some(pp) = std::env::var_os("PYTHONPATH") {
-                    readable.extend(std::env::split_paths(&pp).filter(|p| p.is_absolute()));
-                }
-                readable.extend(ctx.shim_dir.clone());
-                let mut writable = vec![data_dir.clone()];
-                writable.extend(ctx.compilation_cache.clone());
-                let mounts = sandbox::Mounts {
-                    home: sb.home.clone(),
-                    readable,
-                    writable,
-                    cwd: cwd.clone(),
-                    gpu: platform == Platform::Gpu,
-                };
-                (sb.bwrap.path.clone(), sandbox::args(&mounts))
-            }),
-            cwd,
-            env: full_env(ctx, runner_env),
-            env_clear: ctx.sandbox.is_some(),
-            env_remove: env::REMOVED,
-            memory_limit: ctx.memory_limit,
-            max_procs: ctx.max_procs,
-            cgroup,
-            zygote: ctx.zygote.clone(),
-            samples: Some(child::SampleSink {
-                events: events.clone(),
-                id: script.id.clone(),
-                attempt: number,
-            }),
-            stdout_log,
-            stderr_log,
-            timeout: ctx.timeout,
-            grace: ctx.grace,
-            max_log_bytes: ctx.max_log_bytes,
-            token: format!("{}:{}:{number}", ctx.run_token, script.id),
-        };
         events.emit(RunEvent::ScriptStarted {
             id: script.id.clone(),
             attempt: number,
@@ -119,53 +48,43 @@ pub async fn run_script(
             path: script.relative_path.to_string_lossy().into_owned(),
             slot,
         });
-        let mut job = None;
-        let outcome = match (&prepared, &ctx.ray) {
-            (Ok(()), Some(client)) => {
-                let spec = ray::JobSpec {
-                    script: &script.path,
-                    env: remote_env(&spec.env),
-                    gpu: platform == Platform::Gpu,
-                    submission_id: format!(
-                        "jax-runner-{}-{}-{number}",
-                        sanitize_cgroup(&ctx.run_token),
-                        script.id
-                    ),
-                    stdout_log: &spec.stdout_log,
-                    stderr_log: &spec.stderr_log,
-                    timeout: ctx.timeout,
-                };
-                match ray::run_attempt(client, &spec, stop.clone()).await {
-                    Ok((o, j)) => {
-                        job = Some(j);
-                        Ok(o)
-                    }
-                    Err(e) => Err(SpawnError::Spawn {
-                        python: PathBuf::from("ray job"),
-                        script: script.path.clone(),
-                        source: std::io::Error::other(e.to_string()),
-                    }),
-                }
-            }
-            (Ok(()), None) => child::run_attempt(&spec, stop.clone()).await,
-            (Err(e), _) => Err(SpawnError::Prepare {
+        let request = AttemptRequest {
+            script,
+            number,
+            platform,
+            data_dir: &data_dir,
+            stdout_log: &stdout_log,
+            stderr_log: &stderr_log,
+            events,
+        };
+        let outcome = match &prepared {
+            Ok(()) => ctx.backend.run(request, stop.clone()).await,
+            Err(e) => Err(AttemptError::Prepare {
                 path: data_dir.clone(),
                 source: std::io::Error::new(e.kind(), e.to_string()),
             }),
         };
         let mut attempt = match outcome {
-            Ok(o) => record(
-                number,
-                platform,
-                &spec,
-                &o,
-                telemetry::take(&report),
-                &mut result,
-            ),
-            Err(e) => spawn_failure(number, platform, &spec, &e, &mut result),
+            Ok(done) => {
+                if done.max_procs_enforced_by.is_some() {
+                    result.sandbox.max_procs_enforced_by =
+                        done.max_procs_enforced_by.map(str::to_string);
+                }
+                let mut a = record(
+                    number,
+                    platform,
+                    &stdout_log,
+                    &stderr_log,
+                    &done.outcome,
+                    done.jax,
+                    &mut result,
+                );
+                a.ray = done.ray;
+                a
+            }
+            Err(e) => spawn_failure(number, platform, &stdout_log, &stderr_log, &e, &mut result),
         };
         attempt.slot = slot;
-        attempt.ray = job;
         let class = attempt.class;
         let reason = attempt.matched_line.clone();
         events.emit(RunEvent::AttemptFinished {
@@ -176,7 +95,9 @@ pub async fn run_script(
         if class == FailureClass::Succeeded || *stop.borrow() != Stop::Run {
             break;
         }
-        if class == FailureClass::GpuEnvironment && platform == Platform::Gpu && ctx.fallback_to_cpu
+        if class == FailureClass::GpuEnvironment
+            && platform == Platform::Gpu
+            && config.fallback_to_cpu
         {
             let reason = reason.unwrap_or_else(|| "the GPU environment failed".into());
             ctx.mark_gpu_unusable(&reason);
@@ -184,11 +105,11 @@ pub async fn run_script(
             fall_back(&mut result, events, reason);
             continue;
         }
-        if !ctx.retry.should_retry(class, retries_done) {
+        if !config.retry.should_retry(class, retries_done) {
             break;
         }
         retries_done += 1;
-        let delay = ctx.retry.delay(retries_done);
+        let delay = config.retry.delay(retries_done);
         events.emit(RunEvent::RetryScheduled {
             id: script.id.clone(),
             attempt: number,
@@ -207,56 +128,6 @@ pub async fn run_script(
         result: Box::new(result),
     });
     summary
-}
-
-/// The variables a script gets on top of (or, sandboxed, instead of) the parent's:
-/// sandboxed runs start from the allowlist and `--env-pass`; both get the runner's
-/// settings and `--env`, which win.
-fn full_env(ctx: &RunContext, runner: Vec<(&'static str, OsString)>) -> Vec<(OsString, OsString)> {
-    let mut vars: Vec<(OsString, OsString)> = Vec::new();
-    if ctx.sandbox.is_some() {
-        for (k, v) in std::env::vars_os() {
-            let name = k.to_string_lossy();
-            if env::allowlisted(&name) || ctx.pass_env.iter().any(|p| *p == name) {
-                vars.push((k, v));
-            }
-        }
-    }
-    vars.extend(runner.into_iter().map(|(k, v)| (OsString::from(k), v)));
-    vars.extend(
-        ctx.extra_env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v))),
-    );
-    vars
-}
-
-/// A job's environment on the cluster: the runner's variables for the script, less
-/// what only makes sense on this machine (the telemetry shim's paths).
-fn remote_env(env: &[(OsString, OsString)]) -> Vec<(String, String)> {
-    env.iter()
-        .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_RUNNER_TELEMETRY")
-        .map(|(k, v)| {
-            (
-                k.to_string_lossy().into_owned(),
-                v.to_string_lossy().into_owned(),
-            )
-        })
-        .collect()
-}
-
-/// cgroup names: letters, digits, `-`, `_`, `.` only, and not too long.
-fn sanitize_cgroup(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(200)
-        .collect()
 }
 
 fn fall_back(result: &mut ScriptResult, events: &EventSender, reason: String) {
@@ -285,7 +156,8 @@ pub fn status_of(class: FailureClass) -> Status {
 fn record(
     number: u32,
     device: Platform,
-    spec: &AttemptSpec,
+    stdout_log: &Path,
+    stderr_log: &Path,
     o: &AttemptOutcome,
     jax: Option<JaxTelemetry>,
     r: &mut ScriptResult,
@@ -336,20 +208,20 @@ fn record(
         matched_line: verdict.matched_line,
         exception: verdict.exception,
         jax,
-        stdout_log: spec.stdout_log.to_string_lossy().into_owned(),
-        stderr_log: spec.stderr_log.to_string_lossy().into_owned(),
+        stdout_log: stdout_log.to_string_lossy().into_owned(),
+        stderr_log: stderr_log.to_string_lossy().into_owned(),
         log_cut_bytes: o.stdout.cut_bytes + o.stderr.cut_bytes,
         leaks: o.leaks.clone(),
         refused_forks: o.refused_forks,
         ray: None,
-        start: if o.start == child::Start::Warm {
+        start: if o.start == Start::Warm {
             "warm"
         } else {
             "cold"
         }
         .into(),
         cold_start_reason: match &o.start {
-            child::Start::ColdFallback(reason) => Some(reason.clone()),
+            Start::ColdFallback(reason) => Some(reason.clone()),
             _ => None,
         },
     }
@@ -358,16 +230,12 @@ fn record(
 fn spawn_failure(
     number: u32,
     device: Platform,
-    spec: &AttemptSpec,
-    e: &SpawnError,
+    stdout_log: &Path,
+    stderr_log: &Path,
+    e: &AttemptError,
     r: &mut ScriptResult,
 ) -> Attempt {
-    let mut chain = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        chain.push_str(&format!(": {s}"));
-        source = s.source();
-    }
+    let chain = crate::error::chain(e).join(": ");
     r.stderr_tail = vec![format!("[jax-runner] {chain}")];
     Attempt {
         number,
@@ -385,8 +253,8 @@ fn spawn_failure(
         matched_line: Some(chain),
         exception: None,
         jax: None,
-        stdout_log: spec.stdout_log.to_string_lossy().into_owned(),
-        stderr_log: spec.stderr_log.to_string_lossy().into_owned(),
+        stdout_log: stdout_log.to_string_lossy().into_owned(),
+        stderr_log: stderr_log.to_string_lossy().into_owned(),
         log_cut_bytes: 0,
         leaks: Vec::new(),
         refused_forks: 0,
@@ -414,7 +282,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         return_code: None,
         signal: None,
         signal_name: None,
-        device_requested: ctx.device_requested,
+        device_requested: ctx.config.device,
         device_used: None,
         fallback: None,
         device_mismatch: false,
@@ -424,7 +292,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         peak_memory_mb: 0.0,
         cpu_user_s: 0.0,
         cpu_system_s: 0.0,
-        timeout_s: ctx.timeout.as_secs_f64(),
+        timeout_s: ctx.config.timeout.as_secs_f64(),
         started_at: None,
         finished_at: None,
         stdout_log: lossy(stdout_log),
@@ -489,3 +357,6 @@ fn finish(r: &mut ScriptResult) {
         .unwrap_or_else(|_| std::time::SystemTime::now());
     r.finished_at = Some(rfc3339(end));
 }
+
+#[cfg(test)]
+mod tests;

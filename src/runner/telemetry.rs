@@ -66,7 +66,7 @@ mod tests {
 
     #[test]
     fn backend_names_map_to_platforms() {
-        use crate::config::Platform;
+        use crate::model::Platform;
         let mut t = JaxTelemetry::default();
         assert_eq!(t.platform(), None);
         t.backend = Some("cuda".into());

@@ -11,7 +11,8 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-use super::child::AttemptSpec;
+use super::attempt::AttemptSpec;
+use crate::error::ZygoteError;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -48,8 +49,8 @@ struct Reply {
 impl Zygote {
     /// Starts the zygote with `python` and the given environment, and waits until it
     /// has imported jax.
-    pub fn start(python: &Path, env: &[(OsString, OsString)]) -> Result<Zygote, String> {
-        let (ours, theirs) = UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+    pub fn start(python: &Path, env: &[(OsString, OsString)]) -> Result<Zygote, ZygoteError> {
+        let (ours, theirs) = UnixStream::pair().map_err(ZygoteError::Socket)?;
         let child_fd = theirs.as_raw_fd();
         let parent = std::process::id() as libc::pid_t;
         let mut cmd = Command::new(python);
@@ -71,38 +72,44 @@ impl Zygote {
                 super::reaper::die_with_parent(parent)
             });
         }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", python.display()))?;
+        let child = cmd.spawn().map_err(|source| ZygoteError::Start {
+            python: python.to_path_buf(),
+            source,
+        })?;
         drop(theirs);
         let pid = child.id() as libc::pid_t;
         let zygote = Zygote {
             pid,
             channel: Mutex::new((
-                ours.try_clone().map_err(|e| e.to_string())?,
+                ours.try_clone().map_err(ZygoteError::Socket)?,
                 BufReader::new(ours),
             )),
         };
-        let mut guard = zygote.channel.lock().map_err(|_| "zygote lock poisoned")?;
+        let mut guard = zygote.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
         guard.1.get_ref().set_read_timeout(Some(READY_TIMEOUT)).ok();
         let mut line = String::new();
         let read = guard.1.read_line(&mut line);
         drop(guard);
         match read {
             Ok(n) if n > 0 && line.contains("\"ready\": true") => Ok(zygote),
-            Ok(_) => Err("the zygote exited while importing jax".into()),
-            Err(e) => Err(format!("the zygote did not get ready: {e}")),
+            Ok(_) => Err(ZygoteError::Exited),
+            Err(e) => Err(ZygoteError::NotReady(e)),
         }
     }
 
     /// Asks for one script; returns the PID of the process running it, which is now
     /// the runner's child.
-    pub fn spawn(&self, request: &Request<'_>, fds: [RawFd; 3]) -> Result<libc::pid_t, String> {
-        let mut line = serde_json::to_vec(request).map_err(|e| e.to_string())?;
+    pub fn spawn(
+        &self,
+        request: &Request<'_>,
+        fds: [RawFd; 3],
+    ) -> Result<libc::pid_t, ZygoteError> {
+        let mut line =
+            serde_json::to_vec(request).map_err(|e| ZygoteError::Protocol(e.to_string()))?;
         line.push(b'\n');
-        let mut guard = self.channel.lock().map_err(|_| "zygote lock poisoned")?;
+        let mut guard = self.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
         let (writer, reader) = &mut *guard;
-        send_with_fds(writer, &line, &fds).map_err(|e| format!("zygote unreachable: {e}"))?;
+        send_with_fds(writer, &line, &fds).map_err(ZygoteError::Unreachable)?;
         reader
             .get_ref()
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -110,15 +117,15 @@ impl Zygote {
         let mut reply = String::new();
         match reader.read_line(&mut reply) {
             Ok(n) if n > 0 => {}
-            Ok(_) => return Err("the zygote is gone".into()),
-            Err(e) => return Err(format!("no answer from the zygote: {e}")),
+            Ok(_) => return Err(ZygoteError::Gone),
+            Err(e) => return Err(ZygoteError::Unreachable(e)),
         }
         let reply: Reply =
-            serde_json::from_str(&reply).map_err(|e| format!("bad zygote reply: {e}"))?;
+            serde_json::from_str(&reply).map_err(|e| ZygoteError::Protocol(e.to_string()))?;
         match (reply.pid, reply.error) {
             (Some(pid), _) if pid > 0 => Ok(pid),
-            (_, Some(e)) => Err(e),
-            _ => Err("the zygote could not fork".into()),
+            (_, Some(e)) => Err(ZygoteError::Refused(e)),
+            _ => Err(ZygoteError::NoFork),
         }
     }
 }
@@ -201,14 +208,14 @@ impl WarmRequest {
     }
 }
 
-pub fn warm_request(spec: &AttemptSpec) -> Result<WarmRequest, String> {
+pub fn warm_request(spec: &AttemptSpec) -> Result<WarmRequest, ZygoteError> {
     if spec.sandbox.is_some() {
-        return Err("sandboxed scripts start cold: each needs its own mounts".into());
+        return Err(ZygoteError::Sandboxed);
     }
-    let utf8 = |p: &Path, what: &str| {
+    let utf8 = |p: &Path, what: &'static str| {
         p.to_str()
             .map(str::to_string)
-            .ok_or_else(|| format!("the {what} path is not UTF-8"))
+            .ok_or(ZygoteError::NotUtf8(what))
     };
     // The same environment a cold start would get: the parent's, less the removed
     // variables, plus the attempt's, plus the leak-tracing token.
@@ -216,7 +223,7 @@ pub fn warm_request(spec: &AttemptSpec) -> Result<WarmRequest, String> {
     if !spec.env_clear {
         for (k, v) in std::env::vars_os() {
             let (Ok(k), Ok(v)) = (k.into_string(), v.into_string()) else {
-                return Err("the environment is not UTF-8".into());
+                return Err(ZygoteError::NotUtf8("environment"));
             };
             env.insert(k, v);
         }
@@ -226,14 +233,14 @@ pub fn warm_request(spec: &AttemptSpec) -> Result<WarmRequest, String> {
     }
     for (k, v) in &spec.env {
         let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else {
-            return Err("the environment is not UTF-8".into());
+            return Err(ZygoteError::NotUtf8("environment"));
         };
         env.insert(k.to_string(), v.to_string());
     }
     env.insert(super::reaper::TOKEN_VAR.to_string(), spec.token.clone());
     Ok(WarmRequest {
-        script: utf8(&spec.script, "script")?,
-        cwd: utf8(&spec.cwd, "working directory")?,
+        script: utf8(&spec.script, "script path")?,
+        cwd: utf8(&spec.cwd, "working directory path")?,
         env,
         cgroup_procs: spec.cgroup.as_ref().map(|c| c.procs_path()),
     })

@@ -125,7 +125,7 @@ impl Tree {
 
 /// The validator of a committed JSON Schema (`schemas/<name>.schema.json`).
 pub fn validator(name: &str) -> jsonschema::Validator {
-    let schema = jax_runner::model::schema::schema(name).unwrap();
+    let schema = jax_runner::schema::schema(name).unwrap();
     jsonschema::validator_for(&schema).unwrap()
 }
 

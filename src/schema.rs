@@ -17,15 +17,15 @@ pub const NAMES: [&str; 6] = [
 /// The schema of document `name`, or `None` for an unknown name.
 pub fn schema(name: &str) -> Option<serde_json::Value> {
     let schema = match name {
-        "results" => schema_for!(super::ScriptResult),
-        "metrics" => schema_for!(super::PerformanceMetrics),
+        "results" => schema_for!(crate::model::ScriptResult),
+        "metrics" => schema_for!(crate::model::PerformanceMetrics),
         // One line of the NDJSON stream; lines also carry `schema_version`,
         // `timestamp` and, for script events, `id`.
         "events" => schema_for!(crate::events::RunEvent),
         "doctor" => schema_for!(crate::doctor::DoctorReport),
         // GNN's step-12 layout (`12_execute_output/`).
-        "gnn_execution_summary" => schema_for!(super::gnn::GnnSummary),
-        "gnn_script_result" => schema_for!(super::gnn::GnnScriptDocument),
+        "gnn_execution_summary" => schema_for!(crate::model::gnn::GnnSummary),
+        "gnn_script_result" => schema_for!(crate::model::gnn::GnnScriptDocument),
         _ => return None,
     };
     serde_json::to_value(schema).ok()

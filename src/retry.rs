@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::classify::FailureClass;
+use crate::model::FailureClass;
 
 /// The retry policy of a run.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,221 @@
+//! A run in three steps: [`prepare`] (every decision, once), *execute* (the runner),
+//! and *report* (the metrics and the end of the event stream). Reporters are built in
+//! one place ([`reporters`]); the edge adds the ones only it knows (terminal, NDJSON).
+
+mod prepare;
+mod reporters;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use tokio::sync::watch;
+
+pub use prepare::{choose_sandbox, prepare, Execution, Prepared};
+
+use crate::config::RunConfig;
+use crate::discovery::{DiscoverOptions, Discovery};
+use crate::error::{ConfigError, DiscoveryError, Error, ReportError};
+use crate::events::{EventSender, RunEvent};
+use crate::lock::FileLock;
+use crate::model::{Device, PerformanceMetrics, Platform, RunInfo, ScriptSummary};
+use crate::paths::rfc3339;
+use crate::report::Reporter;
+use crate::runner::{self, RunContext, Stop};
+
+/// What a finished run hands back to the edge.
+#[derive(Debug)]
+pub struct RunReport {
+    pub metrics: PerformanceMetrics,
+    /// Reports that could not be written.
+    pub report_errors: Vec<ReportError>,
+}
+
+/// Runs the scripts of `config`: prepare, execute, report. `edge` are the reporters
+/// the binary adds (terminal log, progress, NDJSON); `stop` lets it interrupt.
+pub async fn run(
+    config: Arc<RunConfig>,
+    edge: Vec<Box<dyn Reporter>>,
+    stop: watch::Receiver<Stop>,
+) -> Result<RunReport, Error> {
+    let started_at = SystemTime::now();
+    let started = Instant::now();
+    let mut prepared = prepare(&config).await?;
+    let (events, dispatcher) = reporters::start(&config, &prepared, edge);
+    for message in std::mem::take(&mut prepared.warnings) {
+        events.emit(RunEvent::Warning { message });
+    }
+    let results = execute(&config, &mut prepared, &events, &stop).await;
+    let run = run_info(&config, &prepared, started_at, started, &stop);
+    let mut metrics = PerformanceMetrics::build(
+        run,
+        results,
+        prepared.discovery.missing.clone(),
+        prepared.discovery.warnings.clone(),
+    );
+    metrics.environment = prepared.environment.take();
+    events.emit(RunEvent::RunFinished {
+        metrics: Box::new(metrics.clone()),
+    });
+    drop(events);
+    let report_errors = dispatcher.await.unwrap_or_default();
+    Ok(RunReport {
+        metrics,
+        report_errors,
+    })
+}
+
+/// Step 2: the kept results go out as they are, the rest run.
+async fn execute(
+    config: &Arc<RunConfig>,
+    prepared: &mut Prepared,
+    events: &EventSender,
+    stop: &watch::Receiver<Stop>,
+) -> Vec<ScriptSummary> {
+    let (Some(exec), Some(interp)) = (prepared.execution.take(), &prepared.interpreter) else {
+        return Vec::new();
+    };
+    let total = prepared.discovery.scripts.len();
+    events.emit(RunEvent::RunStarted {
+        total,
+        jobs: prepared.plan.jobs,
+        device: prepared.plan.platform,
+        interpreter: interp.path.display().to_string(),
+    });
+    let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
+    for (i, previous) in exec.kept {
+        let mut line = ScriptSummary::of(&previous);
+        line.resumed = true;
+        summaries[i] = Some(line);
+        events.emit(RunEvent::ScriptFinished {
+            result: Box::new(previous),
+        });
+    }
+    let ctx = Arc::new(RunContext {
+        config: config.clone(),
+        plan: Arc::new(prepared.plan.clone()),
+        backend: exec.backend,
+        gpu_broken: Mutex::new(prepared.plan.gpu_unusable.clone()),
+        sandbox_info: exec.sandbox_info,
+        data_dirs: exec.data_dirs,
+        fingerprints: exec.fingerprints,
+    });
+    let scripts = exec.order.iter().map(|(_, s)| s.clone()).collect();
+    let ran = runner::run_all(ctx, scripts, events.clone(), stop.clone()).await;
+    for ((i, _), line) in exec.order.iter().zip(ran) {
+        summaries[*i] = Some(line);
+    }
+    summaries.into_iter().flatten().collect()
+}
+
+/// Step 3's record of the run itself.
+fn run_info(
+    config: &RunConfig,
+    prepared: &Prepared,
+    started_at: SystemTime,
+    started: Instant,
+    stop: &watch::Receiver<Stop>,
+) -> RunInfo {
+    let plan = &prepared.plan;
+    let interp = prepared.interpreter.as_ref();
+    RunInfo {
+        started_at: rfc3339(started_at),
+        finished_at: rfc3339(SystemTime::now()),
+        wall_time_s: started.elapsed().as_secs_f64(),
+        device_requested: config.device,
+        device: if plan.gpu_unusable.is_some() && config.fallback_to_cpu {
+            Platform::Cpu
+        } else {
+            plan.platform
+        },
+        jobs: plan.jobs,
+        interpreter: interp.map(|i| i.path.display().to_string()),
+        interpreter_source: interp.map(|i| i.source.as_str().to_string()),
+        python_version: interp.map(|i| i.info.python_version.clone()),
+        jax_version: interp.and_then(|i| i.info.jax_version.clone()),
+        jaxlib_version: interp.and_then(|i| i.info.jaxlib_version.clone()),
+        output_dir: config.output_dir.display().to_string(),
+        results_dir: config.results_dir.display().to_string(),
+        compilation_cache: prepared
+            .compilation_cache
+            .as_ref()
+            .map(|p| p.display().to_string()),
+        interrupted: *stop.borrow() != Stop::Run,
+        retries: config.retry.retries,
+        retry_on: config.retry.retry_on.iter().copied().collect(),
+        fallback: if config.fallback_to_cpu {
+            "cpu"
+        } else {
+            "none"
+        }
+        .into(),
+        device_fallback_reason: plan
+            .gpu_unusable
+            .clone()
+            .filter(|_| config.fallback_to_cpu && config.device != Device::Cpu),
+        runner_peak_rss_mb: runner_peak_rss_mb(),
+        device_choice: plan.reason.clone(),
+    }
+}
+
+/// Makes this process the subreaper of the scripts' leftovers, so they come to the
+/// runner rather than to init and can be found and killed.
+pub fn become_subreaper() -> std::io::Result<()> {
+    runner::reaper::become_subreaper()
+}
+
+/// Takes the results folder's lock, so two runners never write the same folder.
+pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
+    let path = config.results_dir.join(".jax-runner.lock");
+    let locked = |source| ConfigError::Lock {
+        path: path.clone(),
+        source,
+    };
+    match FileLock::try_acquire(&path).map_err(locked)? {
+        Some(lock) => {
+            // Best effort: the PID tells the next runner who holds it.
+            let _ = std::fs::write(&path, format!("{}\n", std::process::id()));
+            Ok(lock)
+        }
+        None => Err(ConfigError::ResultsLocked {
+            path: config.results_dir.clone(),
+            holder: std::fs::read_to_string(&path)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+        }),
+    }
+}
+
+/// Discovers scripts for `config`.
+pub fn discover(config: &RunConfig) -> Result<Discovery, DiscoveryError> {
+    discover_in(
+        &config.output_dir,
+        config.recursive,
+        &[config.results_dir.clone(), config.step12_dir.clone()],
+    )
+}
+
+/// Discovers scripts under `output_dir`, never entering the runner's own outputs
+/// (`exclude`: the results folder and GNN's `12_execute_output`).
+pub fn discover_in(
+    output_dir: &std::path::Path,
+    recursive: bool,
+    exclude: &[std::path::PathBuf],
+) -> Result<Discovery, DiscoveryError> {
+    crate::discovery::discover(
+        output_dir,
+        &DiscoverOptions {
+            recursive,
+            exclude: exclude.to_vec(),
+        },
+    )
+}
+
+/// The runner's own peak RSS, from the kernel.
+fn runner_peak_rss_mb() -> f64 {
+    // SAFETY: getrusage fills a plain struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0.0;
+    }
+    usage.ru_maxrss as f64 / 1024.0
+}

@@ -1,0 +1,184 @@
+//! The words the output contract and the configuration share: devices and platforms,
+//! failure classes, exceptions, leaks, Ray job records, sandbox and resume modes. This
+//! module imports nothing of the runner, the doctor or the reporters: they all speak
+//! it, so it sits below them.
+
+use serde::{Deserialize, Serialize};
+
+/// The device a user asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Device {
+    /// The GPU when one is usable, else the CPU.
+    Auto,
+    Cpu,
+    Gpu,
+    Tpu,
+}
+
+/// A concrete platform a script runs on: what `JAX_PLATFORMS` is set from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Platform {
+    Cpu,
+    Gpu,
+    Tpu,
+}
+
+impl Platform {
+    /// The value of `JAX_PLATFORMS` for this platform (jax calls NVIDIA GPUs `cuda`).
+    pub fn jax_platforms(self) -> &'static str {
+        match self {
+            Platform::Cpu => "cpu",
+            Platform::Gpu => "cuda",
+            Platform::Tpu => "tpu",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Cpu => "cpu",
+            Platform::Gpu => "gpu",
+            Platform::Tpu => "tpu",
+        }
+    }
+}
+
+impl Device {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Device::Auto => "auto",
+            Device::Cpu => "cpu",
+            Device::Gpu => "gpu",
+            Device::Tpu => "tpu",
+        }
+    }
+
+    /// The platform to run on, given how many NVIDIA GPUs the host reports.
+    pub fn resolve(self, gpus: usize) -> Platform {
+        match self {
+            Device::Auto if gpus > 0 => Platform::Gpu,
+            Device::Auto | Device::Cpu => Platform::Cpu,
+            Device::Gpu => Platform::Gpu,
+            Device::Tpu => Platform::Tpu,
+        }
+    }
+}
+
+/// Why an attempt ended the way it did.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    Succeeded,
+    /// A Python exception or a non-zero exit without a better explanation.
+    ScriptError,
+    TimedOut,
+    OutOfMemory,
+    /// The GPU stack failed (no device, plugin conflict, cuDNN mismatch, …); the same
+    /// script may well work on the CPU.
+    GpuEnvironment,
+    /// jax and jaxlib do not fit together: nothing works until the install is fixed.
+    BrokenInstall,
+    KilledBySignal,
+    Interrupted,
+}
+
+impl FailureClass {
+    pub const ALL: [FailureClass; 8] = [
+        FailureClass::Succeeded,
+        FailureClass::ScriptError,
+        FailureClass::TimedOut,
+        FailureClass::OutOfMemory,
+        FailureClass::GpuEnvironment,
+        FailureClass::BrokenInstall,
+        FailureClass::KilledBySignal,
+        FailureClass::Interrupted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Succeeded => "succeeded",
+            FailureClass::ScriptError => "script_error",
+            FailureClass::TimedOut => "timed_out",
+            FailureClass::OutOfMemory => "out_of_memory",
+            FailureClass::GpuEnvironment => "gpu_environment",
+            FailureClass::BrokenInstall => "broken_install",
+            FailureClass::KilledBySignal => "killed_by_signal",
+            FailureClass::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FailureClass> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// The uncaught exception a traceback ended with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ExceptionInfo {
+    /// Its type, as printed (`ValueError`, `jax.errors.JaxRuntimeError`).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its message (may be empty).
+    pub message: String,
+}
+
+/// A process a script left behind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Leak {
+    /// Its PID.
+    pub pid: u32,
+    /// Its command line.
+    pub command: String,
+}
+
+/// Where a job ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RayJob {
+    /// The cluster's dashboard address.
+    pub address: String,
+    /// The job's submission id.
+    pub job_id: String,
+    /// The node its driver ran on, when the cluster says.
+    pub node_id: Option<String>,
+    /// The job's final status (`SUCCEEDED`, `FAILED`, `STOPPED`).
+    pub status: String,
+    /// The cluster's message about the job.
+    pub message: Option<String>,
+    /// Ray's error type when the job failed (`JOB_ENTRYPOINT_COMMAND_ERROR`, …).
+    #[serde(default)]
+    pub error_type: Option<String>,
+}
+
+/// `--sandbox`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// On when bubblewrap works here, otherwise off with one warning.
+    Auto,
+    On,
+    Off,
+}
+
+/// `--resume` or `--rerun-failed`: which earlier results stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reuse {
+    /// Run everything.
+    None,
+    /// Keep a previous success whose fingerprint matches.
+    Resume,
+    /// Keep every previous success; run the rest.
+    RerunFailed,
+}

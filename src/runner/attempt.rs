@@ -1,0 +1,165 @@
+//! The seam between the retry loop and whatever runs an attempt: what an attempt is
+//! asked to do ([`AttemptRequest`]), what a process attempt looks like
+//! ([`AttemptSpec`], pure data), what comes back ([`Attempted`] or [`AttemptError`]),
+//! and the [`Backend`] trait that local processes and Ray jobs implement. The loop in
+//! `script.rs` knows nothing else of how an attempt runs, so a fake backend tests it.
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+
+use super::output::Drained;
+use super::sys::Exit;
+use super::Stop;
+use crate::discovery::Script;
+use crate::events::EventSender;
+use crate::model::{JaxTelemetry, Leak, Platform, RayJob};
+
+/// One attempt of one script, as the retry loop asks for it.
+#[derive(Debug, Clone)]
+pub struct AttemptRequest<'a> {
+    pub script: &'a Script,
+    /// 1 for the first attempt.
+    pub number: u32,
+    /// The platform the attempt's environment is set up for.
+    pub platform: Platform,
+    /// The script's data folder (`GNN_OUTPUT_DIR`), created.
+    pub data_dir: &'a Path,
+    pub stdout_log: &'a Path,
+    pub stderr_log: &'a Path,
+    /// Where resource samples go.
+    pub events: &'a EventSender,
+}
+
+/// What a finished attempt brings back, whatever ran it.
+#[derive(Debug)]
+pub struct Attempted {
+    pub outcome: AttemptOutcome,
+    /// jax's own report on the attempt, when the telemetry shim wrote one.
+    pub jax: Option<JaxTelemetry>,
+    /// The Ray job that ran it.
+    pub ray: Option<RayJob>,
+    /// How `--max-procs` was enforced: `cgroup` or `watchdog`.
+    pub max_procs_enforced_by: Option<&'static str>,
+}
+
+/// A boxed attempt future (the trait must stay object-safe).
+pub type AttemptFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Attempted, AttemptError>> + Send + 'a>>;
+
+/// Runs attempts: local processes (sandboxed or not, warm or cold) or Ray jobs.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// Runs one attempt to its end, honouring the time limit and `stop`.
+    fn run<'a>(
+        &'a self,
+        request: AttemptRequest<'a>,
+        stop: watch::Receiver<Stop>,
+    ) -> AttemptFuture<'a>;
+}
+
+/// Everything one attempt needs.
+#[derive(Debug, Clone)]
+pub struct AttemptSpec {
+    pub python: PathBuf,
+    pub script: PathBuf,
+    pub cwd: PathBuf,
+    /// Variables to set; with `env_clear` the child gets only these.
+    pub env: Vec<(OsString, OsString)>,
+    pub env_clear: bool,
+    pub env_remove: &'static [&'static str],
+    pub stdout_log: PathBuf,
+    pub stderr_log: PathBuf,
+    pub timeout: Duration,
+    pub grace: Duration,
+    pub max_log_bytes: Option<u64>,
+    /// Marks every process of this attempt (see [`reaper::TOKEN_VAR`]).
+    pub token: String,
+    /// bwrap and its arguments (ending in `--`), when sandboxed.
+    pub sandbox: Option<(PathBuf, Vec<OsString>)>,
+    /// `--memory-limit`: the tree's RSS above which the group is killed, bytes.
+    pub memory_limit: Option<u64>,
+    /// `--max-procs`, enforced by `cgroup` when there is one, else by sampling.
+    pub max_procs: Option<u32>,
+    pub cgroup: Option<std::sync::Arc<super::limits::PidsCgroup>>,
+    /// Where to report resource samples (about once a second).
+    pub samples: Option<SampleSink>,
+}
+
+/// Sends an attempt's resource samples into the event stream.
+#[derive(Debug, Clone)]
+pub struct SampleSink {
+    pub events: crate::events::EventSender,
+    pub id: String,
+    pub attempt: u32,
+}
+
+/// Why the runner stopped the attempt, if it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoppedBy {
+    Timeout,
+    Interrupt,
+    /// The memory watchdog (`--memory-limit`).
+    MemoryLimit,
+    /// The process-count watchdog (`--max-procs` without a pids cgroup).
+    ProcessLimit,
+}
+
+/// What happened.
+#[derive(Debug)]
+pub struct AttemptOutcome {
+    pub started_at: SystemTime,
+    pub duration: Duration,
+    pub exit: Exit,
+    pub stopped_by: Option<StoppedBy>,
+    /// Peak RSS of the tree (sampled), or of the process itself (kernel), if higher.
+    pub peak_rss_bytes: u64,
+    pub stdout: Drained,
+    pub stderr: Drained,
+    /// Processes left running after the script exited, now killed.
+    pub leaks: Vec<Leak>,
+    /// The kernel's OOM killer fired in the runner's cgroup during the attempt.
+    pub kernel_oom_kill: bool,
+    /// Forks the pids cgroup refused.
+    pub refused_forks: u64,
+    /// CPU seconds (user, system) from sampling `/proc`, a floor for the kernel's.
+    pub sampled_cpu: (f64, f64),
+    /// How the process was started.
+    pub start: Start,
+}
+
+/// How an attempt's process was started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// A fresh interpreter.
+    Cold,
+    /// Forked from the warm-start zygote.
+    Warm,
+    /// Warm start was asked for but could not be honoured; the reason.
+    ColdFallback(String),
+}
+
+/// The attempt could not run: nothing about the script can be said.
+#[derive(Debug, thiserror::Error)]
+pub enum AttemptError {
+    #[error("failed to create {path}")]
+    Prepare {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to start {python} for {script}")]
+    Spawn {
+        python: PathBuf,
+        script: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to wait for the script process")]
+    Wait(#[source] std::io::Error),
+    #[error("failed to run the script as a Ray job")]
+    Ray(#[source] crate::error::RayError),
+}

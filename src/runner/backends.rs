@@ -1,0 +1,261 @@
+//! The two [`Backend`]s: local processes (sandboxed or not, warm or cold, with the
+//! kernel's and the watchdog's limits) and Ray jobs. Each turns an
+//! [`AttemptRequest`] into its own way of running the script; both build the
+//! script's environment the same way.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::attempt::{
+    AttemptError, AttemptFuture, AttemptRequest, AttemptSpec, Attempted, Backend, SampleSink,
+};
+use super::zygote::Zygote;
+use super::{child, env, limits, ray, sandbox, telemetry, Stop};
+use crate::config::RunConfig;
+use crate::model::Platform;
+
+/// What both backends share: the run's options and what the run set up for them.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    pub config: Arc<RunConfig>,
+    /// The persistent compilation cache, when it could be created.
+    pub compilation_cache: Option<PathBuf>,
+    /// The telemetry shim's folder, when installed.
+    pub shim_dir: Option<PathBuf>,
+    /// Unique per run; part of every attempt's leak-tracing token and job id.
+    pub run_token: String,
+}
+
+impl Shared {
+    /// The attempt's environment: sandboxed runs start from the allowlist and
+    /// `--env-pass`; both get the runner's settings, then `--env`, which win.
+    fn env(&self, req: &AttemptRequest<'_>, sandboxed: bool) -> Vec<(OsString, OsString)> {
+        // In the data folder: the one place a sandboxed script may write.
+        let report = telemetry_report(req);
+        let _ = std::fs::remove_file(&report);
+        let profile_dir = self
+            .config
+            .profile
+            .then(|| req.data_dir.join(format!("profile-attempt{}", req.number)));
+        let runner = env::child_env(&env::EnvSpec {
+            platform: req.platform,
+            data_dir: req.data_dir,
+            attempt: req.number,
+            compilation_cache: self.compilation_cache.as_deref(),
+            telemetry: self
+                .shim_dir
+                .as_ref()
+                .map(|dir| (report.as_path(), telemetry::python_path(dir))),
+            profile_dir: profile_dir.as_deref(),
+        });
+        let mut vars: Vec<(OsString, OsString)> = Vec::new();
+        if sandboxed {
+            for (k, v) in std::env::vars_os() {
+                let name = k.to_string_lossy();
+                if env::allowlisted(&name) || self.config.pass_env.iter().any(|p| *p == name) {
+                    vars.push((k, v));
+                }
+            }
+        }
+        vars.extend(runner.into_iter().map(|(k, v)| (OsString::from(k), v)));
+        vars.extend(
+            self.config
+                .extra_env
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+        );
+        vars
+    }
+
+    fn token(&self, req: &AttemptRequest<'_>) -> String {
+        format!("{}:{}:{}", self.run_token, req.script.id, req.number)
+    }
+}
+
+/// Where the telemetry shim writes its report for an attempt.
+fn telemetry_report(req: &AttemptRequest<'_>) -> PathBuf {
+    req.data_dir
+        .join(format!(".jax-runner-telemetry.{}.json", req.number))
+}
+
+/// What a sandboxed run needs to build each script's bwrap command.
+#[derive(Debug, Clone)]
+pub struct SandboxSetup {
+    pub bwrap: sandbox::Bwrap,
+    /// `$HOME`, hidden inside.
+    pub home: Option<PathBuf>,
+    /// Interpreter folders to keep readable inside a hidden `$HOME`.
+    pub python_paths: Vec<PathBuf>,
+}
+
+/// Scripts as processes on this machine.
+#[derive(Debug)]
+pub struct Local {
+    pub shared: Shared,
+    pub python: PathBuf,
+    pub sandbox: Option<SandboxSetup>,
+    pub zygote: Option<Arc<Zygote>>,
+}
+
+impl Local {
+    /// The process an attempt runs as, and how `--max-procs` is enforced.
+    fn spec(&self, req: &AttemptRequest<'_>) -> (AttemptSpec, Option<&'static str>) {
+        let config = &self.shared.config;
+        let cwd = req
+            .script
+            .path
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .to_path_buf();
+        let cgroup = config.max_procs.and_then(|max| {
+            let name = format!("{}-{}-{}", std::process::id(), req.script.id, req.number);
+            limits::PidsCgroup::create(&sanitize(&name), max).map(Arc::new)
+        });
+        let enforced_by = config.max_procs.map(|_| {
+            if cgroup.is_some() {
+                "cgroup"
+            } else {
+                "watchdog"
+            }
+        });
+        let spec = AttemptSpec {
+            python: self.python.clone(),
+            script: req.script.path.clone(),
+            sandbox: self.sandbox.as_ref().map(|sb| self.mounts(sb, req, &cwd)),
+            env: self.shared.env(req, self.sandbox.is_some()),
+            cwd,
+            env_clear: self.sandbox.is_some(),
+            env_remove: env::REMOVED,
+            memory_limit: config.memory_limit,
+            max_procs: config.max_procs,
+            cgroup,
+            samples: Some(SampleSink {
+                events: req.events.clone(),
+                id: req.script.id.clone(),
+                attempt: req.number,
+            }),
+            stdout_log: req.stdout_log.to_path_buf(),
+            stderr_log: req.stderr_log.to_path_buf(),
+            timeout: config.timeout,
+            grace: config.grace,
+            max_log_bytes: config.max_log_bytes,
+            token: self.shared.token(req),
+        };
+        (spec, enforced_by)
+    }
+
+    /// bwrap and its arguments: the script's folder and the interpreter readable,
+    /// its data folder and the compilation cache writable.
+    fn mounts(
+        &self,
+        sb: &SandboxSetup,
+        req: &AttemptRequest<'_>,
+        cwd: &Path,
+    ) -> (PathBuf, Vec<OsString>) {
+        let mut readable = sb.python_paths.clone();
+        readable.push(cwd.to_path_buf());
+        // The parent's PYTHONPATH passes in, so its folders must stay visible.
+        if let Some(pp) = std::env::var_os("PYTHONPATH") {
+            readable.extend(std::env::split_paths(&pp).filter(|p| p.is_absolute()));
+        }
+        readable.extend(self.shared.shim_dir.clone());
+        let mut writable = vec![req.data_dir.to_path_buf()];
+        writable.extend(self.shared.compilation_cache.clone());
+        let mounts = sandbox::Mounts {
+            home: sb.home.clone(),
+            readable,
+            writable,
+            cwd: cwd.to_path_buf(),
+            gpu: req.platform == Platform::Gpu,
+        };
+        (sb.bwrap.path.clone(), sandbox::args(&mounts))
+    }
+}
+
+impl Backend for Local {
+    fn run<'a>(
+        &'a self,
+        req: AttemptRequest<'a>,
+        stop: watch::Receiver<Stop>,
+    ) -> AttemptFuture<'a> {
+        Box::pin(async move {
+            let (spec, max_procs_enforced_by) = self.spec(&req);
+            let outcome = child::run_attempt(&spec, self.zygote.as_ref(), stop).await?;
+            Ok(Attempted {
+                outcome,
+                jax: telemetry::take(&telemetry_report(&req)),
+                ray: None,
+                max_procs_enforced_by,
+            })
+        })
+    }
+}
+
+/// Scripts as jobs on a Ray cluster.
+#[derive(Debug)]
+pub struct Ray {
+    pub shared: Shared,
+    pub client: ray::RayClient,
+}
+
+impl Backend for Ray {
+    fn run<'a>(
+        &'a self,
+        req: AttemptRequest<'a>,
+        stop: watch::Receiver<Stop>,
+    ) -> AttemptFuture<'a> {
+        Box::pin(async move {
+            // The shim's paths are this machine's: they stay behind.
+            let env = self
+                .shared
+                .env(&req, false)
+                .into_iter()
+                .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_RUNNER_TELEMETRY")
+                .map(|(k, v)| {
+                    let k = k.to_string_lossy().into_owned();
+                    (k, v.to_string_lossy().into_owned())
+                })
+                .collect();
+            let spec = ray::JobSpec {
+                script: &req.script.path,
+                env,
+                gpu: req.platform == Platform::Gpu,
+                submission_id: format!(
+                    "jax-runner-{}-{}-{}",
+                    sanitize(&self.shared.run_token),
+                    req.script.id,
+                    req.number
+                ),
+                stdout_log: req.stdout_log,
+                stderr_log: req.stderr_log,
+                timeout: self.shared.config.timeout,
+            };
+            let (outcome, job) = ray::run_attempt(&self.client, &spec, stop)
+                .await
+                .map_err(AttemptError::Ray)?;
+            Ok(Attempted {
+                outcome,
+                jax: None,
+                ray: Some(job),
+                max_procs_enforced_by: None,
+            })
+        })
+    }
+}
+
+/// cgroup and job names: letters, digits, `-`, `_`, `.` only, and not too long.
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(200)
+        .collect()
+}

@@ -1,0 +1,215 @@
+//! The retry and fallback loop against a fake backend: no Python, no processes, only
+//! the decisions (retries by class, the GPU→CPU fallback latching for the run,
+//! interruption).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+
+use super::*;
+use crate::config::{test_options, RunConfig};
+use crate::model::{DiscoveredBy, Status};
+use crate::plan::Plan;
+use crate::runner::attempt::{AttemptFuture, Attempted, Backend};
+use crate::runner::output::Drained;
+use crate::runner::sys::Exit;
+
+/// How the fake ends an attempt.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    Exit(i32),
+    Signal(i32),
+    /// Exit 1 with jax's "cannot initialise cuda" line on stderr.
+    GpuBroken,
+}
+
+/// Plays a list of endings per script id, one per attempt, and remembers what it was
+/// asked for.
+#[derive(Debug, Default)]
+struct Fake {
+    plays: Mutex<std::collections::HashMap<String, Vec<Ending>>>,
+    asked: Mutex<Vec<(String, u32, Platform)>>,
+    /// Raised to `Graceful` when an attempt of this script starts.
+    interrupt_on: Option<(String, watch::Sender<Stop>)>,
+}
+
+impl Backend for Fake {
+    fn run<'a>(
+        &'a self,
+        req: AttemptRequest<'a>,
+        _stop: watch::Receiver<Stop>,
+    ) -> AttemptFuture<'a> {
+        Box::pin(async move {
+            let id = req.script.id.clone();
+            self.asked
+                .lock()
+                .unwrap()
+                .push((id.clone(), req.number, req.platform));
+            if let Some((victim, tx)) = &self.interrupt_on {
+                if *victim == id {
+                    tx.send_replace(Stop::Graceful);
+                }
+            }
+            let ending = self.plays.lock().unwrap().get_mut(&id).unwrap().remove(0);
+            let mut stderr = Drained::default();
+            let (code, signal) = match ending {
+                Ending::Exit(c) => (Some(c), None),
+                Ending::Signal(s) => (None, Some(s)),
+                Ending::GpuBroken => {
+                    let line = "RuntimeError: Unable to initialize backend 'cuda': no device";
+                    stderr.scan.line(line.as_bytes());
+                    stderr.tail.push(line.into());
+                    (Some(1), None)
+                }
+            };
+            let outcome = AttemptOutcome {
+                started_at: SystemTime::now(),
+                duration: Duration::from_millis(5),
+                exit: Exit {
+                    code,
+                    signal,
+                    user_cpu: Duration::ZERO,
+                    system_cpu: Duration::ZERO,
+                    max_rss_bytes: 0,
+                },
+                stopped_by: None,
+                peak_rss_bytes: 0,
+                stdout: Drained::default(),
+                stderr,
+                leaks: Vec::new(),
+                kernel_oom_kill: false,
+                refused_forks: 0,
+                sampled_cpu: (0.0, 0.0),
+                start: Start::Cold,
+            };
+            Ok(Attempted {
+                outcome,
+                jax: None,
+                ray: None,
+                max_procs_enforced_by: None,
+            })
+        })
+    }
+}
+
+fn script(id: &str) -> Script {
+    Script {
+        id: id.into(),
+        path: format!("/nonexistent/{id}.py").into(),
+        relative_path: format!("{id}.py").into(),
+        discovered_by: DiscoveredBy::JaxFolder,
+        size_bytes: 1,
+    }
+}
+
+/// A context over `fake`: retries of `classes`, GPU or CPU, no delay.
+fn context(dir: &std::path::Path, fake: Arc<Fake>, platform: Platform, retries: u32) -> RunContext {
+    let mut opts = test_options(dir);
+    opts.retries = retries;
+    opts.retry_delay = Duration::ZERO;
+    let config = RunConfig::from_options(opts).unwrap();
+    RunContext {
+        config: Arc::new(config),
+        plan: Arc::new(Plan {
+            platform,
+            jobs: 1,
+            gpu_unusable: None,
+            reason: "test".into(),
+        }),
+        backend: fake,
+        gpu_broken: Mutex::new(None),
+        sandbox_info: Default::default(),
+        data_dirs: Default::default(),
+        fingerprints: Default::default(),
+    }
+}
+
+async fn run(ctx: &RunContext, id: &str, stop: watch::Receiver<Stop>) -> ScriptResult {
+    let (events, mut rx) = EventSender::channel();
+    run_script(ctx, &script(id), 0, &events, stop).await;
+    drop(events);
+    let mut last = None;
+    while let Some(e) = rx.recv().await {
+        if let RunEvent::ScriptFinished { result } = e {
+            last = Some(*result);
+        }
+    }
+    last.expect("the script finished")
+}
+
+fn fake(plays: &[(&str, &[Ending])]) -> Fake {
+    Fake {
+        plays: Mutex::new(
+            plays
+                .iter()
+                .map(|(id, e)| (id.to_string(), e.to_vec()))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn retries_only_the_classes_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = Arc::new(fake(&[
+        ("killed", &[Ending::Signal(9), Ending::Exit(0)]),
+        ("broken", &[Ending::Exit(3), Ending::Exit(0)]),
+    ]));
+    let ctx = context(tmp.path(), f.clone(), Platform::Cpu, 2);
+    let (_tx, stop) = watch::channel(Stop::Run);
+    // Killed by a signal: retried by default, and the retry succeeded.
+    let killed = run(&ctx, "killed", stop.clone()).await;
+    assert_eq!(killed.status, Status::Succeeded);
+    assert_eq!(killed.attempts.len(), 2);
+    assert_eq!(killed.attempts[0].class, FailureClass::KilledBySignal);
+    // A script error is not retried by default: one attempt, failed, exit code kept.
+    let broken = run(&ctx, "broken", stop).await;
+    assert_eq!(broken.attempts.len(), 1);
+    assert_eq!(broken.class, FailureClass::ScriptError);
+    assert_eq!(broken.return_code, Some(3));
+}
+
+#[tokio::test]
+async fn a_broken_gpu_falls_back_once_and_for_the_rest_of_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = Arc::new(fake(&[
+        ("first", &[Ending::GpuBroken, Ending::Exit(0)]),
+        ("second", &[Ending::Exit(0)]),
+    ]));
+    let ctx = context(tmp.path(), f.clone(), Platform::Gpu, 0);
+    let (_tx, stop) = watch::channel(Stop::Run);
+    let first = run(&ctx, "first", stop.clone()).await;
+    assert_eq!(first.status, Status::Succeeded, "the CPU attempt worked");
+    let fell = first.fallback.expect("a fallback is recorded");
+    assert_eq!((fell.from, fell.to), (Platform::Gpu, Platform::Cpu));
+    assert!(
+        fell.reason.contains("Unable to initialize backend"),
+        "{}",
+        fell.reason
+    );
+    // The fallback is not a retry: retries are 0, yet a second attempt ran.
+    assert_eq!(first.attempts.len(), 2);
+    // Latched: the next script starts on the CPU without trying the GPU.
+    let second = run(&ctx, "second", stop).await;
+    assert_eq!(second.attempts.len(), 1);
+    assert_eq!(second.attempts[0].device, Platform::Cpu);
+    assert!(second.fallback.is_some());
+    let asked = f.asked.lock().unwrap().clone();
+    let platforms: Vec<Platform> = asked.iter().map(|(_, _, p)| *p).collect();
+    assert_eq!(platforms, vec![Platform::Gpu, Platform::Cpu, Platform::Cpu]);
+}
+
+#[tokio::test]
+async fn an_interrupted_run_does_not_retry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (tx, stop) = watch::channel(Stop::Run);
+    let mut f = fake(&[("killed", &[Ending::Signal(9), Ending::Exit(0)])]);
+    f.interrupt_on = Some(("killed".into(), tx));
+    let f = Arc::new(f);
+    let ctx = context(tmp.path(), f.clone(), Platform::Cpu, 3);
+    let r = run(&ctx, "killed", stop).await;
+    assert_eq!(r.attempts.len(), 1, "no retry after the stop request");
+    assert_eq!(f.asked.lock().unwrap().len(), 1);
+}
