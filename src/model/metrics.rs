@@ -144,7 +144,7 @@ pub struct PerformanceMetrics {
     pub warnings: Vec<String>,
     /// The pre-flight's doctor report (absent with `--no-preflight` or no scripts).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub environment: Option<crate::doctor::DoctorReport>,
+    pub environment: Option<super::doctor::DoctorReport>,
 }
 
 impl ScriptSummary {
