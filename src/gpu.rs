@@ -1,60 +1,11 @@
 //! What the host's NVIDIA driver reports, through NVML loaded at run time, so the
 //! binary also works on machines without NVIDIA drivers.
 
-use serde::{Deserialize, Serialize};
+// The report's types are the output contract's (`model::doctor`); this keeps the
+// `gpu::…` paths other code uses.
+pub use crate::model::doctor::{GpuInfo, GpuProcess, NvmlReport};
 
-/// One GPU as NVML sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct GpuInfo {
-    /// NVML index.
-    pub index: u32,
-    /// Product name.
-    pub name: String,
-    /// NVML UUID (`GPU-…`), matched against `CUDA_VISIBLE_DEVICES` entries.
-    pub uuid: Option<String>,
-    /// Memory, MiB.
-    pub memory_total_mb: f64,
-    /// Memory in use, MiB.
-    pub memory_used_mb: f64,
-    /// Memory free, MiB.
-    pub memory_free_mb: f64,
-    /// GPU utilization, percent.
-    pub utilization_gpu_pct: Option<u32>,
-    /// Memory-controller utilization, percent.
-    pub utilization_memory_pct: Option<u32>,
-    /// CUDA compute capability, `major.minor`.
-    pub compute_capability: Option<String>,
-    /// Processes running compute work on it.
-    pub processes: Vec<GpuProcess>,
-}
-
-/// A compute process on a GPU.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct GpuProcess {
-    /// Its PID (in NVML's PID namespace).
-    pub pid: u32,
-    /// GPU memory it uses, MiB, when NVML can tell.
-    pub used_memory_mb: Option<f64>,
-}
-
-/// The driver and its GPUs, or why NVML is not there.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct NvmlReport {
-    /// Whether NVML could be loaded and initialised.
-    pub available: bool,
-    /// Why not, when it could not.
-    pub error: Option<String>,
-    /// Driver version (`550.54.15`).
-    pub driver_version: Option<String>,
-    /// Highest CUDA version the driver supports (`12.4`).
-    pub cuda_driver_version: Option<String>,
-    /// The GPUs.
-    pub gpus: Vec<GpuInfo>,
-    /// Set when `JAX_RUNNER_GPU_COUNT` overrides the count NVML gives.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub count_override: Option<usize>,
-}
-
+// Reading a report is behaviour, so it stays beside the code that fills one.
 impl NvmlReport {
     /// GPUs the run may use.
     pub fn gpu_count(&self) -> usize {

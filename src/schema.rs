@@ -22,7 +22,7 @@ pub fn schema(name: &str) -> Option<serde_json::Value> {
         // One line of the NDJSON stream; lines also carry `schema_version`,
         // `timestamp` and, for script events, `id`.
         "events" => schema_for!(crate::events::RunEvent),
-        "doctor" => schema_for!(crate::doctor::DoctorReport),
+        "doctor" => schema_for!(super::doctor::DoctorReport),
         // GNN's step-12 layout (`12_execute_output/`).
         "gnn_execution_summary" => schema_for!(crate::model::gnn::GnnSummary),
         "gnn_script_result" => schema_for!(crate::model::gnn::GnnScriptDocument),

@@ -5,78 +5,11 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use super::environment::{environment_findings, library_findings};
-use super::{LibraryDir, LiveCheck, PythonReport};
-use crate::config::{Device, Platform};
-use crate::gpu::NvmlReport;
+use super::finding::{major_minor, version_cmp, ALL, GPU};
+use crate::model::doctor::{Finding, LibraryDir, LiveCheck, NvmlReport, PythonReport, Severity};
+use crate::model::{Device, Platform};
 use crate::python::{setup::Flavor, shell_quote, Interpreter};
-
-/// How bad a finding is.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    /// Stops the devices it names.
-    Error,
-}
-
-/// One problem.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Finding {
-    /// Stable code (`cuda-plugin-conflict`, …).
-    pub code: String,
-    /// How bad.
-    pub severity: Severity,
-    /// Devices it affects (errors stop them).
-    pub devices: Vec<Platform>,
-    /// The cause, in words.
-    pub message: String,
-    /// The exact command that fixes it, when there is one.
-    pub fix: Option<String>,
-}
-
-impl Finding {
-    pub(super) fn new(
-        code: &str,
-        severity: Severity,
-        devices: &[Platform],
-        message: String,
-        fix: Option<String>,
-    ) -> Self {
-        Finding {
-            code: code.into(),
-            severity,
-            devices: devices.to_vec(),
-            message,
-            fix,
-        }
-    }
-
-    /// Whether it stops `device`.
-    pub fn blocks(&self, device: Platform) -> bool {
-        self.severity == Severity::Error && self.devices.contains(&device)
-    }
-}
-
-pub(super) const ALL: &[Platform] = &[Platform::Cpu, Platform::Gpu, Platform::Tpu];
-pub(super) const GPU: &[Platform] = &[Platform::Gpu];
-
-/// Compares dotted versions numerically (`0.10.2` > `0.9.1`); non-numeric tails are
-/// ignored (`0.4.36.dev20241101` compares as `0.4.36`).
-pub fn version_cmp(a: &str, b: &str) -> Ordering {
-    let parts =
-        |v: &str| -> Vec<u64> { v.split('.').map_while(|p| p.parse::<u64>().ok()).collect() };
-    parts(a).cmp(&parts(b))
-}
-
-pub(super) fn major_minor(v: &str) -> Vec<u64> {
-    v.split('.').take(2).map_while(|p| p.parse().ok()).collect()
-}
 
 /// The environment variables that change what jax does.
 pub fn relevant_environment() -> BTreeMap<String, String> {

@@ -3,10 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::checks::{major_minor, Finding, Severity, ALL, GPU};
-use super::PythonReport;
-use crate::config::{Device, Platform};
-use crate::gpu::NvmlReport;
+use super::finding::{major_minor, ALL, GPU};
+use crate::model::doctor::{Finding, NvmlReport, PythonReport, Severity};
+use crate::model::{Device, Platform};
 
 pub(super) fn environment_findings(
     env: &BTreeMap<String, String>,

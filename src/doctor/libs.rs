@@ -5,18 +5,7 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
-/// An `LD_LIBRARY_PATH` folder holding CUDA math libraries.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct LibraryDir {
-    /// The folder.
-    pub path: String,
-    /// cuDNN versions found (from `libcudnn.so.X.Y.Z` names), highest first.
-    pub cudnn: Vec<String>,
-    /// cuBLAS versions found, highest first.
-    pub cublas: Vec<String>,
-}
+use crate::model::doctor::LibraryDir;
 
 /// The version in a name like `libcudnn.so.9.1.0` for library `libcudnn`.
 fn version_of(file: &str, lib: &str) -> Option<String> {

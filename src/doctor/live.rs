@@ -5,33 +5,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
-use crate::config::Platform;
+use crate::model::doctor::LiveCheck;
 use crate::model::FailureClass;
+use crate::model::Platform;
 use crate::runner::classify::{classify, Ending, StderrScan};
 
 const LIVE: &str = include_str!("live.py");
 const LIMIT: Duration = Duration::from_secs(180);
-
-/// What one live check saw.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct LiveCheck {
-    /// The backend tried.
-    pub platform: Platform,
-    /// Whether the computation ran on that platform.
-    pub ok: bool,
-    /// The device the result lives on (`cuda:0`, `cpu:0`).
-    pub device: Option<String>,
-    /// Seconds from `import jax` to the backend's devices being listed.
-    pub init_s: Option<f64>,
-    /// Seconds for the whole check, process start included.
-    pub total_s: f64,
-    /// The failure class when it did not work.
-    pub class: Option<FailureClass>,
-    /// The line that explains the failure.
-    pub error: Option<String>,
-}
 
 /// Runs the live check for `platform` with `python`.
 pub fn check(python: &Path, platform: Platform) -> LiveCheck {

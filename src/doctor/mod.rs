@@ -4,103 +4,20 @@
 
 mod checks;
 mod environment;
+mod finding;
 mod libs;
 mod live;
 pub mod render;
 
-use serde::{Deserialize, Serialize};
-
-use crate::config::{Device, Platform};
-use crate::gpu::NvmlReport;
+use crate::model::{Device, Platform};
 use crate::python::Interpreter;
 
-pub use checks::{version_cmp, Finding, Severity};
-pub use libs::LibraryDir;
-pub use live::LiveCheck;
-
-/// The host's CPU and memory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Host {
-    /// CPU model name.
-    pub cpu_model: String,
-    /// Logical CPUs.
-    pub logical_cpus: usize,
-    /// Physical cores, when known.
-    pub physical_cores: Option<usize>,
-    /// Memory, MiB.
-    pub memory_total_mb: f64,
-    /// Memory available, MiB.
-    pub memory_available_mb: f64,
-}
-
-/// The interpreter and what it has installed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct PythonReport {
-    /// Its path.
-    pub interpreter: String,
-    /// How it was chosen (`flag`, `env`, `virtualenv`, `path`, `managed`).
-    pub source: String,
-    /// The same, in words.
-    pub chosen_because: String,
-    /// Python version.
-    pub python_version: String,
-    /// jax version, if installed.
-    pub jax_version: Option<String>,
-    /// jaxlib version, if installed.
-    pub jaxlib_version: Option<String>,
-    /// Whether those two fit together.
-    pub jax_jaxlib_compatible: bool,
-    /// Whether `import jax` works.
-    pub jax_importable: bool,
-    /// PJRT plugin packages (jax-cuda*, jax-rocm*, libtpu) with versions.
-    pub plugins: std::collections::BTreeMap<String, String>,
-    /// Plugins jax would discover by name (entry points, `jax_plugins.*`).
-    pub discovered_plugins: Vec<String>,
-    /// NVIDIA wheels (nvidia-*) with versions.
-    pub cuda_wheels: std::collections::BTreeMap<String, String>,
-    /// The cuDNN version the wheels bring.
-    pub cudnn_wheel_version: Option<String>,
-    /// `LD_LIBRARY_PATH` folders holding cuDNN or cuBLAS libraries.
-    pub ld_library_path: Vec<LibraryDir>,
-    /// The cuDNN that would load first (`LD_LIBRARY_PATH` wins over the wheels).
-    pub cudnn_would_load: Option<String>,
-}
-
-/// Whether a device works, and why not.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Verdict {
-    /// The device.
-    pub device: Platform,
-    /// True when jax ran a computation on it (or, for a device not checked live, when
-    /// nothing stands in its way).
-    pub works: bool,
-    /// The findings that stop it, by code.
-    pub blocked_by: Vec<String>,
-}
-
-/// The whole report; `jax-runner doctor --json` prints it, runs store it under
-/// `environment` in `performance_metrics.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct DoctorReport {
-    /// Version of this format.
-    pub schema_version: u32,
-    /// The device asked about.
-    pub device_requested: Device,
-    /// CPU and memory.
-    pub host: Host,
-    /// The NVIDIA driver and GPUs.
-    pub nvml: NvmlReport,
-    /// The interpreter.
-    pub python: PythonReport,
-    /// Environment variables that affect jax, as set.
-    pub environment: std::collections::BTreeMap<String, String>,
-    /// Live backend checks that ran.
-    pub live: Vec<LiveCheck>,
-    /// Problems, each with its cause and fix.
-    pub findings: Vec<Finding>,
-    /// Per device: works or not.
-    pub verdicts: Vec<Verdict>,
-}
+pub use finding::version_cmp;
+// The report's types are the output contract's (`model::doctor`); these keep the
+// `doctor::…` paths other code uses.
+pub use crate::model::doctor::{
+    DoctorReport, Finding, Host, LibraryDir, LiveCheck, PythonReport, Severity, Verdict,
+};
 
 /// Which backends to check live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +28,7 @@ pub enum Live {
     Only(&'static [Platform]),
 }
 
+// Reading a report is doctor behaviour; the type itself is data in `model::doctor`.
 impl DoctorReport {
     /// The verdict for `device`.
     pub fn verdict(&self, device: Platform) -> Option<&Verdict> {

@@ -4,8 +4,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{results_file_name, FailureClass, ScriptResult, Status, SCHEMA_VERSION};
-use crate::config::{Device, Platform};
+use super::{
+    results_file_name, Device, FailureClass, Platform, ScriptResult, Status, SCHEMA_VERSION,
+};
 
 /// The run as a whole, in `performance_metrics.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -144,7 +145,7 @@ pub struct PerformanceMetrics {
     pub warnings: Vec<String>,
     /// The pre-flight's doctor report (absent with `--no-preflight` or no scripts).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub environment: Option<crate::doctor::DoctorReport>,
+    pub environment: Option<super::doctor::DoctorReport>,
 }
 
 impl ScriptSummary {

@@ -1,6 +1,7 @@
 //! The serialized output contract: per-script results and run metrics. One versioned
 //! module, because the next pipeline step reads these files.
 
+pub mod doctor;
 pub mod gnn;
 mod metrics;
 
