@@ -114,12 +114,55 @@ pub fn findings(
     env: &BTreeMap<String, String>,
     device: Device,
 ) -> Vec<Finding> {
-    let python = shell_quote(&interp.path);
-    let pip = |args: &str| format!("{python} -m pip install {args}");
-    let mut out = Vec::new();
-    let jax_version = py.jax_version.clone().unwrap_or_else(|| "0.10.2".into());
+    let fixes = Fixes::new(interp, py, nvml);
+    let mut out = install_findings(interp, py, &fixes);
+    out.extend(driver_findings(py, nvml, &fixes));
+    out.extend(environment_findings(env, nvml, device));
+    out.extend(library_findings(py));
+    out
+}
 
-    // The Python installation.
+/// What the fixes are written with.
+struct Fixes {
+    /// The interpreter, quoted for a shell.
+    python: String,
+    jax_version: String,
+    /// The CUDA plugin family the driver can run.
+    driver_family: &'static str,
+}
+
+impl Fixes {
+    fn new(interp: &Interpreter, py: &PythonReport, nvml: &NvmlReport) -> Fixes {
+        Fixes {
+            python: shell_quote(&interp.path),
+            jax_version: py.jax_version.clone().unwrap_or_else(|| "0.10.2".into()),
+            driver_family: if nvml.cuda_major().is_some_and(|m| m >= 13) {
+                "cuda13"
+            } else {
+                "cuda12"
+            },
+        }
+    }
+
+    fn pip(&self, args: &str) -> String {
+        format!("{} -m pip install {args}", self.python)
+    }
+}
+
+/// The plugin families installed (`cuda12`, `cuda13`, …).
+fn plugin_families(py: &PythonReport) -> Vec<&str> {
+    let mut f: Vec<&str> = py.plugins.keys().filter_map(|k| family(k)).collect();
+    f.dedup();
+    f
+}
+
+/// The Python installation: jax and jaxlib, and the plugins beside them.
+fn install_findings(interp: &Interpreter, py: &PythonReport, fixes: &Fixes) -> Vec<Finding> {
+    let pip = |args: &str| fixes.pip(args);
+    let python = &fixes.python;
+    let jax_version = &fixes.jax_version;
+    let driver_family = fixes.driver_family;
+    let mut out = Vec::new();
     match (&py.jax_version, &py.jaxlib_version) {
         (None, _) | (_, None) => out.push(Finding::new(
             "jax-missing",
@@ -160,16 +203,7 @@ pub fn findings(
             }
         }
     }
-    let families: Vec<&str> = {
-        let mut f: Vec<&str> = py.plugins.keys().filter_map(|k| family(k)).collect();
-        f.dedup();
-        f
-    };
-    let driver_family = if nvml.cuda_major().is_some_and(|m| m >= 13) {
-        "cuda13"
-    } else {
-        "cuda12"
-    };
+    let families = plugin_families(py);
     if families.contains(&"cuda12") && families.contains(&"cuda13") {
         let all: Vec<&String> = py
             .plugins
@@ -204,8 +238,17 @@ pub fn findings(
             }
         }
     }
+    out
+}
 
-    // The driver and the GPUs.
+/// The driver and the GPUs, against the plugins installed.
+fn driver_findings(py: &PythonReport, nvml: &NvmlReport, fixes: &Fixes) -> Vec<Finding> {
+    let pip = |args: &str| fixes.pip(args);
+    let python = &fixes.python;
+    let jax_version = &fixes.jax_version;
+    let driver_family = fixes.driver_family;
+    let families = plugin_families(py);
+    let mut out = Vec::new();
     let gpus = nvml.gpu_count();
     if !nvml.available && nvml.count_override.is_none() {
         out.push(Finding::new(
@@ -263,8 +306,6 @@ pub fn findings(
         ));
     }
 
-    out.extend(environment_findings(env, nvml, device));
-    out.extend(library_findings(py));
     out
 }
 
