@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use super::digest::Digest;
+use super::record::{Records, ScriptRecord};
 use super::{write_atomic, Reporter};
 use crate::error::ReportError;
 use crate::events::RunEvent;
@@ -28,7 +28,7 @@ fn esc(s: &str) -> String {
 }
 
 /// Renders the JUnit XML document.
-pub fn render(m: &PerformanceMetrics, scripts: &[Digest]) -> String {
+pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
     let failures = scripts
         .iter()
         .filter(|d| matches!(d.status, Status::Failed | Status::TimedOut))
@@ -73,7 +73,7 @@ pub fn render(m: &PerformanceMetrics, scripts: &[Digest]) -> String {
                 let _ = writeln!(
                     s,
                     ">\n      <failure type=\"{}\" message=\"{}\">{}</failure>",
-                    esc(&d.class),
+                    esc(d.class.as_str()),
                     esc(&message),
                     esc(&d.stderr_tail.join("\n"))
                 );
@@ -100,28 +100,24 @@ pub fn render(m: &PerformanceMetrics, scripts: &[Digest]) -> String {
 #[derive(Debug)]
 pub struct JunitReporter {
     results_dir: PathBuf,
-    scripts: Vec<Digest>,
+    records: Records,
 }
 
 impl JunitReporter {
     pub fn new(results_dir: PathBuf) -> Self {
         JunitReporter {
             results_dir,
-            scripts: Vec::new(),
+            records: Records::new(),
         }
     }
 }
 
 impl Reporter for JunitReporter {
     fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
-        match event {
-            RunEvent::ScriptFinished { result } => self.scripts.push(Digest::of(result)),
-            RunEvent::RunFinished { metrics } => {
-                super::digest::order_like(&mut self.scripts, metrics);
-                let xml = render(metrics, &self.scripts);
-                write_atomic(&self.results_dir.join("junit.xml"), xml.as_bytes())?;
-            }
-            _ => {}
+        self.records.handle(event);
+        if let RunEvent::RunFinished { metrics } = event {
+            let xml = render(metrics, &self.records.ordered(metrics));
+            write_atomic(&self.results_dir.join("junit.xml"), xml.as_bytes())?;
         }
         Ok(())
     }

@@ -3,14 +3,14 @@
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use super::digest::Digest;
+use super::record::{Records, ScriptRecord};
 use super::{write_atomic, Reporter};
 use crate::error::ReportError;
 use crate::events::RunEvent;
 use crate::model::PerformanceMetrics;
 
 /// Renders the Markdown report.
-pub fn render(m: &PerformanceMetrics, scripts: &[Digest]) -> String {
+pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
     let t = &m.totals;
     let mut s = String::new();
     let _ = writeln!(s, "# JAX execution report\n");
@@ -54,9 +54,9 @@ pub fn render(m: &PerformanceMetrics, scripts: &[Digest]) -> String {
             "| `{}` | {} | {} | {} | {} | {:.2} | {:.0} |",
             cell(&d.relative_path),
             d.status.as_str(),
-            d.class,
-            d.device_used.as_deref().unwrap_or("-"),
-            d.attempts,
+            d.class.as_str(),
+            d.device_used.map_or("-", |p| p.as_str()),
+            d.attempts.len(),
             d.execution_time_s,
             d.peak_memory_mb
         );
@@ -64,11 +64,11 @@ pub fn render(m: &PerformanceMetrics, scripts: &[Digest]) -> String {
     for missing in &m.missing_scripts {
         let _ = writeln!(s, "| `{}` | missing | - | - | 0 | - | - |", cell(missing));
     }
-    let failures: Vec<&Digest> = scripts.iter().filter(|d| !d.succeeded()).collect();
+    let failures: Vec<&ScriptRecord> = scripts.iter().copied().filter(|d| !d.succeeded()).collect();
     if !failures.is_empty() {
         let _ = writeln!(s, "\n## Failures");
         for d in failures {
-            let _ = writeln!(s, "\n### `{}`: {}\n", cell(&d.id), d.class);
+            let _ = writeln!(s, "\n### `{}`: {}\n", cell(&d.id), d.class.as_str());
             if let Some(line) = &d.matched_line {
                 let _ = writeln!(s, "{}\n", cell(line));
             }
@@ -93,31 +93,27 @@ fn cell(s: &str) -> String {
 #[derive(Debug)]
 pub struct MarkdownReporter {
     results_dir: PathBuf,
-    scripts: Vec<Digest>,
+    records: Records,
 }
 
 impl MarkdownReporter {
     pub fn new(results_dir: PathBuf) -> Self {
         MarkdownReporter {
             results_dir,
-            scripts: Vec::new(),
+            records: Records::new(),
         }
     }
 }
 
 impl Reporter for MarkdownReporter {
     fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
-        match event {
-            RunEvent::ScriptFinished { result } => self.scripts.push(Digest::of(result)),
-            RunEvent::RunFinished { metrics } => {
-                super::digest::order_like(&mut self.scripts, metrics);
-                let text = render(metrics, &self.scripts);
-                write_atomic(
-                    &self.results_dir.join("execution_report.md"),
-                    text.as_bytes(),
-                )?;
-            }
-            _ => {}
+        self.records.handle(event);
+        if let RunEvent::RunFinished { metrics } = event {
+            let text = render(metrics, &self.records.ordered(metrics));
+            write_atomic(
+                &self.results_dir.join("execution_report.md"),
+                text.as_bytes(),
+            )?;
         }
         Ok(())
     }

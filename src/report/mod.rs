@@ -1,8 +1,9 @@
 //! Stage 3, report: subscribers to the run's event stream that write the results
 //! folder and the execution log. Each reporter sees every event, in order.
+//! The end-of-run documents (Markdown, JUnit, HTML, the GNN summary) render from one
+//! record per script, collected by `record::Records`.
 
 mod atomic;
-mod digest;
 pub mod gnn;
 mod html;
 mod json;
@@ -11,6 +12,7 @@ mod log;
 mod markdown;
 mod ndjson;
 mod progress;
+mod record;
 pub mod summary;
 
 pub use atomic::{

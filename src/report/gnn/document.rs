@@ -1,5 +1,6 @@
-//! Builds GNN's step-12 documents (one per script, one summary entry per script) from
-//! jax-runner's own results, with GNN's value conventions.
+//! Builds GNN's step-12 documents from jax-runner's own results, with GNN's value
+//! conventions: the per-script document and execution log from the whole result as the
+//! script finishes, the summary entries from the run's script records.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use crate::model::gnn::{
 };
 use crate::model::{FailureClass, ScriptResult, Status};
 use crate::paths::{list_files, local_iso, local_iso_of};
+use crate::report::record::ScriptRecord;
 
 /// Bytes of a script's stdout copied into `simulation_data.raw_output`: the end, where
 /// GNN's scripts print the lines its analysis step parses (`Actions taken:`, …).
@@ -24,8 +26,8 @@ const MAX_EXTRACT_BYTES: u64 = 32 * 1024 * 1024;
 /// Keys copied from the script's `simulation_results.json`, as GNN's step 12 does.
 const EXTRACTED_KEYS: [&str; 4] = ["beliefs", "actions", "observations", "num_timesteps"];
 
-/// How a result reads in GNN's terms: `(return_code, error, error_type)`.
-pub fn gnn_error(r: &ScriptResult) -> (Option<i32>, Option<String>, Option<String>) {
+/// How a script's end reads in GNN's terms: `(return_code, error, error_type)`.
+pub fn gnn_error(r: &ScriptRecord) -> (Option<i32>, Option<String>, Option<String>) {
     if r.attempts.is_empty() {
         let why = "Not started: the run was interrupted before this script's turn";
         return (None, Some(why.into()), Some("InterruptedError".into()));
@@ -45,15 +47,7 @@ pub fn gnn_error(r: &ScriptResult) -> (Option<i32>, Option<String>, Option<Strin
         );
     }
     let exception = r
-        .exception
-        .as_ref()
-        .map(|e| {
-            if e.message.is_empty() {
-                e.kind.clone()
-            } else {
-                format!("{}: {}", e.kind, e.message)
-            }
-        })
+        .exception_text()
         .map(|e| format!(": {e}"))
         .unwrap_or_default();
     let (code, error) = match (r.return_code, r.signal) {
@@ -86,8 +80,8 @@ pub fn gnn_error(r: &ScriptResult) -> (Option<i32>, Option<String>, Option<Strin
 }
 
 /// GNN's error kinds (`DependencyError`, `SyntaxError`, `RuntimeError`), plus the
-/// classes jax-runner tells apart.
-fn error_type(r: &ScriptResult) -> &'static str {
+/// classes jax-runner tells apart. Only failures ask, and they keep their stderr tail.
+fn error_type(r: &ScriptRecord) -> &'static str {
     let kind = r.exception.as_ref().map(|e| e.kind.as_str()).unwrap_or("");
     let in_stderr = |needle: &str| r.stderr_tail.iter().any(|l| l.contains(needle));
     match r.class {
@@ -113,7 +107,7 @@ fn trim_float(x: f64) -> String {
 }
 
 /// The script's start as GNN writes timestamps.
-fn timestamp(r: &ScriptResult) -> String {
+fn timestamp(r: &ScriptRecord) -> String {
     r.started_at
         .as_deref()
         .and_then(local_iso_of)
@@ -171,15 +165,16 @@ fn extracted(c: &CollectedOutputs) -> std::collections::BTreeMap<String, Value> 
     out
 }
 
-/// The per-script document.
+/// The per-script document, from the whole result and its record.
 pub fn script_document(
     r: &ScriptResult,
+    record: &ScriptRecord,
     e: &GnnEntry,
     executor: &str,
     results_file: &Path,
     collected: CollectedOutputs,
 ) -> GnnScriptDocument {
-    let (return_code, error, error_type) = gnn_error(r);
+    let (return_code, error, error_type) = gnn_error(record);
     let on_success = |v| r.success.then_some(v);
     GnnScriptDocument {
         framework: FRAMEWORK.into(),
@@ -189,7 +184,7 @@ pub fn script_document(
         success: r.success,
         return_code,
         execution_time: r.execution_time_s,
-        timestamp: timestamp(r),
+        timestamp: timestamp(record),
         error,
         error_type,
         simulation_data: GnnSimulationData {
@@ -228,7 +223,7 @@ pub fn script_document(
 }
 
 /// The summary entry of a script.
-pub fn detail(r: &ScriptResult, e: &GnnEntry, executor: &str, c: &CollectedOutputs) -> GnnDetail {
+pub fn detail(r: &ScriptRecord, e: &GnnEntry, executor: &str, c: &CollectedOutputs) -> GnnDetail {
     let (return_code, error, error_type) = gnn_error(r);
     let ran = !r.attempts.is_empty();
     let on_success = |v| r.success.then_some(v);
@@ -269,13 +264,14 @@ pub fn detail(r: &ScriptResult, e: &GnnEntry, executor: &str, c: &CollectedOutpu
 /// output and standard error, streamed from jax-runner's logs (never held in memory).
 pub fn write_execution_log(
     r: &ScriptResult,
+    record: &ScriptRecord,
     e: &GnnEntry,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let (return_code, _, _) = gnn_error(r);
+    let (return_code, _, _) = gnn_error(record);
     let code = return_code.map_or("None".to_string(), |c| c.to_string());
     writeln!(out, "Execution Results for {}", e.script_name)?;
-    writeln!(out, "Timestamp: {}", timestamp(r))?;
+    writeln!(out, "Timestamp: {}", timestamp(record))?;
     writeln!(out, "Return Code: {code}")?;
     writeln!(out, "Benchmark repeats: 1")?;
     writeln!(

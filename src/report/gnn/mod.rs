@@ -9,7 +9,7 @@ mod document;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use super::digest::{order_like, Digest};
+use super::record::{Records, ScriptRecord};
 use super::{markdown, write_atomic, write_atomic_stream, write_json, write_json_with, Reporter};
 use crate::discovery::Script;
 use crate::error::ReportError;
@@ -111,7 +111,8 @@ pub struct RunFacts {
     pub distributed: bool,
 }
 
-/// Writes the step-12 layout as scripts finish and when the run ends.
+/// Writes the step-12 layout: each script's files as it finishes (from its whole
+/// result), the summaries when the run ends (from the script records).
 #[derive(Debug)]
 pub struct GnnReporter {
     root: PathBuf,
@@ -120,8 +121,7 @@ pub struct GnnReporter {
     facts: RunFacts,
     executor: String,
     jobs: usize,
-    details: Vec<GnnDetail>,
-    scripts: Vec<Digest>,
+    records: Records,
 }
 
 impl GnnReporter {
@@ -138,43 +138,26 @@ impl GnnReporter {
             facts,
             executor: String::new(),
             jobs: 1,
-            details: Vec::new(),
-            scripts: Vec::new(),
+            records: Records::new(),
         }
     }
 
-    fn script_finished(&mut self, r: &ScriptResult) -> Result<(), ReportError> {
-        self.scripts.push(Digest::of(r));
-        let Some(e) = self.entries.get(&r.id) else {
-            return Ok(());
-        };
-        let collected = document::collected(e);
-        self.details
-            .push(document::detail(r, e, &self.executor, &collected));
-        if r.attempts.is_empty() {
-            // Never started: GNN writes no per-script files for a skipped script.
-            return Ok(());
-        }
-        let ours = self
-            .results_dir
-            .join(crate::model::results_file_name(&r.id));
-        let doc = document::script_document(r, e, &self.executor, &ours, collected);
-        write_json_with(&e.results_file(), "GNN script result", &doc, false)?;
-        write_atomic_stream(&e.log_file(), false, |out| {
-            document::write_execution_log(r, e, out)
-        })
-    }
-
-    fn summary(&mut self, metrics: &PerformanceMetrics) -> GnnSummary {
-        let pos: HashMap<&str, usize> = metrics
-            .scripts
+    /// The summary entries of the scripts this layout places, in discovery order.
+    fn details(&self, records: &[&ScriptRecord]) -> Vec<GnnDetail> {
+        records
             .iter()
-            .enumerate()
-            .map(|(i, s)| (s.id.as_str(), i))
-            .collect();
-        self.details
-            .sort_by_key(|d| pos.get(d.id.as_str()).copied().unwrap_or(usize::MAX));
-        let details = &self.details;
+            .filter_map(|r| {
+                let e = self.entries.get(&r.id)?;
+                // Listed now rather than when the script finished: nothing writes
+                // into a finished script's data folder, and the record stays small.
+                let collected = document::collected(e);
+                Some(document::detail(r, e, &self.executor, &collected))
+            })
+            .collect()
+    }
+
+    fn summary(&self, metrics: &PerformanceMetrics) -> GnnSummary {
+        let details = self.details(&self.records.ordered(metrics));
         let skipped = details.iter().filter(|d| d.skipped).count();
         let succeeded = details.iter().filter(|d| d.success).count();
         let failed = details.len() - skipped - succeeded;
@@ -241,7 +224,7 @@ impl GnnReporter {
             execution_benchmark_repeats: 1,
             execution_summary_detail: false,
             execution_summary_format: SUMMARY_FORMAT.into(),
-            execution_details: std::mem::take(&mut self.details),
+            execution_details: details,
             framework: FRAMEWORK.into(),
             total_execution_time: metrics.totals.total_execution_time,
             missing_scripts: metrics.missing_scripts.clone(),
@@ -253,6 +236,7 @@ impl GnnReporter {
 
 impl Reporter for GnnReporter {
     fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
+        let record = self.records.handle(event);
         match event {
             RunEvent::RunStarted {
                 interpreter, jobs, ..
@@ -260,7 +244,11 @@ impl Reporter for GnnReporter {
                 self.executor = interpreter.clone();
                 self.jobs = *jobs;
             }
-            RunEvent::ScriptFinished { result } => self.script_finished(result)?,
+            RunEvent::ScriptFinished { result } => {
+                if let (Some(record), Some(e)) = (record, self.entries.get(&result.id)) {
+                    script_files(result, record, e, &self.executor, &self.results_dir)?;
+                }
+            }
             RunEvent::RunFinished { metrics } => {
                 if self.executor.is_empty() {
                     self.executor = metrics.run.interpreter.clone().unwrap_or_default();
@@ -273,14 +261,34 @@ impl Reporter for GnnReporter {
                     "GNN execution summary",
                     &summary,
                 )?;
-                order_like(&mut self.scripts, metrics);
-                let md = markdown::render(metrics, &self.scripts);
+                let md = markdown::render(metrics, &self.records.ordered(metrics));
                 write_atomic(&dir.join("execution_report.md"), md.as_bytes())?;
             }
             _ => {}
         }
         Ok(())
     }
+}
+
+/// Writes a script's `_results.json` and `_execution.log` as it finishes.
+fn script_files(
+    r: &ScriptResult,
+    record: &ScriptRecord,
+    e: &GnnEntry,
+    executor: &str,
+    results_dir: &Path,
+) -> Result<(), ReportError> {
+    if r.attempts.is_empty() {
+        // Never started: GNN writes no per-script files for a skipped script.
+        return Ok(());
+    }
+    let collected = document::collected(e);
+    let ours = results_dir.join(crate::model::results_file_name(&r.id));
+    let doc = document::script_document(r, record, e, executor, &ours, collected);
+    write_json_with(&e.results_file(), "GNN script result", &doc, false)?;
+    write_atomic_stream(&e.log_file(), false, |out| {
+        document::write_execution_log(r, record, e, out)
+    })
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::model::DiscoveredBy;
+use crate::report::record::ScriptRecord;
 
 fn script(rel: &str, id: &str) -> Script {
     Script {
@@ -66,7 +67,7 @@ fn every_script_gets_its_own_files_even_with_shared_names() {
 #[test]
 fn return_codes_and_errors_follow_gnn() {
     let exit = result("e", json!({"return_code": 3}));
-    let (rc, error, kind) = gnn_error(&exit);
+    let (rc, error, kind) = gnn_error(&ScriptRecord::of(&exit));
     assert_eq!(rc, Some(3));
     assert_eq!(error.unwrap(), "Script failed with return code 3");
     assert_eq!(kind.unwrap(), "RuntimeError");
@@ -75,7 +76,7 @@ fn return_codes_and_errors_follow_gnn() {
         "t",
         json!({"status": "timed_out", "class": "timed_out", "signal": 15}),
     );
-    let (rc, error, kind) = gnn_error(&timeout);
+    let (rc, error, kind) = gnn_error(&ScriptRecord::of(&timeout));
     assert_eq!(rc, Some(-1));
     assert_eq!(error.unwrap(), "Script execution timed out after 2 seconds");
     assert_eq!(kind.unwrap(), "TimeoutError");
@@ -84,7 +85,7 @@ fn return_codes_and_errors_follow_gnn() {
         "k",
         json!({"class": "killed_by_signal", "signal": 6, "signal_name": "SIGABRT"}),
     );
-    let (rc, error, _) = gnn_error(&killed);
+    let (rc, error, _) = gnn_error(&ScriptRecord::of(&killed));
     assert_eq!(rc, Some(-6));
     assert!(error.unwrap().contains("SIGABRT"));
 
@@ -92,7 +93,7 @@ fn return_codes_and_errors_follow_gnn() {
         "d",
         json!({"return_code": 1, "exception": {"type": "ModuleNotFoundError", "message": "No module named 'x'"}}),
     );
-    let (_, error, kind) = gnn_error(&missing);
+    let (_, error, kind) = gnn_error(&ScriptRecord::of(&missing));
     assert_eq!(kind.unwrap(), "DependencyError");
     assert!(error
         .unwrap()
@@ -102,13 +103,13 @@ fn return_codes_and_errors_follow_gnn() {
         "n",
         json!({"attempts": [], "status": "interrupted", "class": "interrupted"}),
     );
-    assert_eq!(gnn_error(&never).0, None);
+    assert_eq!(gnn_error(&ScriptRecord::of(&never)).0, None);
 
     let ok = result(
         "o",
         json!({"success": true, "status": "succeeded", "class": "succeeded", "return_code": 0}),
     );
-    assert_eq!(gnn_error(&ok), (Some(0), None, None));
+    assert_eq!(gnn_error(&ScriptRecord::of(&ok)), (Some(0), None, None));
 }
 
 #[test]
@@ -126,9 +127,9 @@ fn summary_counts_and_rate_follow_gnn() {
         "a",
         json!({"attempts": [], "status": "interrupted", "class": "interrupted"}),
     );
-    let d = document::detail(&never, &r.entries["a"], "/py", &Default::default());
+    let record = r.records.push(&never);
+    let d = document::detail(record, &r.entries["a"], "/py", &Default::default());
     assert!(d.skipped && d.structured_result_file.is_none());
-    r.details.push(d);
     let run: crate::model::RunInfo = serde_json::from_value(json!({
         "started_at": "x", "finished_at": "x", "wall_time_s": 0.0,
         "device_requested": "cpu", "device": "cpu", "jobs": 2, "interpreter": "/py",

@@ -1,11 +1,11 @@
 //! `report.html`: one self-contained page (inline CSS, inline JS, inline SVG, no
 //! remote assets) rendered from `templates/report.html.j2` when the run ends.
 //!
-//! The reporter keeps only what the page needs while the run goes on: a slim row per
-//! finished script (the stderr tail only for scripts that did not succeed) and a
-//! decimated series of memory samples per script. All geometry (timeline rectangles,
-//! sparkline points, axis ticks) is computed here; the template only lays it out and
-//! its script only sorts the table.
+//! The reporter keeps only what the page needs while the run goes on: the script
+//! records every end-of-run report shares (`super::record`) and a decimated series of
+//! memory samples per script. All geometry (timeline rectangles, sparkline points,
+//! axis ticks) is computed here; the template only lays it out and its script only
+//! sorts the table.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,16 +13,17 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::record::Records;
 use super::{write_atomic, Reporter};
 use crate::error::ReportError;
 use crate::events::RunEvent;
-use crate::model::{PerformanceMetrics, ScriptResult, ScriptSummary, Status};
+use crate::model::PerformanceMetrics;
 
 /// Name of the page inside the results folder.
 pub const HTML_FILE: &str = "report.html";
 
+mod page;
 mod svg;
-use svg::{sparkline, timeline};
 
 const TEMPLATE_NAME: &str = "report.html.j2";
 const TEMPLATE: &str = include_str!("../../../templates/report.html.j2");
@@ -51,11 +52,8 @@ pub struct HtmlReporter {
     interpreter: Option<String>,
     /// Per script id, a bounded series of samples.
     samples: HashMap<String, Samples>,
-    /// Worker slot of each started attempt, from `ScriptStarted`, until its script
-    /// finishes: the event names the slot even where the attempt record does not.
-    slots: HashMap<(String, u32), usize>,
-    /// Finished scripts, slimmed, in finishing order.
-    finished: Vec<Finished>,
+    /// Finished scripts, with the worker slot of each attempt.
+    records: Records,
 }
 
 impl HtmlReporter {
@@ -64,8 +62,7 @@ impl HtmlReporter {
             results_dir,
             interpreter: None,
             samples: HashMap::new(),
-            slots: HashMap::new(),
-            finished: Vec::new(),
+            records: Records::new(),
         }
     }
 
@@ -75,7 +72,12 @@ impl HtmlReporter {
 
     /// Renders the page for the final metrics.
     fn render(&self, metrics: &PerformanceMetrics) -> Result<String, minijinja::Error> {
-        let page = build_page(metrics, &self.finished, &self.samples, &self.interpreter);
+        let page = page::build_page(
+            metrics,
+            self.records.finishing_order(),
+            &self.samples,
+            &self.interpreter,
+        );
         let mut env = minijinja::Environment::new();
         // Explicit, although the default callback also picks HTML for `.html.j2`.
         env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
@@ -87,6 +89,7 @@ impl HtmlReporter {
 
 impl Reporter for HtmlReporter {
     fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
+        self.records.handle(event);
         match event {
             RunEvent::RunStarted { interpreter, .. } => {
                 self.interpreter = Some(interpreter.clone());
@@ -102,20 +105,6 @@ impl Reporter for HtmlReporter {
                     .entry(id.clone())
                     .or_default()
                     .push(*attempt, *elapsed_s, *rss_mb);
-            }
-            RunEvent::ScriptStarted {
-                id, attempt, slot, ..
-            } => {
-                self.slots.insert((id.clone(), *attempt), *slot);
-            }
-            RunEvent::ScriptFinished { result } => {
-                let mut finished = Finished::of(result);
-                for a in &mut finished.attempts {
-                    if let Some(slot) = self.slots.remove(&(result.id.clone(), a.number)) {
-                        a.slot = slot;
-                    }
-                }
-                self.finished.push(finished);
             }
             RunEvent::RunFinished { metrics } => {
                 let path = self.path();
@@ -178,73 +167,6 @@ impl Samples {
             }
         }
         self.seen += 1;
-    }
-}
-
-/// One attempt, as the timeline needs it.
-#[derive(Debug, Clone)]
-struct SlimAttempt {
-    number: u32,
-    slot: usize,
-    started_at: String,
-    duration_s: f64,
-    status: Status,
-    class: &'static str,
-}
-
-/// A finished script, as the page needs it.
-#[derive(Debug, Clone)]
-struct Finished {
-    id: String,
-    relative_path: String,
-    compile_time_s: Option<f64>,
-    attempts: Vec<SlimAttempt>,
-    /// Only for scripts that did not succeed.
-    failure: Option<FailureDetail>,
-}
-
-#[derive(Debug, Clone)]
-struct FailureDetail {
-    status: Status,
-    class: &'static str,
-    matched_line: Option<String>,
-    exception: Option<String>,
-    stderr_tail: Vec<String>,
-}
-
-impl Finished {
-    fn of(r: &ScriptResult) -> Self {
-        let failure = (r.status != Status::Succeeded).then(|| FailureDetail {
-            status: r.status,
-            class: r.class.as_str(),
-            matched_line: r.matched_line.clone(),
-            exception: r.exception.as_ref().map(|e| {
-                if e.message.is_empty() {
-                    e.kind.clone()
-                } else {
-                    format!("{}: {}", e.kind, e.message)
-                }
-            }),
-            stderr_tail: r.stderr_tail.clone(),
-        });
-        Finished {
-            id: r.id.clone(),
-            relative_path: r.relative_path.clone(),
-            compile_time_s: r.jax.as_ref().map(|j| j.compile_time_s),
-            attempts: r
-                .attempts
-                .iter()
-                .map(|a| SlimAttempt {
-                    number: a.number,
-                    slot: a.slot,
-                    started_at: a.started_at.clone(),
-                    duration_s: a.duration_s,
-                    status: a.status,
-                    class: a.class.as_str(),
-                })
-                .collect(),
-            failure,
-        }
     }
 }
 
@@ -362,193 +284,6 @@ struct Failure {
     exception: Option<String>,
     stderr: String,
     stderr_lines: usize,
-}
-
-fn build_page(
-    metrics: &PerformanceMetrics,
-    finished: &[Finished],
-    samples: &HashMap<String, Samples>,
-    interpreter: &Option<String>,
-) -> Page {
-    let run = &metrics.run;
-    let t = &metrics.totals;
-    let by_id: HashMap<&str, &Finished> = finished.iter().map(|f| (f.id.as_str(), f)).collect();
-
-    let tone = |n: usize, bad: &'static str| if n == 0 { "" } else { bad };
-    let cards = vec![
-        Card {
-            label: "scripts",
-            value: t.total_scripts.to_string(),
-            tone: "",
-        },
-        Card {
-            label: "succeeded",
-            value: t.succeeded.to_string(),
-            tone: if t.succeeded == t.total_scripts && t.total_scripts > 0 {
-                "good"
-            } else {
-                ""
-            },
-        },
-        Card {
-            label: "failed",
-            value: t.failed.to_string(),
-            tone: tone(t.failed, "bad"),
-        },
-        Card {
-            label: "timed out",
-            value: t.timed_out.to_string(),
-            tone: tone(t.timed_out, "bad"),
-        },
-        Card {
-            label: "interrupted",
-            value: t.interrupted.to_string(),
-            tone: tone(t.interrupted, "warn"),
-        },
-        Card {
-            label: "fallbacks",
-            value: t.fallbacks.to_string(),
-            tone: tone(t.fallbacks, "warn"),
-        },
-        Card {
-            label: "device mismatches",
-            value: t.device_mismatches.to_string(),
-            tone: tone(t.device_mismatches, "warn"),
-        },
-        Card {
-            label: "leaks",
-            value: t.leaks.to_string(),
-            tone: tone(t.leaks, "warn"),
-        },
-    ];
-
-    let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".to_string());
-    let mut run_info = vec![
-        ("wall time", fmt_secs(run.wall_time_s)),
-        (
-            "device",
-            format!(
-                "{} (requested {})",
-                device_label(&run.device),
-                device_label(&run.device_requested)
-            ),
-        ),
-        ("device choice", run.device_choice.clone()),
-        ("jobs", run.jobs.to_string()),
-        (
-            "interpreter",
-            or_dash(&run.interpreter.clone().or_else(|| interpreter.clone())),
-        ),
-        ("python", or_dash(&run.python_version)),
-        ("jax", or_dash(&run.jax_version)),
-        ("jaxlib", or_dash(&run.jaxlib_version)),
-        ("started", run.started_at.clone()),
-        ("finished", run.finished_at.clone()),
-        ("output folder", run.output_dir.clone()),
-        ("results folder", run.results_dir.clone()),
-    ];
-    if let Some(reason) = &run.device_fallback_reason {
-        run_info.push(("device fallback", reason.clone()));
-    }
-    if run.interrupted {
-        run_info.push(("interrupted", "yes: the run was stopped by a signal".into()));
-    }
-
-    // Table rows: the metrics' scripts in discovery order, then any finished script
-    // the metrics do not list.
-    let mut rows: Vec<Row> = metrics
-        .scripts
-        .iter()
-        .map(|s| row(s, by_id.get(s.id.as_str()).copied(), samples))
-        .collect();
-    for f in finished {
-        if !metrics.scripts.iter().any(|s| s.id == f.id) {
-            rows.push(Row {
-                index: 0,
-                id: f.id.clone(),
-                path: f.relative_path.clone(),
-                status: f
-                    .attempts
-                    .last()
-                    .map(|a| a.status.as_str())
-                    .unwrap_or("interrupted"),
-                class: f.attempts.last().map(|a| a.class).unwrap_or(""),
-                device_requested: "—".into(),
-                device_used: "—".into(),
-                wall_s: f.attempts.iter().map(|a| a.duration_s).sum(),
-                wall: fmt_secs(f.attempts.iter().map(|a| a.duration_s).sum()),
-                peak_mb: 0.0,
-                peak: "—".into(),
-                compile_sort: String::new(),
-                compile: "—".into(),
-                attempts: f.attempts.len(),
-                spark: sparkline(&f.id, samples.get(&f.id)),
-            });
-        }
-    }
-    for (i, r) in rows.iter_mut().enumerate() {
-        r.index = i;
-    }
-
-    // Failures, in table order.
-    let mut failures = Vec::new();
-    for r in &rows {
-        if let Some(d) = by_id.get(r.id.as_str()).and_then(|f| f.failure.as_ref()) {
-            failures.push(Failure {
-                id: r.id.clone(),
-                path: r.path.clone(),
-                status: d.status.as_str(),
-                class: d.class,
-                matched_line: d.matched_line.clone(),
-                exception: d.exception.clone(),
-                stderr: d.stderr_tail.join("\n"),
-                stderr_lines: d.stderr_tail.len(),
-            });
-        }
-    }
-
-    Page {
-        title: format!(
-            "jax-runner report: {} of {} succeeded",
-            t.succeeded, t.total_scripts
-        ),
-        cards,
-        run_info,
-        by_class: t
-            .by_class
-            .iter()
-            .map(|(c, n)| (c.as_str().to_string(), *n))
-            .collect(),
-        rows,
-        timeline: timeline(metrics, finished),
-        failures,
-        warnings: metrics.warnings.clone(),
-        missing: metrics.missing_scripts.clone(),
-    }
-}
-
-fn row(s: &ScriptSummary, f: Option<&Finished>, samples: &HashMap<String, Samples>) -> Row {
-    let compile = f.and_then(|f| f.compile_time_s);
-    Row {
-        index: 0,
-        id: s.id.clone(),
-        path: f.map(|f| f.relative_path.clone()).unwrap_or_default(),
-        status: s.status.as_str(),
-        class: s.class.as_str(),
-        device_requested: device_label(&s.device_requested),
-        device_used: s
-            .device_used
-            .map(|p| device_label(&p))
-            .unwrap_or_else(|| "—".into()),
-        wall_s: s.execution_time_s,
-        wall: fmt_secs(s.execution_time_s),
-        peak_mb: s.peak_memory_mb,
-        peak: format!("{:.1}", s.peak_memory_mb),
-        compile_sort: compile.map(|c| c.to_string()).unwrap_or_default(),
-        compile: compile.map(fmt_secs).unwrap_or_else(|| "—".into()),
-        attempts: s.attempts,
-        spark: sparkline(&s.id, samples.get(&s.id)),
-    }
 }
 
 /// Lower-case name of a serializable enum (`cpu`, `auto`, …), as the JSON files spell it.

@@ -2,6 +2,7 @@
 //! attempts per worker slot, computed here so the template only places them.
 
 use super::*;
+use crate::report::record::ScriptRecord;
 
 pub(super) fn sparkline(id: &str, samples: Option<&Samples>) -> Option<Sparkline> {
     let points = &samples?.points;
@@ -105,10 +106,10 @@ pub(super) fn fmt_tick(v: f64, step: f64) -> String {
     }
 }
 
-pub(super) fn timeline(metrics: &PerformanceMetrics, finished: &[Finished]) -> Timeline {
+pub(super) fn timeline(metrics: &PerformanceMetrics, records: &[ScriptRecord]) -> Timeline {
     let mut placed = Vec::new();
     let mut skipped = 0;
-    for f in finished {
+    for f in records {
         for a in &f.attempts {
             match parse_time(&a.started_at) {
                 Some(t) => placed.push((f, a, t)),
@@ -187,7 +188,7 @@ pub(super) fn timeline(metrics: &PerformanceMetrics, finished: &[Finished]) -> T
                     "{} · attempt {} · {} · {} · slot {} · from {} to {}",
                     f.id,
                     a.number,
-                    a.class,
+                    a.class.as_str(),
                     fmt_secs(a.duration_s),
                     a.slot,
                     fmt_secs(start),

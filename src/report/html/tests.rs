@@ -1,7 +1,8 @@
 //! The HTML report from hand-made events: content, escaping, geometry, limits.
 
-use super::svg::tick_step;
+use super::svg::{sparkline, tick_step};
 use super::*;
+use crate::model::{ScriptResult, ScriptSummary};
 use serde_json::json;
 
 fn attempt(

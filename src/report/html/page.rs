@@ -1,0 +1,193 @@
+//! What the template sees, built from the final metrics and the script records:
+//! summary cards, run facts, the table in discovery order, the failure details.
+
+use std::collections::{HashMap, HashSet};
+
+use super::svg::{sparkline, timeline};
+use super::*;
+use crate::model::{RunInfo, ScriptSummary, Totals};
+use crate::report::record::ScriptRecord;
+
+/// The whole page. `records` are in finishing order, the order the timeline draws.
+pub(super) fn build_page(
+    metrics: &PerformanceMetrics,
+    records: &[ScriptRecord],
+    samples: &HashMap<String, Samples>,
+    interpreter: &Option<String>,
+) -> Page {
+    let t = &metrics.totals;
+    let by_id: HashMap<&str, &ScriptRecord> = records.iter().map(|f| (f.id.as_str(), f)).collect();
+    let rows = rows(metrics, records, &by_id, samples);
+    let failures = failures(&rows, &by_id);
+    Page {
+        title: format!(
+            "jax-runner report: {} of {} succeeded",
+            t.succeeded, t.total_scripts
+        ),
+        cards: cards(t),
+        run_info: run_info(&metrics.run, interpreter),
+        by_class: t
+            .by_class
+            .iter()
+            .map(|(c, n)| (c.as_str().to_string(), *n))
+            .collect(),
+        rows,
+        timeline: timeline(metrics, records),
+        failures,
+        warnings: metrics.warnings.clone(),
+        missing: metrics.missing_scripts.clone(),
+    }
+}
+
+fn cards(t: &Totals) -> Vec<Card> {
+    let tone = |n: usize, bad: &'static str| if n == 0 { "" } else { bad };
+    let card = |label, n: usize, tone| Card {
+        label,
+        value: n.to_string(),
+        tone,
+    };
+    let all_good = t.succeeded == t.total_scripts && t.total_scripts > 0;
+    vec![
+        card("scripts", t.total_scripts, ""),
+        card("succeeded", t.succeeded, if all_good { "good" } else { "" }),
+        card("failed", t.failed, tone(t.failed, "bad")),
+        card("timed out", t.timed_out, tone(t.timed_out, "bad")),
+        card("interrupted", t.interrupted, tone(t.interrupted, "warn")),
+        card("fallbacks", t.fallbacks, tone(t.fallbacks, "warn")),
+        card(
+            "device mismatches",
+            t.device_mismatches,
+            tone(t.device_mismatches, "warn"),
+        ),
+        card("leaks", t.leaks, tone(t.leaks, "warn")),
+    ]
+}
+
+fn run_info(run: &RunInfo, interpreter: &Option<String>) -> Vec<(&'static str, String)> {
+    let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".to_string());
+    let mut info = vec![
+        ("wall time", fmt_secs(run.wall_time_s)),
+        (
+            "device",
+            format!(
+                "{} (requested {})",
+                device_label(&run.device),
+                device_label(&run.device_requested)
+            ),
+        ),
+        ("device choice", run.device_choice.clone()),
+        ("jobs", run.jobs.to_string()),
+        (
+            "interpreter",
+            or_dash(&run.interpreter.clone().or_else(|| interpreter.clone())),
+        ),
+        ("python", or_dash(&run.python_version)),
+        ("jax", or_dash(&run.jax_version)),
+        ("jaxlib", or_dash(&run.jaxlib_version)),
+        ("started", run.started_at.clone()),
+        ("finished", run.finished_at.clone()),
+        ("output folder", run.output_dir.clone()),
+        ("results folder", run.results_dir.clone()),
+    ];
+    if let Some(reason) = &run.device_fallback_reason {
+        info.push(("device fallback", reason.clone()));
+    }
+    if run.interrupted {
+        info.push(("interrupted", "yes: the run was stopped by a signal".into()));
+    }
+    info
+}
+
+/// Table rows: the metrics' scripts in discovery order, then any finished script
+/// the metrics do not list, as it finished.
+fn rows(
+    metrics: &PerformanceMetrics,
+    records: &[ScriptRecord],
+    by_id: &HashMap<&str, &ScriptRecord>,
+    samples: &HashMap<String, Samples>,
+) -> Vec<Row> {
+    let mut rows: Vec<Row> = metrics
+        .scripts
+        .iter()
+        .map(|s| row(s, by_id.get(s.id.as_str()).copied(), samples))
+        .collect();
+    let listed: HashSet<&str> = metrics.scripts.iter().map(|s| s.id.as_str()).collect();
+    for f in records {
+        if !listed.contains(f.id.as_str()) {
+            rows.push(unlisted_row(f, samples));
+        }
+    }
+    for (i, r) in rows.iter_mut().enumerate() {
+        r.index = i;
+    }
+    rows
+}
+
+fn row(s: &ScriptSummary, f: Option<&ScriptRecord>, samples: &HashMap<String, Samples>) -> Row {
+    let compile = f.and_then(|f| f.compile_time_s);
+    Row {
+        index: 0,
+        id: s.id.clone(),
+        path: f.map(|f| f.relative_path.clone()).unwrap_or_default(),
+        status: s.status.as_str(),
+        class: s.class.as_str(),
+        device_requested: device_label(&s.device_requested),
+        device_used: s
+            .device_used
+            .map(|p| device_label(&p))
+            .unwrap_or_else(|| "—".into()),
+        wall_s: s.execution_time_s,
+        wall: fmt_secs(s.execution_time_s),
+        peak_mb: s.peak_memory_mb,
+        peak: format!("{:.1}", s.peak_memory_mb),
+        compile_sort: compile.map(|c| c.to_string()).unwrap_or_default(),
+        compile: compile.map(fmt_secs).unwrap_or_else(|| "—".into()),
+        attempts: s.attempts,
+        spark: sparkline(&s.id, samples.get(&s.id)),
+    }
+}
+
+/// A finished script the metrics do not list: what its attempts tell.
+fn unlisted_row(f: &ScriptRecord, samples: &HashMap<String, Samples>) -> Row {
+    let wall: f64 = f.attempts.iter().map(|a| a.duration_s).sum();
+    Row {
+        index: 0,
+        id: f.id.clone(),
+        path: f.relative_path.clone(),
+        status: f
+            .attempts
+            .last()
+            .map(|a| a.status.as_str())
+            .unwrap_or("interrupted"),
+        class: f.attempts.last().map(|a| a.class.as_str()).unwrap_or(""),
+        device_requested: "—".into(),
+        device_used: "—".into(),
+        wall_s: wall,
+        wall: fmt_secs(wall),
+        peak_mb: 0.0,
+        peak: "—".into(),
+        compile_sort: String::new(),
+        compile: "—".into(),
+        attempts: f.attempts.len(),
+        spark: sparkline(&f.id, samples.get(&f.id)),
+    }
+}
+
+/// Failures, in table order.
+fn failures(rows: &[Row], by_id: &HashMap<&str, &ScriptRecord>) -> Vec<Failure> {
+    rows.iter()
+        .filter_map(|r| {
+            let d = by_id.get(r.id.as_str()).filter(|d| !d.succeeded())?;
+            Some(Failure {
+                id: r.id.clone(),
+                path: r.path.clone(),
+                status: d.status.as_str(),
+                class: d.class.as_str(),
+                matched_line: d.matched_line.clone(),
+                exception: d.exception_text(),
+                stderr: d.stderr_tail.join("\n"),
+                stderr_lines: d.stderr_tail.len(),
+            })
+        })
+        .collect()
+}

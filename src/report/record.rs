@@ -1,0 +1,209 @@
+//! One record per finished script: everything the end-of-run reports (Markdown,
+//! JUnit, HTML and the GNN summary) show of it, built once from the events.
+//!
+//! Runs can have 10,000+ scripts and whole results already go to disk as scripts
+//! finish, so a record keeps no full logs: only scripts that did not succeed keep
+//! their stderr tail.
+
+use std::collections::HashMap;
+
+use crate::config::{Device, Platform};
+use crate::events::RunEvent;
+use crate::model::{ExceptionInfo, FailureClass, PerformanceMetrics, ScriptResult, Status};
+
+/// One attempt, as the timeline draws it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRecord {
+    /// 1 for the first attempt.
+    pub number: u32,
+    /// Worker slot that ran it (the timeline's row).
+    pub slot: usize,
+    /// Start time, RFC 3339 UTC.
+    pub started_at: String,
+    /// Wall-clock seconds from spawn to exit.
+    pub duration_s: f64,
+    /// How the attempt ended.
+    pub status: Status,
+    /// Its failure class.
+    pub class: FailureClass,
+}
+
+/// One finished script, as every end-of-run report sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptRecord {
+    /// The script's id.
+    pub id: String,
+    /// Absolute path of the script.
+    pub script_path: String,
+    /// Path relative to the output folder.
+    pub relative_path: String,
+    /// True when the final attempt exited with code 0.
+    pub success: bool,
+    /// How the script ended.
+    pub status: Status,
+    /// The final attempt's failure class.
+    pub class: FailureClass,
+    /// What the user asked for.
+    pub device_requested: Device,
+    /// The platform jax really used in the final attempt.
+    pub device_used: Option<Platform>,
+    /// Every attempt, in order (empty when the script never started).
+    pub attempts: Vec<AttemptRecord>,
+    /// Wall-clock seconds summed over attempts.
+    pub execution_time_s: f64,
+    /// Highest tree RSS of any attempt, MiB.
+    pub peak_memory_mb: f64,
+    /// jax's compile time in the final attempt, when the script reported it.
+    pub compile_time_s: Option<f64>,
+    /// The line that decided the class.
+    pub matched_line: Option<String>,
+    /// The uncaught exception of the final attempt.
+    pub exception: Option<ExceptionInfo>,
+    /// Exit code of the final attempt, when it exited normally.
+    pub return_code: Option<i32>,
+    /// Terminating signal of the final attempt.
+    pub signal: Option<i32>,
+    /// Name of that signal.
+    pub signal_name: Option<String>,
+    /// The attempt time limit, seconds.
+    pub timeout_s: f64,
+    /// Start of the first attempt, RFC 3339 UTC.
+    pub started_at: Option<String>,
+    /// File holding the last attempt's standard output.
+    pub stdout_log: String,
+    /// Bytes the last attempt wrote to stdout.
+    pub stdout_bytes: u64,
+    /// Bytes the last attempt wrote to stderr.
+    pub stderr_bytes: u64,
+    /// The last lines of standard error; empty for scripts that succeeded.
+    pub stderr_tail: Vec<String>,
+}
+
+impl ScriptRecord {
+    /// The record of a result.
+    pub fn of(r: &ScriptResult) -> Self {
+        let failed = !r.success || r.status != Status::Succeeded;
+        ScriptRecord {
+            id: r.id.clone(),
+            script_path: r.script_path.clone(),
+            relative_path: r.relative_path.clone(),
+            success: r.success,
+            status: r.status,
+            class: r.class,
+            device_requested: r.device_requested,
+            device_used: r.device_used,
+            attempts: r
+                .attempts
+                .iter()
+                .map(|a| AttemptRecord {
+                    number: a.number,
+                    slot: a.slot,
+                    started_at: a.started_at.clone(),
+                    duration_s: a.duration_s,
+                    status: a.status,
+                    class: a.class,
+                })
+                .collect(),
+            execution_time_s: r.execution_time_s,
+            peak_memory_mb: r.peak_memory_mb,
+            compile_time_s: r.jax.as_ref().map(|j| j.compile_time_s),
+            matched_line: r.matched_line.clone(),
+            exception: r.exception.clone(),
+            return_code: r.return_code,
+            signal: r.signal,
+            signal_name: r.signal_name.clone(),
+            timeout_s: r.timeout_s,
+            started_at: r.started_at.clone(),
+            stdout_log: r.stdout_log.clone(),
+            stdout_bytes: r.stdout_bytes,
+            stderr_bytes: r.stderr_bytes,
+            stderr_tail: if failed {
+                r.stderr_tail.clone()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// True when the script ended as `succeeded`.
+    pub fn succeeded(&self) -> bool {
+        self.status == Status::Succeeded
+    }
+
+    /// The uncaught exception as one line: `ValueError: bad value`, or the type alone.
+    pub fn exception_text(&self) -> Option<String> {
+        self.exception.as_ref().map(|e| {
+            if e.message.is_empty() {
+                e.kind.clone()
+            } else {
+                format!("{}: {}", e.kind, e.message)
+            }
+        })
+    }
+}
+
+/// Collects the records of a run from its events; each end-of-run reporter owns one.
+#[derive(Debug, Default)]
+pub struct Records {
+    /// In finishing order.
+    records: Vec<ScriptRecord>,
+    /// Worker slot of each started attempt, until its script finishes: the
+    /// `ScriptStarted` event names the slot even where the attempt record does not.
+    slots: HashMap<(String, u32), usize>,
+}
+
+impl Records {
+    pub fn new() -> Self {
+        Records::default()
+    }
+
+    /// Takes what the records need from an event; returns the new record when the
+    /// event finished a script.
+    pub fn handle(&mut self, event: &RunEvent) -> Option<&ScriptRecord> {
+        match event {
+            RunEvent::ScriptStarted {
+                id, attempt, slot, ..
+            } => {
+                self.slots.insert((id.clone(), *attempt), *slot);
+                None
+            }
+            RunEvent::ScriptFinished { result } => Some(self.push(result)),
+            _ => None,
+        }
+    }
+
+    /// Records a finished script.
+    pub fn push(&mut self, r: &ScriptResult) -> &ScriptRecord {
+        let mut record = ScriptRecord::of(r);
+        for a in &mut record.attempts {
+            if let Some(slot) = self.slots.remove(&(r.id.clone(), a.number)) {
+                a.slot = slot;
+            }
+        }
+        self.records.push(record);
+        self.records.last().expect("just pushed")
+    }
+
+    /// The records as scripts finished: the order attempts happened in.
+    pub fn finishing_order(&self) -> &[ScriptRecord] {
+        &self.records
+    }
+
+    /// The records in the metrics' script order (discovery order): scripts finish in
+    /// any order, reports list them as discovered. Records the metrics do not list
+    /// come last, as they finished.
+    pub fn ordered(&self, m: &PerformanceMetrics) -> Vec<&ScriptRecord> {
+        let pos: HashMap<&str, usize> = m
+            .scripts
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        let mut out: Vec<&ScriptRecord> = self.records.iter().collect();
+        out.sort_by_key(|r| pos.get(r.id.as_str()).copied().unwrap_or(usize::MAX));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

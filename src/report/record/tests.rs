@@ -1,0 +1,111 @@
+//! Records from hand-made events: what is kept, slots, order.
+
+use serde_json::json;
+
+use super::*;
+use crate::model::ScriptSummary;
+
+/// A result as the runner writes it, one attempt on slot 0, with `changes` applied.
+fn result(id: &str, changes: serde_json::Value) -> ScriptResult {
+    let mut v = json!({
+        "schema_version": 1, "id": id, "script_path": format!("/out/{id}.py"),
+        "relative_path": format!("{id}.py"), "discovered_by": "jax_folder",
+        "success": true, "status": "succeeded", "class": "succeeded", "return_code": 0,
+        "signal": null, "device_requested": "cpu", "device_used": "cpu",
+        "device_mismatch": false,
+        "attempts": [{"number": 1, "device": "cpu", "slot": 0,
+            "started_at": "2026-11-22T07:40:35.693Z", "duration_s": 1.0,
+            "status": "succeeded", "return_code": 0, "signal": null, "peak_memory_mb": 1.0,
+            "cpu_user_s": 0.0, "cpu_system_s": 0.0, "class": "succeeded",
+            "stdout_log": "/o", "stderr_log": "/e"}],
+        "execution_time_s": 1.0, "peak_memory_mb": 1.0, "cpu_user_s": 0.0,
+        "cpu_system_s": 0.0, "timeout_s": 2.0, "started_at": "2026-11-22T07:40:35.693Z",
+        "finished_at": null, "stdout_log": "/o", "stderr_log": "/e",
+        "stdout_bytes": 3, "stderr_bytes": 4, "stderr_tail": ["a warning"],
+        "log_truncated": false, "leaks": [], "data_dir": "/d",
+        "sandbox": {"kind": "none", "network": true, "home_visible": true, "environment": "inherited"}
+    });
+    for (k, val) in changes.as_object().unwrap() {
+        v[k] = val.clone();
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+fn failed(id: &str) -> ScriptResult {
+    result(
+        id,
+        json!({"success": false, "status": "failed", "class": "script_error",
+            "return_code": 1, "stderr_tail": ["Traceback", "ValueError: bad"],
+            "exception": {"type": "ValueError", "message": "bad"}}),
+    )
+}
+
+fn finished(r: ScriptResult) -> RunEvent {
+    RunEvent::ScriptFinished {
+        result: Box::new(r),
+    }
+}
+
+fn metrics(ids: &[&str]) -> PerformanceMetrics {
+    let run: crate::model::RunInfo = serde_json::from_value(json!({
+        "started_at": "x", "finished_at": "x", "wall_time_s": 0.0,
+        "device_requested": "cpu", "device": "cpu", "jobs": 2, "interpreter": "/py",
+        "interpreter_source": "flag", "python_version": "3", "jax_version": null,
+        "jaxlib_version": null, "output_dir": "/out", "results_dir": "/r",
+        "compilation_cache": null, "interrupted": false, "retries": 0, "retry_on": [],
+        "fallback": "cpu", "runner_peak_rss_mb": 1.0, "device_choice": "requested"
+    }))
+    .unwrap();
+    let scripts = ids
+        .iter()
+        .map(|id| ScriptSummary::of(&result(id, json!({}))))
+        .collect();
+    PerformanceMetrics::build(run, scripts, Vec::new(), Vec::new())
+}
+
+#[test]
+fn only_failures_keep_their_stderr_tail() {
+    let ok = ScriptRecord::of(&result("ok", json!({})));
+    assert!(ok.succeeded() && ok.stderr_tail.is_empty());
+    let bad = ScriptRecord::of(&failed("bad"));
+    assert!(!bad.succeeded());
+    assert_eq!(bad.stderr_tail, ["Traceback", "ValueError: bad"]);
+    assert_eq!(bad.exception_text().as_deref(), Some("ValueError: bad"));
+    assert_eq!(bad.attempts.len(), 1);
+}
+
+#[test]
+fn the_started_event_names_the_slot() {
+    let mut records = Records::new();
+    records.handle(&RunEvent::ScriptStarted {
+        id: "a".into(),
+        attempt: 1,
+        device: crate::config::Platform::Cpu,
+        path: "a.py".into(),
+        slot: 3,
+    });
+    let record = records.handle(&finished(result("a", json!({})))).unwrap();
+    assert_eq!(record.attempts[0].slot, 3);
+    // Used up: a later script of the same id keeps its own slot.
+    let again = records.handle(&finished(result("a", json!({})))).unwrap();
+    assert_eq!(again.attempts[0].slot, 0);
+}
+
+#[test]
+fn ordered_like_the_metrics_then_as_finished() {
+    let mut records = Records::new();
+    for id in ["x", "b", "y", "a"] {
+        records.handle(&finished(result(id, json!({}))));
+    }
+    let ids = |v: Vec<&ScriptRecord>| v.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        ids(records.ordered(&metrics(&["a", "b"]))),
+        ["a", "b", "x", "y"]
+    );
+    let finishing: Vec<&str> = records
+        .finishing_order()
+        .iter()
+        .map(|r| r.id.as_str())
+        .collect();
+    assert_eq!(finishing, ["x", "b", "y", "a"]);
+}
