@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::model::FailureClass;
-pub use crate::model::{Device, Platform, Reuse, SandboxMode};
+use crate::model::{Device, Reuse, SandboxMode};
 use crate::retry::RetryPolicy;
 
 /// Where the persistent XLA compilation cache lives, if anywhere.
@@ -401,6 +401,7 @@ pub(crate) fn test_options(dir: &Path) -> RunOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Platform;
 
     fn opts(dir: &Path) -> RunOptions {
         test_options(dir)

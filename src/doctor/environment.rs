@@ -47,6 +47,28 @@ pub(super) fn environment_findings(
             ));
         }
     }
+    out.extend(xla_findings(env, nvml, device));
+    out.extend(memory_findings(env));
+    if let (Some(v), true) = (env.get("CUDA_VISIBLE_DEVICES"), nvml.gpu_count() > 0) {
+        if hides_every_gpu(v, nvml) {
+            out.push(Finding::new(
+                "cuda-visible-devices-hides-all",
+                Severity::Error,
+                GPU,
+                format!(
+                    "CUDA_VISIBLE_DEVICES={v:?} hides every one of the {} GPU(s)",
+                    nvml.gpu_count()
+                ),
+                Some("unset CUDA_VISIBLE_DEVICES   # or: export CUDA_VISIBLE_DEVICES=0".into()),
+            ));
+        }
+    }
+    out
+}
+
+/// `XLA_FLAGS` that XLA does not know, or that only apply to GPUs.
+fn xla_findings(env: &BTreeMap<String, String>, nvml: &NvmlReport, device: Device) -> Vec<Finding> {
+    let mut out = Vec::new();
     if let Some(flags) = env.get("XLA_FLAGS") {
         let tokens: Vec<&str> = flags.split_whitespace().collect();
         let unknown: Vec<&str> = tokens
@@ -92,6 +114,12 @@ pub(super) fn environment_findings(
             ));
         }
     }
+    out
+}
+
+/// The XLA client's GPU memory settings.
+fn memory_findings(env: &BTreeMap<String, String>) -> Vec<Finding> {
+    let mut out = Vec::new();
     if let Some(v) = env.get("XLA_PYTHON_CLIENT_MEM_FRACTION") {
         if !v.parse::<f64>().is_ok_and(|f| f > 0.0 && f <= 1.0) {
             out.push(Finding::new(
@@ -126,20 +154,6 @@ pub(super) fn environment_findings(
             "XLA_PYTHON_CLIENT_ALLOCATOR=platform allocates on demand and is slow".into(),
             Some("unset XLA_PYTHON_CLIENT_ALLOCATOR".into()),
         ));
-    }
-    if let (Some(v), true) = (env.get("CUDA_VISIBLE_DEVICES"), nvml.gpu_count() > 0) {
-        if hides_every_gpu(v, nvml) {
-            out.push(Finding::new(
-                "cuda-visible-devices-hides-all",
-                Severity::Error,
-                GPU,
-                format!(
-                    "CUDA_VISIBLE_DEVICES={v:?} hides every one of the {} GPU(s)",
-                    nvml.gpu_count()
-                ),
-                Some("unset CUDA_VISIBLE_DEVICES   # or: export CUDA_VISIBLE_DEVICES=0".into()),
-            ));
-        }
     }
     out
 }

@@ -16,6 +16,14 @@ fn mark(ok: bool) -> &'static str {
 /// Renders the report for a terminal.
 pub fn human(r: &DoctorReport) -> String {
     let mut s = String::new();
+    machine_section(&mut s, r);
+    python_section(&mut s, r);
+    verdict_section(&mut s, r);
+    s
+}
+
+/// The host, the driver and the GPUs.
+fn machine_section(s: &mut String, r: &DoctorReport) {
     let h = &r.host;
     let _ = writeln!(
         s,
@@ -66,6 +74,10 @@ pub fn human(r: &DoctorReport) -> String {
             "          GPU count overridden to {c} by JAX_RUNNER_GPU_COUNT"
         );
     }
+}
+
+/// The interpreter, its plugins and the live checks.
+fn python_section(s: &mut String, r: &DoctorReport) {
     let p = &r.python;
     let _ = writeln!(
         s,
@@ -104,6 +116,10 @@ pub fn human(r: &DoctorReport) -> String {
             }
         );
     }
+}
+
+/// Per device: works or not, and the problems with their fixes.
+fn verdict_section(s: &mut String, r: &DoctorReport) {
     let _ = writeln!(s);
     for v in &r.verdicts {
         let why = if v.works {
@@ -135,5 +151,4 @@ pub fn human(r: &DoctorReport) -> String {
             }
         }
     }
-    s
 }

@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 
-use crate::config::{Device, Platform};
 use crate::events::RunEvent;
+use crate::model::{Device, Platform};
 use crate::model::{ExceptionInfo, FailureClass, PerformanceMetrics, ScriptResult, Status};
 
 /// One attempt, as the timeline draws it.

@@ -77,7 +77,7 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
         m.run.wall_time_s,
         m.run.device.as_str(),
         if m.run.device_requested.as_str() == m.run.device.as_str()
-            || m.run.device_requested == crate::config::Device::Auto
+            || m.run.device_requested == crate::model::Device::Auto
         {
             String::new()
         } else {

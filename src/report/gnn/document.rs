@@ -200,8 +200,8 @@ pub fn script_document(
         execution_metadata: GnnExecutionMetadata {
             executor: executor.to_string(),
             accelerator_type: match r.device_used {
-                Some(crate::config::Platform::Gpu) => "cuda",
-                Some(crate::config::Platform::Tpu) => "tpu",
+                Some(crate::model::Platform::Gpu) => "cuda",
+                Some(crate::model::Platform::Tpu) => "tpu",
                 _ => "cpu",
             }
             .into(),

@@ -141,7 +141,7 @@ fn sample_events() -> Vec<RunEvent> {
     let mut events = vec![RunEvent::RunStarted {
         total: 2,
         jobs: 2,
-        device: crate::config::Platform::Cpu,
+        device: crate::model::Platform::Cpu,
         interpreter: "/venv/bin/python".into(),
     }];
     for i in 0..5 {
@@ -281,7 +281,7 @@ fn the_started_event_names_the_slot() {
         RunEvent::ScriptStarted {
             id: "late".into(),
             attempt: 1,
-            device: crate::config::Platform::Cpu,
+            device: crate::model::Platform::Cpu,
             path: "m/jax/late.py".into(),
             slot: 1,
         },

@@ -80,7 +80,7 @@ fn the_started_event_names_the_slot() {
     records.handle(&RunEvent::ScriptStarted {
         id: "a".into(),
         attempt: 1,
-        device: crate::config::Platform::Cpu,
+        device: crate::model::Platform::Cpu,
         path: "a.py".into(),
         slot: 3,
     });
