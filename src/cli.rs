@@ -48,8 +48,8 @@ pub enum Command {
     Setup(SetupArgs),
     /// Print the JSON Schema of a document jax-runner writes.
     Schema {
-        /// results, metrics, events or doctor.
-        #[arg(value_parser = ["results", "metrics", "events", "doctor"])]
+        /// results, metrics, events, doctor, gnn_execution_summary or gnn_script_result.
+        #[arg(value_parser = jax_runner::schema::NAMES)]
         name: String,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).

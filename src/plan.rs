@@ -6,6 +6,18 @@ use crate::config::RunConfig;
 use crate::doctor::DoctorReport;
 use crate::model::{Device, Platform};
 
+impl Plan {
+    /// The platform scripts really start on: the CPU when the GPU is unusable and
+    /// `--fallback cpu` moves them there.
+    pub fn starts_on(&self, fallback_to_cpu: bool) -> Platform {
+        if self.gpu_unusable.is_some() && fallback_to_cpu {
+            Platform::Cpu
+        } else {
+            self.platform
+        }
+    }
+}
+
 /// What a Ray cluster offers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cluster {

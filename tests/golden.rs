@@ -50,6 +50,8 @@ fn normalize(value: &Value, key: &str, paths: &[(String, &str)]) -> Value {
     if VARYING.contains(&key) {
         return match value {
             Value::Null => Value::Null,
+            // Already a placeholder (the golden file is normalized once more below).
+            Value::String(s) if s.starts_with('<') && s.ends_with('>') => value.clone(),
             Value::Number(_) => "<number>".into(),
             Value::String(_) => "<string>".into(),
             Value::Array(_) => "<array>".into(),
@@ -108,6 +110,7 @@ fn shape(value: &Value) -> Value {
         Value::Null => Value::Null,
         Value::Bool(_) => "<bool>".into(),
         Value::Number(_) => "<number>".into(),
+        Value::String(s) if s.starts_with('<') && s.ends_with('>') => value.clone(),
         Value::String(_) => "<string>".into(),
     }
 }
@@ -171,7 +174,8 @@ fn results_match_the_previous_design_key_by_key() {
         "the run wrote other JSON files than the previous design"
     );
     for (rel, want) in &want {
-        compare(&got[rel], want, rel);
+        // Keys that became run-dependent later are masked in the golden file too.
+        compare(&got[rel], &normalize(want, "", &[]), rel);
     }
 }
 

@@ -17,7 +17,7 @@ use crate::discovery::{DiscoverOptions, Discovery};
 use crate::error::{ConfigError, DiscoveryError, Error, ReportError};
 use crate::events::{EventSender, RunEvent};
 use crate::lock::FileLock;
-use crate::model::{Device, PerformanceMetrics, Platform, RunInfo, ScriptSummary};
+use crate::model::{Device, PerformanceMetrics, RunInfo, ScriptSummary};
 use crate::paths::rfc3339;
 use crate::report::Reporter;
 use crate::runner::{self, RunContext, Stop};
@@ -122,11 +122,7 @@ fn run_info(
         finished_at: rfc3339(SystemTime::now()),
         wall_time_s: started.elapsed().as_secs_f64(),
         device_requested: config.device,
-        device: if plan.gpu_unusable.is_some() && config.fallback_to_cpu {
-            Platform::Cpu
-        } else {
-            plan.platform
-        },
+        device: plan.starts_on(config.fallback_to_cpu),
         jobs: plan.jobs,
         interpreter: interp.map(|i| i.path.display().to_string()),
         interpreter_source: interp.map(|i| i.source.as_str().to_string()),
