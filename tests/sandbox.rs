@@ -210,3 +210,53 @@ fn sandbox_on_without_bwrap_is_exit_2_with_the_install_command() {
         stderr(&out)
     );
 }
+
+/// What a script can do to its sandbox as root (CI and containers run the runner as
+/// root): nothing. With default options, so the sandbox users get is the one tested.
+#[test]
+fn no_capabilities_even_when_the_runner_is_root() {
+    let t = Tree::outside_tmp();
+    t.fixture("root_escape.py", "attacker/jax/root_escape.py");
+    let victim = t.fixture("ok_plain.py", "victim/jax/victim.py");
+    let before = std::fs::read(&victim).unwrap();
+    let results = t.results_dir();
+    let out = t
+        .cmd()
+        .arg("--env")
+        .arg(format!("TEST_RESULTS={}", results.display()))
+        .arg("--env")
+        .arg(format!("TEST_VICTIM={}", victim.display()))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = t.result("root_escape");
+    assert_eq!(
+        r["sandbox"]["kind"], "bwrap",
+        "the default run is sandboxed"
+    );
+    let report = read_json(&data_dir(&r).join("escape.json"));
+    for attack in [
+        "umount_home",
+        "remount_root_rw",
+        "new_mount_namespace",
+        "overwrite_results",
+        "write_other_data_folder",
+        "delete_logs",
+        "rewrite_victim_source",
+        "rewrite_own_source",
+    ] {
+        assert!(
+            report[attack].as_str().unwrap().starts_with("blocked"),
+            "{attack}: {report}"
+        );
+    }
+    // The script's own view and the runner's agree: no capability at all.
+    assert_eq!(report["cap_eff"], "0000000000000000", "{report}");
+    if let Some(caps) = r["sandbox"]["capabilities"].as_str() {
+        assert_eq!(caps, "0000000000000000");
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), before);
+    assert!(!results.join("data/victim/planted.txt").exists());
+    assert_eq!(t.result("victim")["status"], "succeeded");
+    assert!(results.join("execution_log.txt").is_file());
+}

@@ -185,6 +185,7 @@ async fn execution(
                         &interp.info.prefix,
                         &interp.info.base_prefix,
                     ),
+                    seccomp: seccomp_filter(warnings),
                 }),
                 zygote,
             })
@@ -282,6 +283,24 @@ pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Bwrap, String>, Confi
             }),
             Err(reason) => Ok(Err(reason.to_string())),
         },
+    }
+}
+
+/// The seccomp program for sandboxed scripts; without one they still run with no
+/// capabilities, and the run says the filter is missing.
+fn seccomp_filter(warnings: &mut Vec<String>) -> Option<PathBuf> {
+    match crate::runner::seccomp::install(&crate::paths::cache_dir()) {
+        Ok(Some(path)) => Some(path),
+        Ok(None) => {
+            warnings.push(
+                "no seccomp filter for this processor: sandboxed scripts run without one".into(),
+            );
+            None
+        }
+        Err(e) => {
+            warnings.push(format!("seccomp filter disabled: failed to write it: {e}"));
+            None
+        }
     }
 }
 
@@ -390,6 +409,7 @@ fn sandbox_info(config: &RunConfig, bwrap: &Result<Bwrap, String>) -> SandboxInf
         memory_limit_mb: config.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
         max_procs: config.max_procs,
         max_procs_enforced_by: None,
+        capabilities: None,
     }
 }
 

@@ -80,6 +80,8 @@ pub struct AttemptSpec {
     pub token: String,
     /// bwrap and its arguments (ending in `--`), when sandboxed.
     pub sandbox: Option<(PathBuf, Vec<OsString>)>,
+    /// The seccomp program bwrap installs (sandboxed runs only).
+    pub seccomp: Option<PathBuf>,
     /// `--memory-limit`: the tree's RSS above which the group is killed, bytes.
     pub memory_limit: Option<u64>,
     /// `--max-procs`, enforced by `cgroup` when there is one, else by sampling.
@@ -129,6 +131,9 @@ pub struct AttemptOutcome {
     pub sampled_cpu: (f64, f64),
     /// How the process was started.
     pub start: Start,
+    /// The effective capability set the script's processes held, as the kernel shows
+    /// it (`None` when none was seen: the script ended within one sample).
+    pub capabilities: Option<u64>,
 }
 
 /// How an attempt's process was started.

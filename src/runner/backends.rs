@@ -89,6 +89,8 @@ pub struct SandboxSetup {
     pub home: Option<PathBuf>,
     /// Interpreter folders to keep readable inside a hidden `$HOME`.
     pub python_paths: Vec<PathBuf>,
+    /// The seccomp program, where there is one for this machine.
+    pub seccomp: Option<PathBuf>,
 }
 
 /// Scripts as processes on this machine.
@@ -125,6 +127,7 @@ impl Local {
             python: self.python.clone(),
             script: req.script.path.clone(),
             sandbox: self.sandbox.as_ref().map(|sb| self.mounts(sb, req, &cwd)),
+            seccomp: self.sandbox.as_ref().and_then(|sb| sb.seccomp.clone()),
             env: self.shared.env(req, self.sandbox.is_some()),
             cwd,
             env_clear: self.sandbox.is_some(),
@@ -170,6 +173,7 @@ impl Local {
             writable,
             cwd: cwd.to_path_buf(),
             gpu: req.platform == Platform::Gpu,
+            userns: sb.bwrap.userns,
         };
         (sb.bwrap.path.clone(), sandbox::args(&mounts))
     }

@@ -41,11 +41,22 @@ fn open_log(path: &Path) -> Result<std::fs::File, AttemptError> {
     })
 }
 
-fn command(spec: &AttemptSpec) -> Command {
+/// The command of a cold start, and the seccomp program's file, which bwrap reads
+/// from an inherited descriptor and which must stay open until the spawn.
+fn command(spec: &AttemptSpec) -> Result<(Command, Option<std::fs::File>), std::io::Error> {
+    let mut filter = None;
     let mut cmd = match &spec.sandbox {
         Some((bwrap, args)) => {
             let mut c = Command::new(bwrap);
-            c.args(args).arg(&spec.python);
+            // Everything up to the final `--`, then the filter, then the program.
+            let (end, options) = args.split_last().expect("bwrap arguments end in --");
+            c.args(options);
+            if let Some(path) = &spec.seccomp {
+                let file = std::fs::File::open(path)?;
+                c.arg("--seccomp").arg(file.as_raw_fd().to_string());
+                filter = Some(file);
+            }
+            c.arg(end).arg(&spec.python);
             c
         }
         None => Command::new(&spec.python),
@@ -71,6 +82,7 @@ fn command(spec: &AttemptSpec) -> Command {
     cmd.env(reaper::TOKEN_VAR, &spec.token);
     let parent = std::process::id() as libc::pid_t;
     let cgroup = spec.cgroup.clone();
+    let filter_fd = filter.as_ref().map(|f| f.as_raw_fd());
     // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid, open,
     // write, close) and allocates nothing.
     unsafe {
@@ -78,10 +90,16 @@ fn command(spec: &AttemptSpec) -> Command {
             if let Some(cg) = &cgroup {
                 cg.join_from_child()?;
             }
+            // bwrap reads the filter from this descriptor: it must survive the exec.
+            if let Some(fd) = filter_fd {
+                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             reaper::die_with_parent(parent)
         });
     }
-    cmd
+    Ok((cmd, filter))
 }
 
 /// Starts the script, warm when a zygote is there and can honour everything the
@@ -123,7 +141,8 @@ async fn start(
             }
         }
     }
-    let mut child = command(spec).spawn().map_err(spawn_error)?;
+    let (mut cmd, _filter) = command(spec).map_err(spawn_error)?;
+    let mut child = cmd.spawn().map_err(spawn_error)?;
     let pid = child.id() as libc::pid_t;
     let out = child.stdout.take().expect("piped").into();
     let err = child.stderr.take().expect("piped").into();
@@ -156,7 +175,8 @@ pub async fn run_attempt(
     let out_task = drain(child_stdout, stdout_file, out_opts);
     let err_task = drain(child_stderr, stderr_file, err_opts);
     let waiter = tokio::task::spawn_blocking(move || sys::wait4(pid));
-    let (exit, stopped_by, sampler) = supervise(pid, spec, &mut stop, waiter, started).await?;
+    let (exit, stopped_by, sampler, capabilities) =
+        supervise(pid, spec, &mut stop, waiter, started).await?;
     let duration = started.elapsed();
     let exit = if spec.sandbox.is_some() {
         let (code, signal) = super::sandbox::decode_exit(exit.code, exit.signal);
@@ -199,6 +219,7 @@ pub async fn run_attempt(
         kernel_oom_kill: matches!((oom_before, reaper::oom_kill_count()), (Some(a), Some(b)) if b > a),
         refused_forks: spec.cgroup.as_ref().map_or(0, |c| c.refused_forks()),
         sampled_cpu: sampler.cpu_seconds(),
+        capabilities,
         start,
     })
 }
@@ -212,7 +233,7 @@ async fn supervise(
     stop: &mut watch::Receiver<Stop>,
     mut waiter: tokio::task::JoinHandle<std::io::Result<Exit>>,
     started: Instant,
-) -> Result<(Exit, Option<StoppedBy>, TreeSampler), AttemptError> {
+) -> Result<(Exit, Option<StoppedBy>, TreeSampler, Option<u64>), AttemptError> {
     let mut sampler = TreeSampler::default();
     let mut ticker = tokio::time::interval(SAMPLE_EVERY);
     let deadline = TokioInstant::now() + spec.timeout;
@@ -221,6 +242,7 @@ async fn supervise(
     let far = TokioInstant::now() + Duration::from_secs(365 * 24 * 3600);
 
     let mut ticks: u32 = 0;
+    let mut caps: Option<u64> = None;
     let exit = loop {
         tokio::select! {
             res = &mut waiter => {
@@ -231,6 +253,9 @@ async fn supervise(
             _ = ticker.tick() => {
                 let rss = sampler.sample(pid as u32);
                 ticks += 1;
+                if let Some(seen) = script_capabilities(pid, spec) {
+                    caps = Some(caps.unwrap_or(0) | seen);
+                }
                 if let Some(sink) = spec.samples.as_ref().filter(|_| ticks % SAMPLES_PER_EVENT == 0) {
                     sink.events.emit(crate::events::RunEvent::Sample {
                         id: sink.id.clone(),
@@ -282,7 +307,32 @@ async fn supervise(
             }
         }
     };
-    Ok((exit, stopped_by, sampler))
+    Ok((exit, stopped_by, sampler, caps))
+}
+
+/// The effective capabilities of the script's processes (bwrap's own aside), OR-ed,
+/// from the kernel's view in `/proc`: what the script could really do, whatever it
+/// reports about itself. `None` while none of its processes is visible.
+fn script_capabilities(pid: libc::pid_t, spec: &AttemptSpec) -> Option<u64> {
+    let bwrap = spec.sandbox.as_ref().map(|(b, _)| b.as_path());
+    let mut seen = None;
+    for p in super::tree::tree_pids(pid as u32) {
+        if bwrap.is_some() && std::fs::read_link(format!("/proc/{p}/exe")).ok().as_deref() == bwrap
+        {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{p}/status")) else {
+            continue;
+        };
+        let cap = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+        if let Some(cap) = cap {
+            seen = Some(seen.unwrap_or(0) | cap);
+        }
+    }
+    seen
 }
 
 /// The polite stop: SIGTERM to the script's processes. Unsandboxed that is the whole

@@ -13,6 +13,7 @@ pub mod ray;
 pub mod reaper;
 pub mod sandbox;
 mod script;
+pub mod seccomp;
 pub mod sys;
 pub mod telemetry;
 pub mod tree;

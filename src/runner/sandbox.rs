@@ -13,6 +13,9 @@ use crate::error::SandboxError;
 pub struct Bwrap {
     pub path: PathBuf,
     pub version: String,
+    /// bwrap can give the script a user namespace of its own here, so even a runner
+    /// started as root hands it no capability of the host's.
+    pub userns: bool,
 }
 
 /// The command that installs bubblewrap, for error messages.
@@ -28,27 +31,65 @@ pub fn detect() -> Result<Bwrap, SandboxError> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    let probe = Command::new(&path)
-        .args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
-        .args([
-            "--unshare-net",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--die-with-parent",
-        ])
-        .args(["--", "true"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(SandboxError::Start)?;
-    if probe.status.success() {
-        Ok(Bwrap { path, version })
+    let probe = |userns: bool| {
+        let mut cmd = Command::new(&path);
+        cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
+            .args([
+                "--unshare-net",
+                "--unshare-pid",
+                "--unshare-ipc",
+                "--die-with-parent",
+                "--cap-drop",
+                "ALL",
+            ]);
+        if userns {
+            cmd.args(identity());
+        }
+        cmd.args(["--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(SandboxError::Start)
+    };
+    // A user namespace where the kernel allows one; without it bwrap still drops
+    // every capability (as root) or never had any (as a user).
+    if probe(true)?.status.success() {
+        return Ok(Bwrap {
+            path,
+            version,
+            userns: true,
+        });
+    }
+    let plain = probe(false)?;
+    if plain.status.success() {
+        Ok(Bwrap {
+            path,
+            version,
+            userns: false,
+        })
     } else {
         Err(SandboxError::Namespaces {
-            stderr: String::from_utf8_lossy(&probe.stderr).trim().to_string(),
+            stderr: String::from_utf8_lossy(&plain.stderr).trim().to_string(),
         })
     }
+}
+
+/// A user namespace whose only user is not root: the runner's own uid, or `nobody`
+/// (65534) when the runner is root.
+fn identity() -> Vec<String> {
+    // SAFETY: getuid and getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let (uid, gid) = if uid == 0 { (65534, 65534) } else { (uid, gid) };
+    [
+        "--unshare-user",
+        "--uid",
+        &uid.to_string(),
+        "--gid",
+        &gid.to_string(),
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// What one sandboxed attempt may see.
@@ -65,6 +106,8 @@ pub struct Mounts {
     pub cwd: PathBuf,
     /// Pass the NVIDIA device nodes.
     pub gpu: bool,
+    /// Give the script a user namespace of its own (see [`Bwrap::userns`]).
+    pub userns: bool,
 }
 
 /// bwrap's arguments up to (and including) `--`; the program and its arguments follow.
@@ -77,6 +120,13 @@ pub fn args(m: &Mounts) -> Vec<OsString> {
         "--unshare-net".as_ref(),
     ]);
     push(&["--unshare-ipc".as_ref(), "--unshare-uts".as_ref()]);
+    // No capability survives into the script, whoever started the runner.
+    push(&["--cap-drop".as_ref(), "ALL".as_ref()]);
+    if m.userns {
+        for arg in identity() {
+            push(&[arg.as_ref()]);
+        }
+    }
     push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
     push(&[
         "--dev".as_ref(),
@@ -172,6 +222,7 @@ mod tests {
             writable: vec![data.clone()],
             cwd: data.clone(),
             gpu: false,
+            userns: true,
         })
         .into_iter()
         .map(|s| s.into_string().unwrap())
@@ -189,6 +240,8 @@ mod tests {
             a.contains(&"--unshare-net".to_string())
                 && a.contains(&"--die-with-parent".to_string())
         );
+        assert!(a.windows(2).any(|w| w[0] == "--cap-drop" && w[1] == "ALL"));
+        assert!(a.contains(&"--unshare-user".to_string()));
         assert_eq!(a.last().unwrap(), "--");
     }
 

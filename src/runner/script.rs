@@ -173,6 +173,9 @@ fn record(
         kernel_oom_kill: o.kernel_oom_kill,
         scan: &o.stderr.scan,
     });
+    if let Some(caps) = o.capabilities {
+        r.sandbox.capabilities = Some(format!("{caps:016x}"));
+    }
     r.stdout_bytes = o.stdout.bytes;
     r.stderr_bytes = o.stderr.bytes;
     r.stderr_tail = o.stderr.tail.clone();

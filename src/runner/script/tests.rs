@@ -81,6 +81,7 @@ impl Backend for Fake {
                 kernel_oom_kill: false,
                 refused_forks: 0,
                 sampled_cpu: (0.0, 0.0),
+                capabilities: None,
                 start: Start::Cold,
             };
             Ok(Attempted {
