@@ -14,6 +14,7 @@ pub mod reaper;
 pub mod sandbox;
 mod script;
 pub mod seccomp;
+mod slots;
 pub mod sys;
 pub mod telemetry;
 pub mod tree;
@@ -22,7 +23,7 @@ pub mod zygote;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 pub use crate::retry::RetryPolicy;
@@ -116,19 +117,15 @@ pub async fn run_all(
     events: EventSender,
     stop: watch::Receiver<Stop>,
 ) -> Vec<ScriptSummary> {
-    let slots = Arc::new(Semaphore::new(ctx.plan.jobs.max(1)));
-    // Which worker slot is free: the timeline draws one row per slot.
-    let free_slots = Arc::new(Mutex::new(
-        (0..ctx.plan.jobs.max(1)).rev().collect::<Vec<usize>>(),
-    ));
+    let slots = slots::Slots::new(ctx.plan.jobs);
     let mut tasks = JoinSet::new();
     let mut results: Vec<Option<ScriptSummary>> = vec![None; scripts.len()];
     let mut not_started = Vec::new();
 
     for (index, script) in scripts.into_iter().enumerate() {
         let mut stop_rx = stop.clone();
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => permit.expect("semaphore never closes"),
+        let lease = tokio::select! {
+            lease = slots.acquire() => lease,
             _ = stop_rx.wait_for(|s| *s != Stop::Run) => {
                 not_started.push((index, script));
                 continue;
@@ -138,17 +135,11 @@ pub async fn run_all(
             not_started.push((index, script));
             continue;
         }
-        let (ctx, events, stop) = (ctx.clone(), events.clone(), stop.clone());
-        let free = free_slots.clone();
-        let slot = free.lock().ok().and_then(|mut f| f.pop()).unwrap_or(0);
+        let (ctx, events, stop, slots) = (ctx.clone(), events.clone(), stop.clone(), slots.clone());
         // Spawned tasks run on tokio's worker threads, which live as long as the run:
         // the children's death signal is tied to the thread that forked them.
         tasks.spawn(async move {
-            let result = script::run_script(&ctx, &script, slot, &events, stop).await;
-            if let Ok(mut f) = free.lock() {
-                f.push(slot);
-            }
-            drop(permit);
+            let result = script::run_script(&ctx, &script, lease, &slots, &events, stop).await;
             (index, result)
         });
         // Finished tasks hold their whole future until joined: join them as we go so

@@ -7,6 +7,7 @@ use tokio::sync::watch;
 
 use super::attempt::{AttemptError, AttemptOutcome, AttemptRequest, Start, StoppedBy};
 use super::classify::{classify, Ending};
+use super::slots::{Lease, Slots};
 use super::{sys, RunContext, Stop};
 use crate::discovery::Script;
 use crate::events::{EventSender, RunEvent};
@@ -22,10 +23,12 @@ use crate::paths::rfc3339;
 pub async fn run_script(
     ctx: &RunContext,
     script: &Script,
-    slot: usize,
+    lease: Lease,
+    slots: &Slots,
     events: &EventSender,
     mut stop: watch::Receiver<Stop>,
 ) -> ScriptSummary {
+    let mut lease = Some(lease);
     let config = &ctx.config;
     let mut result = base_result(ctx, script);
     let data_dir = ctx.data_dir(&script.id);
@@ -40,6 +43,7 @@ pub async fn run_script(
     }
     let mut retries_done = 0;
     for number in 1.. {
+        let slot = lease.as_ref().map_or(0, Lease::slot);
         let (stdout_log, stderr_log) = ctx.log_paths(&script.id, number);
         events.emit(RunEvent::ScriptStarted {
             id: script.id.clone(),
@@ -116,8 +120,14 @@ pub async fn run_script(
             class,
             delay_s: delay.as_secs_f64(),
         });
+        // The wait for a retry frees the slot for the queue, then queues for one.
+        drop(lease.take());
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
+            _ = stop.wait_for(|s| *s != Stop::Run) => break,
+        }
+        tokio::select! {
+            l = slots.acquire() => lease = Some(l),
             _ = stop.wait_for(|s| *s != Stop::Run) => break,
         }
     }

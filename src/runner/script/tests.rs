@@ -13,6 +13,7 @@ use crate::model::{DiscoveredBy, Status};
 use crate::plan::Plan;
 use crate::runner::attempt::{AttemptFuture, Attempted, Backend};
 use crate::runner::output::Drained;
+use crate::runner::slots::Slots;
 use crate::runner::sys::Exit;
 
 /// How the fake ends an attempt.
@@ -104,11 +105,19 @@ fn script(id: &str) -> Script {
     }
 }
 
-/// A context over `fake`: retries of `classes`, GPU or CPU, no delay.
+/// A context over `fake`: `retries` retries, GPU or CPU, no delay.
 fn context(dir: &std::path::Path, fake: Arc<Fake>, platform: Platform, retries: u32) -> RunContext {
     let mut opts = test_options(dir);
     opts.retries = retries;
     opts.retry_delay = Duration::ZERO;
+    context_with(opts, fake, platform)
+}
+
+fn context_with(
+    opts: crate::config::RunOptions,
+    fake: Arc<Fake>,
+    platform: Platform,
+) -> RunContext {
     let config = RunConfig::from_options(opts).unwrap();
     RunContext {
         config: Arc::new(config),
@@ -128,7 +137,9 @@ fn context(dir: &std::path::Path, fake: Arc<Fake>, platform: Platform, retries: 
 
 async fn run(ctx: &RunContext, id: &str, stop: watch::Receiver<Stop>) -> ScriptResult {
     let (events, mut rx) = EventSender::channel();
-    run_script(ctx, &script(id), 0, &events, stop).await;
+    let slots = Slots::new(1);
+    let lease = slots.acquire().await;
+    run_script(ctx, &script(id), lease, &slots, &events, stop).await;
     drop(events);
     let mut last = None;
     while let Some(e) = rx.recv().await {
@@ -213,4 +224,35 @@ async fn an_interrupted_run_does_not_retry() {
     let r = run(&ctx, "killed", stop).await;
     assert_eq!(r.attempts.len(), 1, "no retry after the stop request");
     assert_eq!(f.asked.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_script_waiting_for_its_retry_gives_its_slot_to_the_queue() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = Arc::new(fake(&[
+        ("flaky", &[Ending::Signal(9), Ending::Exit(0)]),
+        ("next", &[Ending::Exit(0)]),
+    ]));
+    let mut opts = test_options(tmp.path());
+    opts.retries = 1;
+    // Long enough that the queued script surely starts inside the wait.
+    opts.retry_delay = Duration::from_millis(400);
+    let ctx = Arc::new(context_with(opts, f.clone(), Platform::Cpu));
+    let (_tx, stop) = watch::channel(Stop::Run);
+    let (events, _rx) = EventSender::channel();
+    let lines =
+        crate::runner::run_all(ctx, vec![script("flaky"), script("next")], events, stop).await;
+    assert!(lines.iter().all(|l| l.status == Status::Succeeded));
+    let order: Vec<(String, u32)> = f
+        .asked
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(id, n, _)| (id.clone(), *n))
+        .collect();
+    // One job: `next` ran while `flaky` waited for its retry, not after it.
+    assert_eq!(
+        order,
+        vec![("flaky".into(), 1), ("next".into(), 1), ("flaky".into(), 2)]
+    );
 }

@@ -1,0 +1,87 @@
+//! Worker slots: at most `jobs` attempts run at once, each on a numbered slot (one row
+//! of the report's timeline). A script holds a slot only while an attempt runs: while
+//! it waits for a retry, the slot goes to the next script in the queue.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The run's slots.
+#[derive(Debug, Clone)]
+pub struct Slots {
+    permits: Arc<Semaphore>,
+    /// Free slot numbers, lowest last (so slot 0 is taken first).
+    free: Arc<Mutex<Vec<usize>>>,
+}
+
+/// One slot, held until dropped.
+#[derive(Debug)]
+pub struct Lease {
+    slot: usize,
+    free: Arc<Mutex<Vec<usize>>>,
+    // Released after the number is back (fields drop after `drop` runs).
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Slots {
+    /// `jobs` slots (at least one).
+    pub fn new(jobs: usize) -> Slots {
+        let jobs = jobs.max(1);
+        Slots {
+            permits: Arc::new(Semaphore::new(jobs)),
+            free: Arc::new(Mutex::new((0..jobs).rev().collect())),
+        }
+    }
+
+    /// Waits for a free slot; waiters are served in the order they asked.
+    pub async fn acquire(&self) -> Lease {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        let slot = self.free.lock().ok().and_then(|mut f| f.pop()).unwrap_or(0);
+        Lease {
+            slot,
+            free: self.free.clone(),
+            _permit: permit,
+        }
+    }
+}
+
+impl Lease {
+    /// The slot's number.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Ok(mut f) = self.free.lock() {
+            f.push(self.slot);
+            // Lowest first, so a lone script keeps to row 0.
+            f.sort_unstable_by(|a, b| b.cmp(a));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn slots_are_numbered_and_come_back() {
+        let slots = Slots::new(2);
+        let a = slots.acquire().await;
+        let b = slots.acquire().await;
+        assert_eq!((a.slot(), b.slot()), (0, 1));
+        drop(a);
+        let c = slots.acquire().await;
+        assert_eq!(c.slot(), 0);
+        // Both taken: a third waits until one is dropped.
+        let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), slots.acquire());
+        assert!(waiting.await.is_err());
+    }
+}
