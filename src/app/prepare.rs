@@ -409,6 +409,7 @@ fn sandbox_info(config: &RunConfig, bwrap: &Result<Bwrap, String>) -> SandboxInf
         memory_limit_mb: config.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
         max_procs: config.max_procs,
         max_procs_enforced_by: None,
+        memory_limit_enforced_by: None,
         capabilities: None,
     }
 }

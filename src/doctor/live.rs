@@ -83,6 +83,7 @@ pub fn check(python: &Path, platform: Platform) -> LiveCheck {
         memory_limit_hit: false,
         process_limit_hit: false,
         kernel_oom_kill: false,
+        memory_cgroup_hit: false,
         scan: &scan,
     });
     let error = verdict

@@ -133,6 +133,10 @@ pub struct SandboxInfo {
     /// `cgroup` (the kernel refuses the fork) or `watchdog` (sampling kills the group).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub max_procs_enforced_by: Option<String>,
+    /// `cgroup` (the kernel holds the attempt to the limit, so a spike between two
+    /// samples cannot pass it) or `watchdog` (sampling kills the group).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub memory_limit_enforced_by: Option<String>,
     /// The effective capability set (`CapEff`, hex) the script's processes held, read
     /// by the runner from `/proc`; `0000000000000000` in the sandbox, whoever starts
     /// the runner. Absent when the script ended before the first sample.

@@ -43,8 +43,17 @@ pub struct Attempted {
     pub jax: Option<JaxTelemetry>,
     /// The Ray job that ran it.
     pub ray: Option<RayJob>,
-    /// How `--max-procs` was enforced: `cgroup` or `watchdog`.
-    pub max_procs_enforced_by: Option<&'static str>,
+    /// How the limits were enforced.
+    pub enforced: Enforced,
+}
+
+/// Who enforced each limit asked for: `cgroup` (the kernel) or `watchdog` (sampling).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Enforced {
+    /// `--max-procs`.
+    pub max_procs: Option<&'static str>,
+    /// `--memory-limit`.
+    pub memory_limit: Option<&'static str>,
 }
 
 /// A boxed attempt future (the trait must stay object-safe).
@@ -86,7 +95,7 @@ pub struct AttemptSpec {
     pub memory_limit: Option<u64>,
     /// `--max-procs`, enforced by `cgroup` when there is one, else by sampling.
     pub max_procs: Option<u32>,
-    pub cgroup: Option<std::sync::Arc<super::limits::PidsCgroup>>,
+    pub cgroup: Option<std::sync::Arc<super::limits::AttemptCgroup>>,
     /// Where to report resource samples (about once a second).
     pub samples: Option<SampleSink>,
 }
@@ -106,6 +115,8 @@ pub enum StoppedBy {
     Interrupt,
     /// The memory watchdog (`--memory-limit`).
     MemoryLimit,
+    /// The kernel, at `--memory-limit` set on the attempt's cgroup.
+    MemoryCgroup,
     /// The process-count watchdog (`--max-procs` without a pids cgroup).
     ProcessLimit,
 }

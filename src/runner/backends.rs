@@ -10,7 +10,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::attempt::{
-    AttemptError, AttemptFuture, AttemptRequest, AttemptSpec, Attempted, Backend, SampleSink,
+    AttemptError, AttemptFuture, AttemptRequest, AttemptSpec, Attempted, Backend, Enforced,
+    SampleSink,
 };
 use super::zygote::Zygote;
 use super::{child, env, limits, ray, sandbox, telemetry, Stop};
@@ -104,7 +105,7 @@ pub struct Local {
 
 impl Local {
     /// The process an attempt runs as, and how `--max-procs` is enforced.
-    fn spec(&self, req: &AttemptRequest<'_>) -> (AttemptSpec, Option<&'static str>) {
+    fn spec(&self, req: &AttemptRequest<'_>) -> (AttemptSpec, Enforced) {
         let config = &self.shared.config;
         let cwd = req
             .script
@@ -112,17 +113,27 @@ impl Local {
             .parent()
             .unwrap_or(Path::new("/"))
             .to_path_buf();
-        let cgroup = config.max_procs.and_then(|max| {
-            let name = format!("{}-{}-{}", std::process::id(), req.script.id, req.number);
-            limits::PidsCgroup::create(&sanitize(&name), max).map(Arc::new)
-        });
-        let enforced_by = config.max_procs.map(|_| {
-            if cgroup.is_some() {
-                "cgroup"
-            } else {
-                "watchdog"
-            }
-        });
+        let limited = config.max_procs.is_some() || config.memory_limit.is_some();
+        let cgroup = limited
+            .then(|| {
+                let name = format!("{}-{}-{}", std::process::id(), req.script.id, req.number);
+                limits::AttemptCgroup::create(
+                    &sanitize(&name),
+                    config.max_procs,
+                    config.memory_limit,
+                )
+            })
+            .flatten();
+        let by = |kernel: bool| if kernel { "cgroup" } else { "watchdog" };
+        let enforced = Enforced {
+            max_procs: config
+                .max_procs
+                .map(|_| by(cgroup.as_ref().is_some_and(|c| c.enforces_pids()))),
+            memory_limit: config
+                .memory_limit
+                .map(|_| by(cgroup.as_ref().is_some_and(|c| c.enforces_memory()))),
+        };
+        let cgroup = cgroup.map(Arc::new);
         let spec = AttemptSpec {
             python: self.python.clone(),
             script: req.script.path.clone(),
@@ -147,7 +158,7 @@ impl Local {
             max_log_bytes: config.max_log_bytes,
             token: self.shared.token(req),
         };
-        (spec, enforced_by)
+        (spec, enforced)
     }
 
     /// bwrap and its arguments: the script's folder and the interpreter readable,
@@ -186,13 +197,13 @@ impl Backend for Local {
         stop: watch::Receiver<Stop>,
     ) -> AttemptFuture<'a> {
         Box::pin(async move {
-            let (spec, max_procs_enforced_by) = self.spec(&req);
+            let (spec, enforced) = self.spec(&req);
             let outcome = child::run_attempt(&spec, self.zygote.as_ref(), stop).await?;
             Ok(Attempted {
                 outcome,
                 jax: telemetry::take(&telemetry_report(&req)),
                 ray: None,
-                max_procs_enforced_by,
+                enforced,
             })
         })
     }
@@ -244,7 +255,7 @@ impl Backend for Ray {
                 outcome,
                 jax: None,
                 ray: Some(job),
-                max_procs_enforced_by: None,
+                enforced: Enforced::default(),
             })
         })
     }

@@ -178,6 +178,10 @@ pub async fn run_attempt(
     let (exit, stopped_by, sampler, capabilities) =
         supervise(pid, spec, &mut stop, waiter, started).await?;
     let duration = started.elapsed();
+    let stopped_by = match &spec.cgroup {
+        Some(cg) if stopped_by.is_none() && cg.oom_killed() => Some(StoppedBy::MemoryCgroup),
+        _ => stopped_by,
+    };
     let exit = if spec.sandbox.is_some() {
         let (code, signal) = super::sandbox::decode_exit(exit.code, exit.signal);
         Exit {
@@ -265,8 +269,11 @@ async fn supervise(
                         processes: sampler.last_count,
                     });
                 }
-                let over_memory = spec.memory_limit.is_some_and(|limit| rss > limit);
-                let over_procs = spec.cgroup.is_none()
+                // The watchdogs stand in only for limits the kernel does not enforce.
+                let kernel = |f: fn(&super::limits::AttemptCgroup) -> bool| spec.cgroup.as_deref().is_some_and(f);
+                let over_memory = !kernel(super::limits::AttemptCgroup::enforces_memory)
+                    && spec.memory_limit.is_some_and(|limit| rss > limit);
+                let over_procs = !kernel(super::limits::AttemptCgroup::enforces_pids)
                     && spec.max_procs.is_some_and(|max| sampler.last_count > max as usize);
                 if (over_memory || over_procs) && stopped_by.is_none() {
                     stopped_by = Some(if over_memory { StoppedBy::MemoryLimit } else { StoppedBy::ProcessLimit });

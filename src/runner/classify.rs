@@ -145,6 +145,8 @@ pub struct Ending<'a> {
     pub process_limit_hit: bool,
     /// The kernel's OOM killer fired in our cgroup while it ran.
     pub kernel_oom_kill: bool,
+    /// The kernel held the attempt to `--memory-limit` (its own cgroup) and killed it.
+    pub memory_cgroup_hit: bool,
     pub scan: &'a StderrScan,
 }
 
@@ -170,6 +172,12 @@ pub fn classify(e: &Ending<'_>) -> Classification {
     }
     if e.timed_out {
         return verdict(FailureClass::TimedOut, None);
+    }
+    if e.memory_cgroup_hit {
+        return verdict(
+            FailureClass::OutOfMemory,
+            Some("killed by the kernel at --memory-limit (the attempt's cgroup)".into()),
+        );
     }
     if e.memory_limit_hit {
         return verdict(

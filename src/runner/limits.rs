@@ -1,60 +1,138 @@
-//! `--max-procs`: a pids cgroup per attempt where the host lets the runner make one
-//! (the kernel then refuses the fork), with a sampling watchdog as the fallback.
+//! `--max-procs` and `--memory-limit` enforced by the kernel: a cgroup per attempt
+//! where the host lets the runner make one (cgroup v2, or v1's `pids` and `memory`
+//! hierarchies), so a fork past the limit is refused and a memory spike between two
+//! samples cannot pass it. Where no cgroup can be made, the sampling watchdog in
+//! `child.rs` enforces both.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-/// A pids cgroup holding one attempt's processes; removed on drop.
+/// One attempt's cgroup folders (one per hierarchy); removed on drop.
 #[derive(Debug)]
-pub struct PidsCgroup {
-    dir: PathBuf,
-    procs: CString,
+pub struct AttemptCgroup {
+    dirs: Vec<PathBuf>,
+    procs: Vec<CString>,
+    /// The folder holding `pids.*`, when the process limit is the kernel's.
+    pids: Option<PathBuf>,
+    /// The folder holding the memory files, and whether it is cgroup v1.
+    memory: Option<(PathBuf, bool)>,
 }
 
-/// Where this process sits in the pids hierarchy (cgroup v2 unified or v1 `pids`).
-fn parent_dir() -> Option<PathBuf> {
+/// Where this process sits in the hierarchy that has `controller`, and whether that
+/// hierarchy is v1.
+fn parent_dir(controller: &str) -> Option<(PathBuf, bool)> {
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     for line in cgroups.lines() {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         let rel = path.trim_start_matches('/');
-        let base = if controllers.split(',').any(|c| c == "pids") {
-            PathBuf::from("/sys/fs/cgroup/pids")
+        let (base, v1) = if controllers.split(',').any(|c| c == controller) {
+            (PathBuf::from("/sys/fs/cgroup").join(controller), true)
         } else if controllers.is_empty() {
             let unified = Path::new("/sys/fs/cgroup/cgroup.controllers");
-            let controllers = std::fs::read_to_string(unified).unwrap_or_default();
-            if !controllers.split_whitespace().any(|c| c == "pids") {
+            let available = std::fs::read_to_string(unified).unwrap_or_default();
+            if !available.split_whitespace().any(|c| c == controller) {
                 continue;
             }
-            PathBuf::from("/sys/fs/cgroup")
+            (PathBuf::from("/sys/fs/cgroup"), false)
         } else {
             continue;
         };
         let dir = base.join(rel);
         if dir.join("cgroup.procs").exists() {
-            return Some(dir);
+            return Some((dir, v1));
         }
     }
     None
 }
 
-impl PidsCgroup {
-    /// Creates `jax-runner-<name>` with `pids.max = max`, or `None` where the host
-    /// does not let us (no pids controller, read-only cgroupfs, not delegated).
-    pub fn create(name: &str, max: u32) -> Option<PidsCgroup> {
-        let dir = parent_dir()?.join(format!("jax-runner-{name}"));
-        std::fs::create_dir(&dir).ok()?;
-        if std::fs::write(dir.join("pids.max"), max.to_string()).is_err() {
+/// Creates `parent/jax-runner-<name>` (once) and writes `limits` into it; `None`
+/// (and nothing left behind) when the host refuses.
+fn limited(
+    dirs: &mut Vec<PathBuf>,
+    parent: &Path,
+    name: &str,
+    limits: &[(&str, String)],
+) -> Option<PathBuf> {
+    let dir = parent.join(format!("jax-runner-{name}"));
+    let fresh = !dirs.contains(&dir);
+    if fresh && std::fs::create_dir(&dir).is_err() {
+        return None;
+    }
+    let (first, rest) = limits.split_first()?;
+    if std::fs::write(dir.join(first.0), &first.1).is_err() {
+        if fresh {
             let _ = std::fs::remove_dir(&dir);
+        }
+        return None;
+    }
+    // Best effort: swap would let memory past the limit.
+    for (file, value) in rest {
+        let _ = std::fs::write(dir.join(file), value);
+    }
+    if fresh {
+        dirs.push(dir.clone());
+    }
+    Some(dir)
+}
+
+impl AttemptCgroup {
+    /// A cgroup with `pids.max = max_procs` and a memory limit of `memory` bytes (each
+    /// when asked for and when the host allows), or `None` when neither could be set
+    /// (no controller, read-only cgroupfs, not delegated).
+    pub fn create(
+        name: &str,
+        max_procs: Option<u32>,
+        memory: Option<u64>,
+    ) -> Option<AttemptCgroup> {
+        let mut dirs = Vec::new();
+        let pids = max_procs.and_then(|max| {
+            let (parent, _) = parent_dir("pids")?;
+            limited(&mut dirs, &parent, name, &[("pids.max", max.to_string())])
+        });
+        let memory = memory.and_then(|bytes| {
+            let (parent, v1) = parent_dir("memory")?;
+            let files: &[(&str, String)] = if v1 {
+                &[
+                    ("memory.limit_in_bytes", bytes.to_string()),
+                    ("memory.memsw.limit_in_bytes", bytes.to_string()),
+                ]
+            } else {
+                &[
+                    ("memory.max", bytes.to_string()),
+                    ("memory.swap.max", "0".into()),
+                ]
+            };
+            limited(&mut dirs, &parent, name, files).map(|d| (d, v1))
+        });
+        if dirs.is_empty() {
             return None;
         }
-        let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes()).ok()?;
-        Some(PidsCgroup { dir, procs })
+        let procs = dirs
+            .iter()
+            .filter_map(|d| CString::new(d.join("cgroup.procs").as_os_str().as_bytes()).ok())
+            .collect();
+        Some(AttemptCgroup {
+            dirs,
+            procs,
+            pids,
+            memory,
+        })
     }
 
-    /// In the child between fork and exec: join the cgroup, so everything it starts is
-    /// counted from its first instruction. Async-signal-safe: no allocation.
+    /// Whether the kernel refuses forks past `--max-procs`.
+    pub fn enforces_pids(&self) -> bool {
+        self.pids.is_some()
+    }
+
+    /// Whether the kernel holds the attempt to `--memory-limit`.
+    pub fn enforces_memory(&self) -> bool {
+        self.memory.is_some()
+    }
+
+    /// In the child between fork and exec: join every folder, so everything it starts
+    /// is counted from its first instruction. Async-signal-safe: no allocation.
     pub fn join_from_child(&self) -> std::io::Result<()> {
         let mut buf = [0u8; 24];
         // SAFETY: getpid, open, write and close are async-signal-safe; buf is local.
@@ -69,53 +147,80 @@ impl PidsCgroup {
                     break;
                 }
             }
-            let fd = libc::open(self.procs.as_ptr(), libc::O_WRONLY);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let n = libc::write(fd, buf[i..].as_ptr().cast(), buf.len() - i);
-            libc::close(fd);
-            if n < 0 {
-                return Err(std::io::Error::last_os_error());
+            for procs in &self.procs {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let n = libc::write(fd, buf[i..].as_ptr().cast(), buf.len() - i);
+                libc::close(fd);
+                if n < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
         }
         Ok(())
     }
 
-    /// The `cgroup.procs` file, for a process that joins by writing its own PID.
-    pub fn procs_path(&self) -> String {
-        self.dir.join("cgroup.procs").to_string_lossy().into_owned()
+    /// The `cgroup.procs` files, for a process that joins by writing its own PID.
+    pub fn procs_paths(&self) -> Vec<String> {
+        self.dirs
+            .iter()
+            .map(|d| d.join("cgroup.procs").to_string_lossy().into_owned())
+            .collect()
     }
 
     /// How many forks the limit refused (`pids.events`: `max N`).
     pub fn refused_forks(&self) -> u64 {
-        std::fs::read_to_string(self.dir.join("pids.events"))
-            .ok()
+        self.pids
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.join("pids.events")).ok())
             .and_then(|s| {
                 s.lines()
                     .find_map(|l| l.strip_prefix("max ")?.trim().parse().ok())
             })
             .unwrap_or(0)
     }
+
+    /// Whether the kernel's OOM killer fired inside this cgroup (the memory limit).
+    pub fn oom_killed(&self) -> bool {
+        let Some((dir, v1)) = &self.memory else {
+            return false;
+        };
+        let file = if *v1 {
+            "memory.oom_control"
+        } else {
+            "memory.events"
+        };
+        std::fs::read_to_string(dir.join(file))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse::<u64>().ok())
+            })
+            .is_some_and(|n| n > 0)
+    }
 }
 
-impl Drop for PidsCgroup {
+impl Drop for AttemptCgroup {
     fn drop(&mut self) {
-        // A cgroup can be removed only when empty: kill whatever is left first.
-        for _ in 0..50 {
-            let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
-            let pids: Vec<i32> = procs
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect();
-            if pids.is_empty() && std::fs::remove_dir(&self.dir).is_ok() {
-                return;
+        for dir in &self.dirs {
+            // A cgroup can be removed only when empty: kill whatever is left first.
+            for _ in 0..50 {
+                let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                let pids: Vec<i32> = procs
+                    .split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect();
+                if pids.is_empty() && std::fs::remove_dir(dir).is_ok() {
+                    break;
+                }
+                for pid in pids {
+                    super::sys::kill_pid(pid, libc::SIGKILL);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            for pid in pids {
-                super::sys::kill_pid(pid, libc::SIGKILL);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            let _ = std::fs::remove_dir(dir);
         }
-        let _ = std::fs::remove_dir(&self.dir);
     }
 }

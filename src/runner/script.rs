@@ -70,9 +70,11 @@ pub async fn run_script(
         };
         let mut attempt = match outcome {
             Ok(done) => {
-                if done.max_procs_enforced_by.is_some() {
-                    result.sandbox.max_procs_enforced_by =
-                        done.max_procs_enforced_by.map(str::to_string);
+                if let Some(by) = done.enforced.max_procs {
+                    result.sandbox.max_procs_enforced_by = Some(by.into());
+                }
+                if let Some(by) = done.enforced.memory_limit {
+                    result.sandbox.memory_limit_enforced_by = Some(by.into());
                 }
                 let mut a = record(
                     number,
@@ -120,15 +122,10 @@ pub async fn run_script(
             class,
             delay_s: delay.as_secs_f64(),
         });
-        // The wait for a retry frees the slot for the queue, then queues for one.
         drop(lease.take());
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = stop.wait_for(|s| *s != Stop::Run) => break,
-        }
-        tokio::select! {
-            l = slots.acquire() => lease = Some(l),
-            _ = stop.wait_for(|s| *s != Stop::Run) => break,
+        match wait_for_retry(delay, slots, &mut stop).await {
+            Some(l) => lease = Some(l),
+            None => break,
         }
     }
     finish(&mut result);
@@ -138,6 +135,23 @@ pub async fn run_script(
         result: Box::new(result),
     });
     summary
+}
+
+/// The wait before a retry, holding no slot (the queue goes on meanwhile), then the
+/// wait for a slot like any other script. `None` when the run is stopped meanwhile.
+async fn wait_for_retry(
+    delay: std::time::Duration,
+    slots: &Slots,
+    stop: &mut watch::Receiver<Stop>,
+) -> Option<Lease> {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => {}
+        _ = stop.wait_for(|s| *s != Stop::Run) => return None,
+    }
+    tokio::select! {
+        l = slots.acquire() => Some(l),
+        _ = stop.wait_for(|s| *s != Stop::Run) => None,
+    }
 }
 
 fn fall_back(result: &mut ScriptResult, events: &EventSender, reason: String) {
@@ -181,6 +195,7 @@ fn record(
         memory_limit_hit: o.stopped_by == Some(StoppedBy::MemoryLimit),
         process_limit_hit: o.stopped_by == Some(StoppedBy::ProcessLimit),
         kernel_oom_kill: o.kernel_oom_kill,
+        memory_cgroup_hit: o.stopped_by == Some(StoppedBy::MemoryCgroup),
         scan: &o.stderr.scan,
     });
     if let Some(caps) = o.capabilities {

@@ -72,8 +72,8 @@ def become_script(req, fds):
         libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with the runner
         if os.getppid() != runner:
             os._exit(137)
-    if req.get("cgroup_procs"):
-        with open(req["cgroup_procs"], "w") as fh:
+    for procs in req.get("cgroup_procs") or []:
+        with open(procs, "w") as fh:
             fh.write(str(os.getpid()))
     for target, fd in zip((0, 1, 2), fds):
         os.dup2(fd, target)

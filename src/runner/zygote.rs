@@ -37,7 +37,7 @@ pub struct Request<'a> {
     pub cwd: &'a str,
     pub env: std::collections::BTreeMap<String, String>,
     pub runner_pid: u32,
-    pub cgroup_procs: Option<String>,
+    pub cgroup_procs: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -193,7 +193,7 @@ pub struct WarmRequest {
     script: String,
     cwd: String,
     env: std::collections::BTreeMap<String, String>,
-    cgroup_procs: Option<String>,
+    cgroup_procs: Vec<String>,
 }
 
 impl WarmRequest {
@@ -242,6 +242,10 @@ pub fn warm_request(spec: &AttemptSpec) -> Result<WarmRequest, ZygoteError> {
         script: utf8(&spec.script, "script path")?,
         cwd: utf8(&spec.cwd, "working directory path")?,
         env,
-        cgroup_procs: spec.cgroup.as_ref().map(|c| c.procs_path()),
+        cgroup_procs: spec
+            .cgroup
+            .as_ref()
+            .map(|c| c.procs_paths())
+            .unwrap_or_default(),
     })
 }

@@ -20,6 +20,7 @@ fn ending<'a>(scan: &'a StderrScan, code: Option<i32>, signal: Option<i32>) -> E
         memory_limit_hit: false,
         process_limit_hit: false,
         kernel_oom_kill: false,
+        memory_cgroup_hit: false,
         scan,
     }
 }

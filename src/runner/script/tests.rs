@@ -89,7 +89,7 @@ impl Backend for Fake {
                 outcome,
                 jax: None,
                 ray: None,
-                max_procs_enforced_by: None,
+                enforced: Default::default(),
             })
         })
     }
