@@ -25,6 +25,9 @@ const FIXTURES: &[&str] = &[
     "grandchild.py",
 ];
 
+/// Fixtures whose standard error differs between any two runs (PIDs, timings).
+const STDERR_VARIES: &[&str] = &["grandchild", "output_flood", "hang", "ignore_sigterm"];
+
 /// What must not depend on how the interpreter started.
 fn behaviour(t: &Tree, id: &str) -> Value {
     let r = t.result(id);
@@ -32,7 +35,15 @@ fn behaviour(t: &Tree, id: &str) -> Value {
     if id == "grandchild" {
         stdout = "(prints a fresh PID each run)".into();
     }
+    // Tracebacks read as under `python script.py`: no runner frames.
+    let stderr = std::fs::read_to_string(r["stderr_log"].as_str().unwrap()).unwrap_or_default();
+    let stderr = if STDERR_VARIES.contains(&id) {
+        "(varies from run to run)".into()
+    } else {
+        stderr
+    };
     serde_json::json!({
+        "stderr": stderr,
         "status": r["status"],
         "class": r["class"],
         "return_code": r["return_code"],

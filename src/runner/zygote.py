@@ -60,6 +60,15 @@ def wait_for_reparent(runner_pid):
     return False
 
 
+def script_frames(tb, script):
+    """The traceback from the script's first frame on, as a cold start prints it: the
+    zygote's and runpy's frames are the runner's, not the script's. None when the
+    script never ran a line (a SyntaxError), so only the error itself is printed."""
+    while tb is not None and tb.tb_frame.f_code.co_filename != script:
+        tb = tb.tb_next
+    return tb
+
+
 def become_script(req, fds):
     """In the grandchild: become the script, then exit as Python would."""
     CONTROL.close()
@@ -103,7 +112,12 @@ def become_script(req, fds):
             sys.stderr.write("%s\n" % (exc.code,))
             code = 1
     except BaseException:  # what the interpreter does with an uncaught exception
-        sys.excepthook(*sys.exc_info())
+        etype, value, tb = sys.exc_info()
+        # The default hook prints the exception's own traceback: trim that one too.
+        tb = script_frames(tb, script)
+        if value is not None:
+            value.__traceback__ = tb
+        sys.excepthook(etype, value, tb)
         code = 1
     # Python's own shutdown order: wait for threads, run exit handlers, flush.
     import atexit
