@@ -91,3 +91,36 @@ fn profile_writes_a_trace_and_the_result_names_it() {
     assert!(trace.starts_with(r["data_dir"].as_str().unwrap()));
     assert!(std::fs::metadata(trace).unwrap().len() > 0);
 }
+
+/// Every result says where the time went, cold and warm, from jax's own figures.
+#[test]
+fn every_result_says_where_its_time_went() {
+    let t = Tree::new();
+    t.fixture("ok_jax.py", "m/jax/ok_jax.py");
+    for start in ["off", "on"] {
+        let out = t.run(&["--sandbox", "off", "--warm-start", start]);
+        assert_eq!(code(&out), 0, "{start}: {}", stderr(&out));
+        let r = t.result("ok_jax");
+        let b = &r["time_breakdown"];
+        let part = |k: &str| b[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {r}"));
+        let total = r["attempts"][0]["duration_s"].as_f64().unwrap();
+        let known =
+            part("startup_s") + part("jax_import_s") + part("backend_init_s") + part("compile_s");
+        assert!(part("compile_s") > 0.0, "{start}: the script compiles: {b}");
+        assert!(
+            known <= total,
+            "{start}: the parts fit in the attempt: {b} of {total}"
+        );
+        assert!(
+            (known + part("script_s") - total).abs() < 1e-6,
+            "{start}: {b}"
+        );
+        if start == "off" {
+            assert!(part("jax_import_s") > 0.0, "a cold start imports jax: {b}");
+            assert!(part("startup_s") > 0.0, "{b}");
+        } else {
+            assert_eq!(r["attempts"][0]["start"], "warm");
+            assert_eq!(part("jax_import_s"), 0.0, "the zygote imported jax: {b}");
+        }
+    }
+}

@@ -185,6 +185,22 @@ pub struct JaxTelemetry {
     /// Why profiling failed, when it did.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub profile_error: Option<String>,
+    /// Seconds from the kernel starting the interpreter to Python's site start-up
+    /// (absent for warm starts, which skip it).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub startup_s: Option<f64>,
+    /// Seconds `import jax` took (absent for warm starts: the zygote imported it).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub jax_import_s: Option<f64>,
+    /// Seconds the first backend initialisation took (plugins, client, devices).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub backend_init_s: Option<f64>,
+    /// Seconds tracing functions to jaxprs.
+    #[serde(default)]
+    pub trace_time_s: f64,
+    /// Seconds lowering jaxprs to MLIR.
+    #[serde(default)]
+    pub lowering_time_s: f64,
     /// User CPU seconds Python saw for itself and its waited-for children.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub cpu_user_s: Option<f64>,
@@ -202,6 +218,39 @@ impl JaxTelemetry {
             "tpu" => Some(Platform::Tpu),
             _ => None,
         }
+    }
+}
+
+/// Where an attempt's wall time went, from jax's own figures: the part left over is
+/// the script's own work. Recorded in every run (no trace needed), so the next
+/// bottleneck shows.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TimeBreakdown {
+    /// Interpreter start-up (0 for a warm start).
+    pub startup_s: f64,
+    /// `import jax` (0 for a warm start).
+    pub jax_import_s: f64,
+    /// Backend initialisation.
+    pub backend_init_s: f64,
+    /// Tracing, lowering and XLA compilation (cache hits included).
+    pub compile_s: f64,
+    /// Everything else: the script's own work, and the runner's overhead around it.
+    pub script_s: f64,
+}
+
+impl TimeBreakdown {
+    /// The breakdown of an attempt of `duration_s` seconds from its telemetry.
+    pub fn of(duration_s: f64, jax: &JaxTelemetry) -> TimeBreakdown {
+        let mut b = TimeBreakdown {
+            startup_s: jax.startup_s.unwrap_or(0.0),
+            jax_import_s: jax.jax_import_s.unwrap_or(0.0),
+            backend_init_s: jax.backend_init_s.unwrap_or(0.0),
+            compile_s: jax.trace_time_s + jax.lowering_time_s + jax.compile_time_s,
+            script_s: 0.0,
+        };
+        let known = b.startup_s + b.jax_import_s + b.backend_init_s + b.compile_s;
+        b.script_s = (duration_s - known).max(0.0);
+        b
     }
 }
 
@@ -262,6 +311,9 @@ pub struct ScriptResult {
     /// jax's own figures for the final attempt.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub jax: Option<JaxTelemetry>,
+    /// Where the final attempt's time went (when the telemetry shim reported).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub time_breakdown: Option<TimeBreakdown>,
     /// Every attempt, in order.
     pub attempts: Vec<Attempt>,
     /// Wall-clock seconds summed over attempts.

@@ -55,6 +55,8 @@ pub struct ScriptRecord {
     pub peak_memory_mb: f64,
     /// jax's compile time in the final attempt, when the script reported it.
     pub compile_time_s: Option<f64>,
+    /// Where the final attempt's time went.
+    pub time_breakdown: Option<crate::model::TimeBreakdown>,
     /// The line that decided the class.
     pub matched_line: Option<String>,
     /// The uncaught exception of the final attempt.
@@ -107,6 +109,7 @@ impl ScriptRecord {
             execution_time_s: r.execution_time_s,
             peak_memory_mb: r.peak_memory_mb,
             compile_time_s: r.jax.as_ref().map(|j| j.compile_time_s),
+            time_breakdown: r.time_breakdown.clone(),
             matched_line: r.matched_line.clone(),
             exception: r.exception.clone(),
             return_code: r.return_code,

@@ -315,6 +315,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         fallback: None,
         device_mismatch: false,
         jax: None,
+        time_breakdown: None,
         attempts: Vec::new(),
         execution_time_s: 0.0,
         peak_memory_mb: 0.0,
@@ -365,6 +366,10 @@ fn finish(r: &mut ScriptResult) {
     r.signal = last.signal;
     r.signal_name = last.signal.map(sys::signal_name);
     r.jax = last.jax.clone();
+    r.time_breakdown = last
+        .jax
+        .as_ref()
+        .map(|j| crate::model::TimeBreakdown::of(last.duration_s, j));
     // Truth comes from jax itself, never from what the environment asked for.
     r.device_used = last.jax.as_ref().and_then(JaxTelemetry::platform);
     r.device_mismatch = r.device_used.is_some_and(|used| used != last.device);

@@ -210,6 +210,8 @@ struct Row {
     /// Empty when the script reported no jax telemetry.
     compile_sort: String,
     compile: String,
+    /// Where the time went: start-up, import, backend, compile, script.
+    split: String,
     attempts: usize,
     spark: Option<Sparkline>,
 }

@@ -142,9 +142,28 @@ fn row(s: &ScriptSummary, f: Option<&ScriptRecord>, samples: &HashMap<String, Sa
         peak: format!("{:.1}", s.peak_memory_mb),
         compile_sort: compile.map(|c| c.to_string()).unwrap_or_default(),
         compile: compile.map(fmt_secs).unwrap_or_else(|| "—".into()),
+        split: f
+            .and_then(|f| f.time_breakdown.as_ref())
+            .map(time_split)
+            .unwrap_or_else(|| "—".into()),
         attempts: s.attempts,
         spark: sparkline(&s.id, samples.get(&s.id)),
     }
+}
+
+/// Where a script's time went, in the order it was spent.
+fn time_split(b: &crate::model::TimeBreakdown) -> String {
+    [
+        ("start", b.startup_s),
+        ("import", b.jax_import_s),
+        ("init", b.backend_init_s),
+        ("compile", b.compile_s),
+        ("script", b.script_s),
+    ]
+    .iter()
+    .map(|(what, s)| format!("{what} {}", fmt_secs(*s)))
+    .collect::<Vec<_>>()
+    .join(" · ")
 }
 
 /// A finished script the metrics do not list: what its attempts tell.
@@ -168,6 +187,7 @@ fn unlisted_row(f: &ScriptRecord, samples: &HashMap<String, Samples>) -> Row {
         peak: "—".into(),
         compile_sort: String::new(),
         compile: "—".into(),
+        split: "—".into(),
         attempts: f.attempts.len(),
         spark: sparkline(&f.id, samples.get(&f.id)),
     }

@@ -7,6 +7,22 @@
 # was already on the path is loaded after it, exactly as Python would have.
 import os as _jr_os
 import sys as _jr_sys
+import time as _jr_time
+
+
+def _jr_process_age():
+    """Seconds since the kernel started this process (the interpreter's start-up, when
+    read here), from /proc; None where that is not readable."""
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        started = int(fields[19]) / _jr_os.sysconf("SC_CLK_TCK")
+        return max(0.0, _jr_time.clock_gettime(_jr_time.CLOCK_BOOTTIME) - started)
+    except Exception:
+        return None
+
+
+_jr_startup_s = _jr_process_age()
 
 
 # Start-up time matters (it is paid by every script): only modules Python has already
@@ -72,7 +88,12 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False):
         "cache_hits": 0,
         "cache_misses": 0,
         "uncaught_exception": None,
+        "trace_time_s": 0.0,
+        "lowering_time_s": 0.0,
     }
+    if _jr_startup_s is not None and not jax_already_imported:
+        state["startup_s"] = _jr_startup_s
+    import_started = []
 
     previous_hook = _jr_sys.excepthook
 
@@ -87,6 +108,10 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False):
         if event == "/jax/core/compile/backend_compile_duration":
             state["compilations"] += 1
             state["compile_time_s"] += float(duration)
+        elif event == "/jax/core/compile/jaxpr_trace_duration":
+            state["trace_time_s"] += float(duration)
+        elif event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
+            state["lowering_time_s"] += float(duration)
 
     def on_event(event, **_kwargs):
         if event == "/jax/compilation_cache/cache_hits":
@@ -138,8 +163,34 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False):
         except Exception:
             pass
 
+    def time_backend_init():
+        """Times the first initialisation of jax's backends (plugin discovery, the
+        client, the devices): a function of jax's, wrapped once, left alone after."""
+        bridge = _jr_sys.modules.get("jax._src.xla_bridge")
+        inner = getattr(bridge, "backends", None)
+        if inner is None:
+            return
+
+        def backends(*args, **kwargs):
+            if "backend_init_s" in state:
+                return inner(*args, **kwargs)
+            t0 = _jr_time.monotonic()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                state["backend_init_s"] = _jr_time.monotonic() - t0
+                bridge.backends = inner
+
+        bridge.backends = backends
+
     def on_jax_imported():
         state["jax_imported"] = True
+        if import_started:
+            state["jax_import_s"] = _jr_time.monotonic() - import_started[0]
+        try:
+            time_backend_init()
+        except Exception:
+            pass
         try:
             import atexit
 
@@ -178,6 +229,7 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False):
         def find_spec(self, name, path=None, target=None):
             if name != "jax":
                 return None
+            import_started.append(_jr_time.monotonic())
             _jr_sys.meta_path.remove(self)
             spec = None
             for finder in _jr_sys.meta_path:
