@@ -7,8 +7,10 @@
 #        sequential    a bash loop, one script after the other
 #        xargs -P      the same per-script command through `xargs -P $(nproc)`
 #        runner plain  jax-runner, compilation cache off, warm start off
-#        runner cold   jax-runner, an empty compilation cache (filled by this run), warm start on
-#        runner warm   jax-runner, the cache the cold run filled, warm start on
+#        defaults      jax-runner with default options (sandbox auto, warm start auto),
+#                      an empty compilation cache, then the cache it filled
+#        runner cold   jax-runner --sandbox off, an empty cache (filled by this run), warm start on
+#        runner warm   jax-runner --sandbox off, the cache the cold run filled, warm start on
 #      and the ratio of each to the sequential loop.
 #   2. Runner overhead: $BENCH_TRIVIAL (default 200) scripts that only `print(1)`,
 #      a bare sequential loop against `jax-runner --jobs 1` (sandbox off, and on when
@@ -155,16 +157,27 @@ for n in $sizes; do
     run_runner "plain-$n" "$work/tree" "${cache_off[@]}" "${warm_off[@]}" "${sandbox_off[@]}"
     row workload "$n" "jax-runner, no cache, no warm start" "$seconds" "$ok" "$total" "$warm_note"
 
+    # What users get: default options (sandbox auto, warm start auto), only the device
+    # and a fresh compilation cache folder named, cold then warm.
+    log "N=$n: jax-runner defaults, cold cache"
+    dcache=()
+    if [[ ${#cache_off[@]} -gt 0 ]]; then dcache=(--compilation-cache "$work/default-cache"); fi
+    run_runner "default-cold-$n" "$work/tree" "${dcache[@]}"
+    row workload "$n" "jax-runner defaults, cold cache" "$seconds" "$ok" "$total" "default options; a fresh cache folder"
+    log "N=$n: jax-runner defaults, warm cache"
+    run_runner "default-warm-$n" "$work/tree" "${dcache[@]}"
+    row workload "$n" "jax-runner defaults, warm cache" "$seconds" "$ok" "$total" "default options; the cache the row above filled"
+
     # Cold: the compilation cache starts empty (this run fills it); warm start on.
     log "N=$n: jax-runner cold cache"
     cache=()
     if [[ ${#cache_off[@]} -gt 0 ]]; then cache=(--compilation-cache "$work/cache"); fi
     run_runner "cold-$n" "$work/tree" "${cache[@]}" "${warm_on[@]}" "${sandbox_off[@]}"
-    row workload "$n" "jax-runner cold" "$seconds" "$ok" "$total" "${warm_note:-empty cache, warm start}"
+    row workload "$n" "jax-runner --sandbox off, cold" "$seconds" "$ok" "$total" "${warm_note:-empty cache, warm start}"
     # Warm: the cache the cold run filled; warm start on.
     log "N=$n: jax-runner warm cache"
     run_runner "warm-$n" "$work/tree" "${cache[@]}" "${warm_on[@]}" "${sandbox_off[@]}"
-    row workload "$n" "jax-runner warm" "$seconds" "$ok" "$total" "${warm_note:-filled cache, warm start}"
+    row workload "$n" "jax-runner --sandbox off, warm" "$seconds" "$ok" "$total" "${warm_note:-filled cache, warm start}"
     rm -rf "$work"
 done
 
@@ -312,7 +325,7 @@ for section, size, variant, seconds, ok, total, note in rows:
         d = discovery.setdefault(variant, dict(files=int(size), variant=variant, runs=[], found=num(ok)))
         d["runs"].append(s)
 
-targets = {"jax-runner cold": 0.45, "jax-runner warm": 0.15}
+targets = {"jax-runner defaults, cold cache": 0.40, "jax-runner defaults, warm cache": 0.12}
 base = {w["n"]: w["seconds"] for w in workload if w["variant"] == "sequential"}
 for w in workload:
     w["ratio"] = round(w["seconds"] / base[w["n"]], 3) if base.get(w["n"]) else None
