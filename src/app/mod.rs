@@ -4,6 +4,7 @@
 
 mod prepare;
 mod reporters;
+mod surroundings;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};

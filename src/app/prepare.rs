@@ -8,10 +8,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::discover;
-use crate::config::{CompilationCache, RunConfig, WarmStart};
+pub use super::surroundings::choose_sandbox;
+use super::surroundings::{compilation_cache, sandbox_info, seccomp_filter, warm_start};
+use crate::config::RunConfig;
 use crate::discovery::{Discovery, Script};
 use crate::doctor::{self, DoctorReport, Live};
-use crate::error::{ConfigError, Error};
+use crate::error::Error;
 use crate::history::{self, History};
 use crate::model::{Device, Platform, Reuse, SandboxInfo, SandboxMode, ScriptResult};
 use crate::plan::{plan, ray_plan, Plan};
@@ -20,7 +22,6 @@ use crate::report::gnn::GnnEntry;
 use crate::runner::backends::{self, SandboxSetup, Shared};
 use crate::runner::ray::RayClient;
 use crate::runner::sandbox::{self, Bwrap};
-use crate::runner::zygote::Zygote;
 use crate::runner::{telemetry, Backend};
 
 /// Everything decided before the first script starts.
@@ -267,43 +268,6 @@ fn reuse(
     (kept, to_run)
 }
 
-/// Whether scripts run sandboxed: bwrap when it works (`auto`, `on`), else why not.
-/// `--sandbox on` without a working bwrap is an error that says how to install it.
-pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Bwrap, String>, ConfigError> {
-    if config.ray.is_some() {
-        return Ok(Err("scripts run on the Ray cluster".into()));
-    }
-    match config.sandbox {
-        SandboxMode::Off => Ok(Err("--sandbox off".into())),
-        mode => match sandbox::detect() {
-            Ok(b) => Ok(Ok(b)),
-            Err(reason) if mode == SandboxMode::On => Err(ConfigError::SandboxUnavailable {
-                reason: reason.to_string(),
-                hint: sandbox::INSTALL_HINT,
-            }),
-            Err(reason) => Ok(Err(reason.to_string())),
-        },
-    }
-}
-
-/// The seccomp program for sandboxed scripts; without one they still run with no
-/// capabilities, and the run says the filter is missing.
-fn seccomp_filter(warnings: &mut Vec<String>) -> Option<PathBuf> {
-    match crate::runner::seccomp::install(&crate::paths::cache_dir()) {
-        Ok(Some(path)) => Some(path),
-        Ok(None) => {
-            warnings.push(
-                "no seccomp filter for this processor: sandboxed scripts run without one".into(),
-            );
-            None
-        }
-        Err(e) => {
-            warnings.push(format!("seccomp filter disabled: failed to write it: {e}"));
-            None
-        }
-    }
-}
-
 /// The interpreter, resolved off the async threads (a first run builds a venv).
 async fn resolve_interpreter(flag: Option<PathBuf>) -> Result<Interpreter, Error> {
     let interp = tokio::task::spawn_blocking(move || Resolver::from_env(flag).resolve())
@@ -328,90 +292,6 @@ fn preflight(config: &RunConfig, interp: &Interpreter) -> DoctorReport {
         Device::Cpu => &[],
     };
     doctor::inspect(interp, config.device, Live::Only(live))
-}
-
-/// The compilation cache folder, created; `None` (and a warning) when it cannot be.
-fn compilation_cache(config: &RunConfig, warnings: &mut Vec<String>) -> Option<PathBuf> {
-    match &config.compilation_cache {
-        CompilationCache::Off => None,
-        CompilationCache::Dir(dir) => match std::fs::create_dir_all(dir) {
-            Ok(()) => Some(dir.clone()),
-            Err(e) => {
-                warnings.push(format!(
-                    "compilation cache disabled: failed to create {}: {e}",
-                    dir.display()
-                ));
-                None
-            }
-        },
-    }
-}
-
-/// The warm-start zygote, when warm start is on and possible.
-async fn warm_start(
-    config: &RunConfig,
-    interp: &Interpreter,
-    sandboxed: bool,
-    shim_dir: Option<PathBuf>,
-    warnings: &mut Vec<String>,
-) -> Option<Arc<Zygote>> {
-    match (config.warm_start, sandboxed) {
-        (WarmStart::On | WarmStart::Auto, false) => {
-            let env = zygote_env(shim_dir.as_deref());
-            let python = interp.path.clone();
-            let started = tokio::task::spawn_blocking(move || Zygote::start(&python, &env))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()));
-            match started {
-                Ok(z) => Some(Arc::new(z)),
-                Err(reason) => {
-                    warnings.push(format!(
-                        "warm start unavailable, scripts start cold: {reason}"
-                    ));
-                    None
-                }
-            }
-        }
-        (WarmStart::On, true) => {
-            warnings.push(
-                "warm start is off for sandboxed runs: each script needs its own mounts".into(),
-            );
-            None
-        }
-        _ => None,
-    }
-}
-
-/// The zygote's own environment: the parent's, with the telemetry shim on
-/// `PYTHONPATH` (each script's own variables are applied in its process).
-fn zygote_env(shim_dir: Option<&std::path::Path>) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    let mut env: Vec<_> = std::env::vars_os()
-        .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_PLATFORM_NAME")
-        .collect();
-    if let Some(dir) = shim_dir {
-        env.push(("PYTHONPATH".into(), telemetry::python_path(dir)));
-    }
-    // Importing jax must not reach for a GPU; scripts set their own platform.
-    env.push(("JAX_PLATFORMS".into(), "cpu".into()));
-    env
-}
-
-/// What every result says about isolation.
-fn sandbox_info(config: &RunConfig, bwrap: &Result<Bwrap, String>) -> SandboxInfo {
-    let on = bwrap.is_ok();
-    SandboxInfo {
-        kind: if on { "bwrap" } else { "none" }.into(),
-        reason: bwrap.as_ref().err().cloned(),
-        network: !on,
-        home_visible: !on,
-        environment: if on { "allowlist" } else { "inherited" }.into(),
-        memory_limit_mb: config.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
-        max_procs: config.max_procs,
-        max_procs_enforced_by: None,
-        memory_limit_enforced_by: None,
-        capabilities: None,
-    }
 }
 
 /// What, besides its source, a script's result depends on (see
