@@ -254,6 +254,8 @@ fn no_capabilities_even_when_the_runner_is_root() {
         "delete_logs",
         "rewrite_victim_source",
         "rewrite_own_source",
+        "read_run_log",
+        "list_other_data_folders",
     ] {
         assert!(
             report[attack].as_str().unwrap().starts_with("blocked"),

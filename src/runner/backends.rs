@@ -185,6 +185,10 @@ impl Local {
             cwd: cwd.to_path_buf(),
             gpu: req.platform == Platform::Gpu,
             userns: sb.bwrap.userns,
+            outputs: vec![
+                self.shared.config.results_dir.clone(),
+                self.shared.config.step12_dir.clone(),
+            ],
         };
         (sb.bwrap.path.clone(), sandbox::args(&mounts))
     }

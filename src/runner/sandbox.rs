@@ -108,6 +108,10 @@ pub struct Mounts {
     pub gpu: bool,
     /// Give the script a user namespace of its own (see [`Bwrap::userns`]).
     pub userns: bool,
+    /// The runner's own outputs (results folder, GNN's step-12 folder): hidden behind an
+    /// empty tmpfs, so no script reads another's results, logs or data; the script's
+    /// own data folder is bound back (it is among `writable`).
+    pub outputs: Vec<PathBuf>,
 }
 
 /// bwrap's arguments up to (and including) `--`; the program and its arguments follow.
@@ -143,6 +147,13 @@ pub fn args(m: &Mounts) -> Vec<OsString> {
             .as_deref()
             .filter(|h| *h != Path::new("/") && *h != Path::new("/tmp")),
     );
+    let outputs: Vec<&Path> = m
+        .outputs
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|o| *o != Path::new("/") && o.exists())
+        .collect();
+    hidden.extend(outputs.iter().copied());
     for h in &hidden {
         push(&["--tmpfs".as_ref(), h.as_os_str()]);
     }
@@ -155,6 +166,11 @@ pub fn args(m: &Mounts) -> Vec<OsString> {
     }
     for p in m.writable.iter().filter(|p| p.exists()) {
         push(&["--bind".as_ref(), p.as_os_str(), p.as_os_str()]);
+    }
+    // The outputs' tmpfs stays empty and read-only (its binds stay as they are): a
+    // write there would only vanish with the sandbox, so it is refused instead.
+    for o in &outputs {
+        push(&["--remount-ro".as_ref(), o.as_os_str()]);
     }
     if m.gpu {
         for dev in nvidia_devices() {
@@ -223,6 +239,7 @@ mod tests {
             cwd: data.clone(),
             gpu: false,
             userns: true,
+            outputs: vec![],
         })
         .into_iter()
         .map(|s| s.into_string().unwrap())
@@ -243,6 +260,36 @@ mod tests {
         assert!(a.windows(2).any(|w| w[0] == "--cap-drop" && w[1] == "ALL"));
         assert!(a.contains(&"--unshare-user".to_string()));
         assert_eq!(a.last().unwrap(), "--");
+    }
+
+    #[test]
+    fn the_runs_outputs_are_hidden_but_the_scripts_own_data_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let results = tmp.path().join("results");
+        let own = results.join("data/me");
+        std::fs::create_dir_all(&own).unwrap();
+        let a: Vec<String> = args(&Mounts {
+            writable: vec![own.clone()],
+            cwd: tmp.path().to_path_buf(),
+            outputs: vec![results.clone(), PathBuf::from("/")],
+            ..Default::default()
+        })
+        .into_iter()
+        .map(|s| s.into_string().unwrap())
+        .collect();
+        let at = |flag: &str, path: &Path| {
+            a.windows(2)
+                .position(|w| w[0] == flag && w[1] == path.to_str().unwrap())
+                .unwrap_or_else(|| panic!("no {flag} {}: {a:?}", path.display()))
+        };
+        let hidden = at("--tmpfs", &results);
+        let bound = at("--bind", &own);
+        let read_only = at("--remount-ro", &results);
+        assert!(hidden < bound && bound < read_only, "{a:?}");
+        assert!(
+            !a.windows(2).any(|w| w[0] == "--tmpfs" && w[1] == "/"),
+            "never hide /"
+        );
     }
 
     #[test]
