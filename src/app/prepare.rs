@@ -111,12 +111,14 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
     let execution = match &interpreter {
         Some(interp) => Some(
             execution(
-                config,
-                interp,
-                &discovery,
+                Inputs {
+                    config,
+                    interp,
+                    discovery: &discovery,
+                    history: &history,
+                    gnn: gnn.as_ref(),
+                },
                 bwrap,
-                &history,
-                gnn.as_ref(),
                 compilation_cache.clone(),
                 &mut warnings,
             )
@@ -136,18 +138,29 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
     })
 }
 
+/// What the run's execution is decided from.
+struct Inputs<'a> {
+    config: &'a Arc<RunConfig>,
+    interp: &'a Interpreter,
+    discovery: &'a Discovery,
+    history: &'a History,
+    gnn: Option<&'a HashMap<String, GnnEntry>>,
+}
+
 /// The backend, and which scripts run in what order.
-#[allow(clippy::too_many_arguments)]
 async fn execution(
-    config: &Arc<RunConfig>,
-    interp: &Interpreter,
-    discovery: &Discovery,
+    inputs: Inputs<'_>,
     bwrap: Result<Bwrap, String>,
-    history: &History,
-    gnn: Option<&HashMap<String, GnnEntry>>,
     compilation_cache: Option<PathBuf>,
     warnings: &mut Vec<String>,
 ) -> Execution {
+    let Inputs {
+        config,
+        interp,
+        discovery,
+        history,
+        gnn,
+    } = inputs;
     let shim_dir = match telemetry::install(&crate::paths::cache_dir()) {
         Ok(dir) => Some(dir),
         Err(e) => {
