@@ -116,6 +116,7 @@ fn every_result_says_where_its_time_went() {
             "{start}: {b}"
         );
         if start == "off" {
+            assert_eq!(r["attempts"][0]["cold_start_reason"], "--warm-start off");
             assert!(part("jax_import_s") > 0.0, "a cold start imports jax: {b}");
             assert!(part("startup_s") > 0.0, "{b}");
         } else {

@@ -17,7 +17,8 @@ use serde_json::Value;
 
 /// Keys added to the contract after the golden file was written (additions keep
 /// `schema_version`); everything else must match.
-const ADDED_SINCE: [&str; 7] = [
+const ADDED_SINCE: [&str; 8] = [
+    "cold_start_reason",
     // issue 14: the effective capabilities the runner saw, where the time went.
     "capabilities",
     "time_breakdown",

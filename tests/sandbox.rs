@@ -244,6 +244,14 @@ fn no_capabilities_even_when_the_runner_is_root() {
         r["sandbox"]["kind"], "bwrap",
         "the default run is sandboxed"
     );
+    // A cold start always says why.
+    assert_eq!(r["attempts"][0]["start"], "cold");
+    assert!(
+        r["attempts"][0]["cold_start_reason"]
+            .as_str()
+            .is_some_and(|why| why.starts_with("sandboxed")),
+        "{r}"
+    );
     let report = read_json(&data_dir(&r).join("escape.json"));
     for attack in [
         "umount_home",

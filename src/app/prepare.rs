@@ -187,7 +187,7 @@ async fn execution(
             client: RayClient::new(&r.address, r.token.clone()),
         }),
         None => {
-            let zygote = warm_start(config, interp, bwrap.is_ok(), shim_dir, warnings).await;
+            let warm = warm_start(config, interp, bwrap.is_ok(), shim_dir, warnings).await;
             Arc::new(backends::Local {
                 shared,
                 python: interp.path.clone(),
@@ -201,7 +201,8 @@ async fn execution(
                     ),
                     seccomp: seccomp_filter(warnings),
                 }),
-                zygote,
+                cold_reason: warm.as_ref().err().cloned(),
+                zygote: warm.ok(),
             })
         }
     };

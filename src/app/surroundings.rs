@@ -66,14 +66,15 @@ pub(super) fn compilation_cache(config: &RunConfig, warnings: &mut Vec<String>) 
     }
 }
 
-/// The warm-start zygote, when warm start is on and possible.
+/// The warm-start zygote, when warm start is on and possible; otherwise why every
+/// script of the run starts cold (each result says so in `cold_start_reason`).
 pub(super) async fn warm_start(
     config: &RunConfig,
     interp: &Interpreter,
     sandboxed: bool,
     shim_dir: Option<PathBuf>,
     warnings: &mut Vec<String>,
-) -> Option<Arc<Zygote>> {
+) -> Result<Arc<Zygote>, String> {
     match (config.warm_start, sandboxed) {
         (WarmStart::On | WarmStart::Auto, false) => {
             let env = zygote_env(shim_dir.as_deref());
@@ -82,25 +83,27 @@ pub(super) async fn warm_start(
                 .await
                 .map_err(|e| e.to_string())
                 .and_then(|r| r.map_err(|e| e.to_string()));
-            match started {
-                Ok(z) => Some(Arc::new(z)),
-                Err(reason) => {
-                    warnings.push(format!(
-                        "warm start unavailable, scripts start cold: {reason}"
-                    ));
-                    None
-                }
-            }
+            started.map(Arc::new).map_err(|reason| {
+                warnings.push(format!(
+                    "warm start unavailable, scripts start cold: {reason}"
+                ));
+                format!("the zygote did not start: {reason}")
+            })
         }
         (WarmStart::On, true) => {
             warnings.push(
                 "warm start is off for sandboxed runs: each script needs its own mounts".into(),
             );
-            None
+            Err(SANDBOXED_COLD.into())
         }
-        _ => None,
+        (WarmStart::Auto, true) => Err(SANDBOXED_COLD.into()),
+        (WarmStart::Off, _) => Err("--warm-start off".into()),
     }
 }
+
+/// Why a sandboxed script starts cold (warm start inside the sandbox is still to come).
+const SANDBOXED_COLD: &str =
+    "sandboxed: each script needs its own mounts, and the zygote runs outside the sandbox";
 
 /// The zygote's own environment: the parent's, with the telemetry shim on
 /// `PYTHONPATH` (each script's own variables are applied in its process).

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::attempt::{
     AttemptError, AttemptFuture, AttemptRequest, AttemptSpec, Attempted, Backend, Enforced,
-    SampleSink,
+    SampleSink, Start,
 };
 use super::zygote::Zygote;
 use super::{child, env, limits, ray, sandbox, telemetry, Stop};
@@ -101,6 +101,8 @@ pub struct Local {
     pub python: PathBuf,
     pub sandbox: Option<SandboxSetup>,
     pub zygote: Option<Arc<Zygote>>,
+    /// Why there is no zygote: every cold start of the run says so.
+    pub cold_reason: Option<String>,
 }
 
 impl Local {
@@ -202,7 +204,10 @@ impl Backend for Local {
     ) -> AttemptFuture<'a> {
         Box::pin(async move {
             let (spec, enforced) = self.spec(&req);
-            let outcome = child::run_attempt(&spec, self.zygote.as_ref(), stop).await?;
+            let mut outcome = child::run_attempt(&spec, self.zygote.as_ref(), stop).await?;
+            if let (Start::Cold, Some(reason)) = (&outcome.start, &self.cold_reason) {
+                outcome.start = Start::ColdFallback(reason.clone());
+            }
             Ok(Attempted {
                 outcome,
                 jax: telemetry::take(&telemetry_report(&req)),
@@ -252,9 +257,11 @@ impl Backend for Ray {
                 stderr_log: req.stderr_log,
                 timeout: self.shared.config.timeout,
             };
-            let (outcome, job) = ray::run_attempt(&self.client, &spec, stop)
+            let (mut outcome, job) = ray::run_attempt(&self.client, &spec, stop)
                 .await
                 .map_err(AttemptError::Ray)?;
+            outcome.start =
+                Start::ColdFallback("a Ray job starts its own interpreter on the cluster".into());
             Ok(Attempted {
                 outcome,
                 jax: None,
