@@ -187,6 +187,7 @@ impl Local {
             cwd: cwd.to_path_buf(),
             gpu: req.platform == Platform::Gpu,
             userns: sb.bwrap.userns,
+            cap_drop: sb.bwrap.cap_drop,
             outputs: vec![
                 self.shared.config.results_dir.clone(),
                 self.shared.config.step12_dir.clone(),

@@ -16,6 +16,8 @@ pub struct Bwrap {
     /// bwrap can give the script a user namespace of its own here, so even a runner
     /// started as root hands it no capability of the host's.
     pub userns: bool,
+    /// bwrap accepts `--cap-drop ALL` here (always as root).
+    pub cap_drop: bool,
 }
 
 /// The command that installs bubblewrap, for error messages.
@@ -31,7 +33,7 @@ pub fn detect() -> Result<Bwrap, SandboxError> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    let probe = |userns: bool| {
+    let probe = |userns: bool, cap_drop: bool| {
         let mut cmd = Command::new(&path);
         cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
             .args([
@@ -39,9 +41,10 @@ pub fn detect() -> Result<Bwrap, SandboxError> {
                 "--unshare-pid",
                 "--unshare-ipc",
                 "--die-with-parent",
-                "--cap-drop",
-                "ALL",
             ]);
+        if cap_drop {
+            cmd.args(["--cap-drop", "ALL"]);
+        }
         if userns {
             cmd.args(identity());
         }
@@ -52,27 +55,33 @@ pub fn detect() -> Result<Bwrap, SandboxError> {
             .output()
             .map_err(SandboxError::Start)
     };
-    // A user namespace where the kernel allows one; without it bwrap still drops
-    // every capability (as root) or never had any (as a user).
-    if probe(true)?.status.success() {
-        return Ok(Bwrap {
-            path,
-            version,
-            userns: true,
-        });
+    // A user namespace where the kernel allows one. Without it, bwrap still drops
+    // every capability as root; a setuid bwrap may refuse `--cap-drop` to a user, who
+    // holds no capability to drop anyway. Root never runs without dropping them.
+    // SAFETY: getuid cannot fail.
+    let root = unsafe { libc::getuid() } == 0;
+    let mut tries = vec![(true, true), (false, true)];
+    if !root {
+        tries.push((false, false));
     }
-    let plain = probe(false)?;
-    if plain.status.success() {
-        Ok(Bwrap {
-            path,
-            version,
-            userns: false,
-        })
-    } else {
-        Err(SandboxError::Namespaces {
-            stderr: String::from_utf8_lossy(&plain.stderr).trim().to_string(),
-        })
+    let mut last = None;
+    for (userns, cap_drop) in tries {
+        let out = probe(userns, cap_drop)?;
+        if out.status.success() {
+            return Ok(Bwrap {
+                path,
+                version,
+                userns,
+                cap_drop,
+            });
+        }
+        last = Some(out);
     }
+    Err(SandboxError::Namespaces {
+        stderr: last
+            .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_string())
+            .unwrap_or_default(),
+    })
 }
 
 /// A user namespace whose only user is not root: the runner's own uid, or `nobody`
@@ -108,6 +117,8 @@ pub struct Mounts {
     pub gpu: bool,
     /// Give the script a user namespace of its own (see [`Bwrap::userns`]).
     pub userns: bool,
+    /// Drop every capability (see [`Bwrap::cap_drop`]).
+    pub cap_drop: bool,
     /// The runner's own outputs (results folder, GNN's step-12 folder): hidden behind an
     /// empty tmpfs, so no script reads another's results, logs or data; the script's
     /// own data folder is bound back (it is among `writable`).
@@ -125,7 +136,9 @@ pub fn args(m: &Mounts) -> Vec<OsString> {
     ]);
     push(&["--unshare-ipc".as_ref(), "--unshare-uts".as_ref()]);
     // No capability survives into the script, whoever started the runner.
-    push(&["--cap-drop".as_ref(), "ALL".as_ref()]);
+    if m.cap_drop {
+        push(&["--cap-drop".as_ref(), "ALL".as_ref()]);
+    }
     if m.userns {
         for arg in identity() {
             push(&[arg.as_ref()]);
@@ -239,6 +252,7 @@ mod tests {
             cwd: data.clone(),
             gpu: false,
             userns: true,
+            cap_drop: true,
             outputs: vec![],
         })
         .into_iter()
