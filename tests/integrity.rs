@@ -67,6 +67,24 @@ fn delays(n: usize) -> Vec<Duration> {
         .collect()
 }
 
+/// Waits (up to a minute) until a results file written after `since` exists.
+fn first_result_since(t: &Tree, since: std::time::SystemTime) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let fresh = std::fs::read_dir(t.results_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with("_results.json"))
+            .filter_map(|e| e.metadata().ok()?.modified().ok())
+            .any(|m| m >= since);
+        if fresh {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn json_files_are_never_torn_when_the_runner_is_killed_at_random_moments() {
     let t = Tree::new();
@@ -76,7 +94,11 @@ fn json_files_are_never_torn_when_the_runner_is_killed_at_random_moments() {
     }
     let mut checked = 0;
     for delay in delays(8) {
+        let round = std::time::SystemTime::now();
         let mut runner = t.spawn(&["--jobs", "2"]);
+        // The random moment counts from this run's first finished script, so the kills
+        // land while results are being written however slow the machine starts them.
+        first_result_since(&t, round);
         std::thread::sleep(delay);
         sigkill(&mut runner);
         for entry in walkdir::WalkDir::new(t.results_dir()) {
