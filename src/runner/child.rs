@@ -257,7 +257,7 @@ async fn supervise(
             _ = ticker.tick() => {
                 let rss = sampler.sample(pid as u32);
                 ticks += 1;
-                if let Some(seen) = script_capabilities(pid, spec) {
+                if let Some(seen) = script_capabilities(&sampler.last_pids, spec) {
                     caps = Some(caps.unwrap_or(0) | seen);
                 }
                 if let Some(sink) = spec.samples.as_ref().filter(|_| ticks % SAMPLES_PER_EVENT == 0) {
@@ -320,10 +320,10 @@ async fn supervise(
 /// The effective capabilities of the script's processes (bwrap's own aside), OR-ed,
 /// from the kernel's view in `/proc`: what the script could really do, whatever it
 /// reports about itself. `None` while none of its processes is visible.
-fn script_capabilities(pid: libc::pid_t, spec: &AttemptSpec) -> Option<u64> {
+fn script_capabilities(tree: &[u32], spec: &AttemptSpec) -> Option<u64> {
     let bwrap = spec.sandbox.as_ref().map(|(b, _)| b.as_path());
     let mut seen = None;
-    for p in super::tree::tree_pids(pid as u32) {
+    for &p in tree {
         if bwrap.is_some() && std::fs::read_link(format!("/proc/{p}/exe")).ok().as_deref() == bwrap
         {
             continue;

@@ -40,6 +40,8 @@ pub struct TreeSampler {
     pub seen: Vec<u32>,
     /// Processes in the tree at the last sample.
     pub last_count: usize,
+    /// Their PIDs.
+    pub last_pids: Vec<u32>,
     /// Last (utime, stime) clock ticks seen per PID: a floor for CPU time where
     /// `wait4` cannot see the tree (inside a sandbox it only sees bwrap).
     cpu_ticks: std::collections::HashMap<u32, (u64, u64)>,
@@ -52,6 +54,7 @@ impl Default for TreeSampler {
             peak_bytes: 0,
             seen: Vec::new(),
             last_count: 0,
+            last_pids: Vec::new(),
             cpu_ticks: std::collections::HashMap::new(),
         }
     }
@@ -74,7 +77,8 @@ impl TreeSampler {
                 self.seen.push(*pid);
             }
         }
-        let pids: Vec<Pid> = raw.into_iter().map(Pid::from_u32).collect();
+        let pids: Vec<Pid> = raw.iter().copied().map(Pid::from_u32).collect();
+        self.last_pids = raw;
         self.system.refresh_processes_specifics(
             ProcessesToUpdate::Some(&pids),
             true,
