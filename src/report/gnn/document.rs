@@ -2,6 +2,7 @@
 //! conventions: the per-script document and execution log from the whole result as the
 //! script finishes, the summary entries from the run's script records.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
@@ -10,17 +11,15 @@ use serde_json::Value;
 use super::GnnEntry;
 use crate::model::gnn::{
     CollectedOutputs, GnnDetail, GnnExecutionMetadata, GnnScriptDocument, GnnSimulationData,
-    FRAMEWORK, TIMEOUT_RETURN_CODE,
+    OutputCount, FRAMEWORK, TIMEOUT_RETURN_CODE,
 };
 use crate::model::{FailureClass, ScriptResult, Status};
-use crate::paths::{list_files, local_iso, local_iso_of};
+use crate::paths::{local_iso, local_iso_of};
 use crate::report::record::ScriptRecord;
 
 /// Bytes of a script's stdout copied into `simulation_data.raw_output`: the end, where
 /// GNN's scripts print the lines its analysis step parses (`Actions taken:`, …).
 const RAW_OUTPUT_BYTES: u64 = 64 * 1024;
-/// Files listed per data folder.
-const MAX_COLLECTED: usize = 10_000;
 /// A `simulation_results.json` larger than this is not opened for `simulation_data`.
 const MAX_EXTRACT_BYTES: u64 = 32 * 1024 * 1024;
 /// Keys copied from the script's `simulation_results.json`, as GNN's step 12 does.
@@ -130,10 +129,11 @@ fn tail_of(path: &str, bytes: u64) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// The files the script left in its data folder.
-pub fn collected(e: &GnnEntry) -> CollectedOutputs {
-    let (files, _) = list_files(&e.data_dir, MAX_COLLECTED);
-    CollectedOutputs::sort(files.iter().map(|p| lossy(p)))
+/// The files the script left in its data folder, as the runner listed them when it
+/// finished (`data_files`), so the folder is not read again.
+pub fn collected(r: &ScriptResult) -> CollectedOutputs {
+    let dir = Path::new(&r.data_dir);
+    CollectedOutputs::sort(r.data_files.iter().map(|f| lossy(&dir.join(f))))
 }
 
 /// `beliefs`, `actions`, … from the script's `simulation_results.json`.
@@ -223,7 +223,12 @@ pub fn script_document(
 }
 
 /// The summary entry of a script.
-pub fn detail(r: &ScriptRecord, e: &GnnEntry, executor: &str, c: &CollectedOutputs) -> GnnDetail {
+pub fn detail(
+    r: &ScriptRecord,
+    e: &GnnEntry,
+    executor: &str,
+    outputs: BTreeMap<String, OutputCount>,
+) -> GnnDetail {
     let (return_code, error, error_type) = gnn_error(r);
     let ran = !r.attempts.is_empty();
     let on_success = |v| r.success.then_some(v);
@@ -249,7 +254,7 @@ pub fn detail(r: &ScriptRecord, e: &GnnEntry, executor: &str, c: &CollectedOutpu
         implementation_directory: lossy(&e.impl_dir),
         stdout_length: r.stdout_bytes,
         stderr_length: r.stderr_bytes,
-        collected_outputs_summary: c.summary(),
+        collected_outputs_summary: outputs,
         id: r.id.clone(),
         status: r.status,
         class: r.class,

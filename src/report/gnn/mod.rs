@@ -15,7 +15,8 @@ use crate::discovery::Script;
 use crate::error::ReportError;
 use crate::events::RunEvent;
 use crate::model::gnn::{
-    FrameworkStatus, GnnDetail, GnnSummary, RenderFailure, FRAMEWORK, SUMMARY_FORMAT,
+    CollectedOutputs, FrameworkStatus, GnnDetail, GnnSummary, OutputCount, RenderFailure,
+    FRAMEWORK, SUMMARY_FORMAT,
 };
 use crate::model::{PerformanceMetrics, ScriptResult};
 use crate::paths::local_iso;
@@ -122,6 +123,8 @@ pub struct GnnReporter {
     executor: String,
     jobs: usize,
     records: Records,
+    /// `collected_outputs_summary` per script id, kept from its result.
+    outputs: HashMap<String, BTreeMap<String, OutputCount>>,
 }
 
 impl GnnReporter {
@@ -139,6 +142,7 @@ impl GnnReporter {
             executor: String::new(),
             jobs: 1,
             records: Records::new(),
+            outputs: HashMap::new(),
         }
     }
 
@@ -148,10 +152,8 @@ impl GnnReporter {
             .iter()
             .filter_map(|r| {
                 let e = self.entries.get(&r.id)?;
-                // Listed now rather than when the script finished: nothing writes
-                // into a finished script's data folder, and the record stays small.
-                let collected = document::collected(e);
-                Some(document::detail(r, e, &self.executor, &collected))
+                let outputs = self.outputs.get(&r.id).cloned().unwrap_or_default();
+                Some(document::detail(r, e, &self.executor, outputs))
             })
             .collect()
     }
@@ -246,7 +248,16 @@ impl Reporter for GnnReporter {
             }
             RunEvent::ScriptFinished { result } => {
                 if let (Some(record), Some(e)) = (record, self.entries.get(&result.id)) {
-                    script_files(result, record, e, &self.executor, &self.results_dir)?;
+                    let collected = document::collected(result);
+                    self.outputs.insert(result.id.clone(), collected.summary());
+                    script_files(
+                        result,
+                        record,
+                        e,
+                        collected,
+                        &self.executor,
+                        &self.results_dir,
+                    )?;
                 }
             }
             RunEvent::RunFinished { metrics } => {
@@ -275,6 +286,7 @@ fn script_files(
     r: &ScriptResult,
     record: &ScriptRecord,
     e: &GnnEntry,
+    collected: CollectedOutputs,
     executor: &str,
     results_dir: &Path,
 ) -> Result<(), ReportError> {
@@ -282,7 +294,6 @@ fn script_files(
         // Never started: GNN writes no per-script files for a skipped script.
         return Ok(());
     }
-    let collected = document::collected(e);
     let ours = results_dir.join(crate::model::results_file_name(&r.id));
     let doc = document::script_document(r, record, e, executor, &ours, collected);
     write_json_with(&e.results_file(), "GNN script result", &doc, false)?;

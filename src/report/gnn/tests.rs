@@ -128,7 +128,7 @@ fn summary_counts_and_rate_follow_gnn() {
         json!({"attempts": [], "status": "interrupted", "class": "interrupted"}),
     );
     let record = r.records.push(&never);
-    let d = document::detail(record, &r.entries["a"], "/py", &Default::default());
+    let d = document::detail(record, &r.entries["a"], "/py", Default::default());
     assert!(d.skipped && d.structured_result_file.is_none());
     let run: crate::model::RunInfo = serde_json::from_value(json!({
         "started_at": "x", "finished_at": "x", "wall_time_s": 0.0,
