@@ -3,7 +3,7 @@
 //! warm-start zygote's environment.
 
 use crate::config::RunConfig;
-use crate::doctor::DoctorReport;
+use crate::model::doctor::DoctorReport;
 use crate::model::{Device, Platform};
 
 impl Plan {
