@@ -185,8 +185,14 @@ pub enum ZygoteError {
     Refused(String),
     #[error("the zygote could not fork")]
     NoFork,
-    #[error("sandboxed scripts start cold: each needs its own mounts")]
+    #[error("sandboxed, and the zygote runs outside the sandbox")]
     Sandboxed,
+    #[error("unsandboxed, and the zygote runs inside the sandbox")]
+    NotSandboxed,
+    #[error("the zygote cannot build a script's sandbox here: {0}")]
+    SandboxProbe(String),
+    #[error("failed to place the script in its cgroup: {0}")]
+    Cgroup(std::io::Error),
     #[error("the {0} is not UTF-8")]
     NotUtf8(&'static str),
 }

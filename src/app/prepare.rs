@@ -187,20 +187,26 @@ async fn execution(
             client: RayClient::new(&r.address, r.token.clone()),
         }),
         None => {
-            let warm = warm_start(config, interp, bwrap.is_ok(), shim_dir, warnings).await;
+            let sandbox = bwrap.ok().map(|bwrap| SandboxSetup {
+                bwrap,
+                home: std::env::var_os("HOME").map(PathBuf::from),
+                python_paths: sandbox::python_paths(
+                    &interp.path,
+                    &interp.info.prefix,
+                    &interp.info.base_prefix,
+                ),
+                seccomp: seccomp_filter(warnings),
+            });
+            if gnn.is_some() {
+                // The zygote binds the data folders' roots as they are when it starts.
+                let _ = std::fs::create_dir_all(&config.step12_dir);
+            }
+            let inside = sandbox.as_ref().map(|sb| sb.zygote(&shared));
+            let warm = warm_start(config, interp, inside, shim_dir, warnings).await;
             Arc::new(backends::Local {
                 shared,
                 python: interp.path.clone(),
-                sandbox: bwrap.ok().map(|bwrap| SandboxSetup {
-                    bwrap,
-                    home: std::env::var_os("HOME").map(PathBuf::from),
-                    python_paths: sandbox::python_paths(
-                        &interp.path,
-                        &interp.info.prefix,
-                        &interp.info.base_prefix,
-                    ),
-                    seccomp: seccomp_filter(warnings),
-                }),
+                sandbox,
                 cold_reason: warm.as_ref().err().cloned(),
                 zygote: warm.ok(),
             })

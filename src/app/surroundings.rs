@@ -10,7 +10,7 @@ use crate::model::{SandboxInfo, SandboxMode};
 use crate::python::Interpreter;
 use crate::runner::sandbox::{self, Bwrap};
 use crate::runner::telemetry;
-use crate::runner::zygote::Zygote;
+use crate::runner::zygote::{Zygote, ZygoteSandbox};
 
 /// Whether scripts run sandboxed: bwrap when it works (`auto`, `on`), else why not.
 /// `--sandbox on` without a working bwrap is an error that says how to install it.
@@ -68,42 +68,42 @@ pub(super) fn compilation_cache(config: &RunConfig, warnings: &mut Vec<String>) 
 
 /// The warm-start zygote, when warm start is on and possible; otherwise why every
 /// script of the run starts cold (each result says so in `cold_start_reason`).
+/// `sandbox` is `None` for an unsandboxed run, else how to start the zygote inside the
+/// sandbox (or why that cannot be done here).
 pub(super) async fn warm_start(
     config: &RunConfig,
     interp: &Interpreter,
-    sandboxed: bool,
+    sandbox: Option<Result<ZygoteSandbox, String>>,
     shim_dir: Option<PathBuf>,
     warnings: &mut Vec<String>,
 ) -> Result<Arc<Zygote>, String> {
-    match (config.warm_start, sandboxed) {
-        (WarmStart::On | WarmStart::Auto, false) => {
-            let env = zygote_env(shim_dir.as_deref());
-            let python = interp.path.clone();
-            let started = tokio::task::spawn_blocking(move || Zygote::start(&python, &env))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()));
-            started.map(Arc::new).map_err(|reason| {
-                warnings.push(format!(
-                    "warm start unavailable, scripts start cold: {reason}"
-                ));
-                format!("the zygote did not start: {reason}")
-            })
-        }
-        (WarmStart::On, true) => {
-            warnings.push(
-                "warm start is off for sandboxed runs: each script needs its own mounts".into(),
-            );
-            Err(SANDBOXED_COLD.into())
-        }
-        (WarmStart::Auto, true) => Err(SANDBOXED_COLD.into()),
-        (WarmStart::Off, _) => Err("--warm-start off".into()),
+    if config.warm_start == WarmStart::Off {
+        return Err("--warm-start off".into());
     }
+    let sandbox = match sandbox {
+        Some(Err(reason)) => {
+            if config.warm_start == WarmStart::On {
+                warnings.push(format!("warm start is off, scripts start cold: {reason}"));
+            }
+            return Err(reason);
+        }
+        Some(Ok(sb)) => Some(sb),
+        None => None,
+    };
+    let env = zygote_env(shim_dir.as_deref());
+    let python = interp.path.clone();
+    let started =
+        tokio::task::spawn_blocking(move || Zygote::start(&python, &env, sandbox.as_ref()))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
+    started.map(Arc::new).map_err(|reason| {
+        warnings.push(format!(
+            "warm start unavailable, scripts start cold: {reason}"
+        ));
+        format!("the zygote did not start: {reason}")
+    })
 }
-
-/// Why a sandboxed script starts cold (warm start inside the sandbox is still to come).
-const SANDBOXED_COLD: &str =
-    "sandboxed: each script needs its own mounts, and the zygote runs outside the sandbox";
 
 /// The zygote's own environment: the parent's, with the telemetry shim on
 /// `PYTHONPATH` (each script's own variables are applied in its process).
@@ -118,6 +118,8 @@ pub(super) fn zygote_env(
     }
     // Importing jax must not reach for a GPU; scripts set their own platform.
     env.push(("JAX_PLATFORMS".into(), "cpu".into()));
+    // The shim then leaves any other sitecustomize to each forked script.
+    env.push(("JAX_RUNNER_ZYGOTE".into(), "1".into()));
     env
 }
 

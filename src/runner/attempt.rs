@@ -87,8 +87,8 @@ pub struct AttemptSpec {
     pub max_log_bytes: Option<u64>,
     /// Marks every process of this attempt (see [`reaper::TOKEN_VAR`]).
     pub token: String,
-    /// bwrap and its arguments (ending in `--`), when sandboxed.
-    pub sandbox: Option<(PathBuf, Vec<OsString>)>,
+    /// How the script is sandboxed, when it is.
+    pub sandbox: Option<SandboxSpec>,
     /// The seccomp program bwrap installs (sandboxed runs only).
     pub seccomp: Option<PathBuf>,
     /// `--memory-limit`: the tree's RSS above which the group is killed, bytes.
@@ -98,6 +98,17 @@ pub struct AttemptSpec {
     pub cgroup: Option<std::sync::Arc<super::limits::AttemptCgroup>>,
     /// Where to report resource samples (about once a second).
     pub samples: Option<SampleSink>,
+}
+
+/// A sandboxed attempt: bwrap's command for a cold start, the same mounts as steps
+/// for a warm one.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    pub bwrap: PathBuf,
+    /// bwrap's arguments, ending in `--`.
+    pub args: Vec<OsString>,
+    /// The mounts of `args` as steps, for the zygote inside the sandbox.
+    pub steps: Vec<super::mounts::MountStep>,
 }
 
 /// Sends an attempt's resource samples into the event stream.

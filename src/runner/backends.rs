@@ -11,10 +11,10 @@ use tokio::sync::watch;
 
 use super::attempt::{
     AttemptError, AttemptFuture, AttemptRequest, AttemptSpec, Attempted, Backend, Enforced,
-    SampleSink, Start,
+    SampleSink, SandboxSpec, Start,
 };
-use super::zygote::Zygote;
-use super::{child, env, limits, ray, sandbox, telemetry, Stop};
+use super::zygote::{Zygote, ZygoteSandbox};
+use super::{child, env, limits, mounts, ray, sandbox, telemetry, Stop};
 use crate::config::RunConfig;
 use crate::model::Platform;
 
@@ -139,7 +139,10 @@ impl Local {
         let spec = AttemptSpec {
             python: self.python.clone(),
             script: req.script.path.clone(),
-            sandbox: self.sandbox.as_ref().map(|sb| self.mounts(sb, req, &cwd)),
+            sandbox: self
+                .sandbox
+                .as_ref()
+                .map(|sb| sb.attempt(&self.shared, req, &cwd)),
             seccomp: self.sandbox.as_ref().and_then(|sb| sb.seccomp.clone()),
             env: self.shared.env(req, self.sandbox.is_some()),
             cwd,
@@ -162,38 +165,77 @@ impl Local {
         };
         (spec, enforced)
     }
+}
 
-    /// bwrap and its arguments: the script's folder and the interpreter readable,
-    /// its data folder and the compilation cache writable.
-    fn mounts(
-        &self,
-        sb: &SandboxSetup,
-        req: &AttemptRequest<'_>,
-        cwd: &Path,
-    ) -> (PathBuf, Vec<OsString>) {
-        let mut readable = sb.python_paths.clone();
-        readable.push(cwd.to_path_buf());
-        // The parent's PYTHONPATH passes in, so its folders must stay visible.
+impl SandboxSetup {
+    /// Folders every sandboxed script reads: the interpreter's, the shim's, and the
+    /// parent's `PYTHONPATH` (which passes in, so its folders must stay visible).
+    fn readable(&self, shared: &Shared) -> Vec<PathBuf> {
+        let mut readable = self.python_paths.clone();
         if let Some(pp) = std::env::var_os("PYTHONPATH") {
             readable.extend(std::env::split_paths(&pp).filter(|p| p.is_absolute()));
         }
-        readable.extend(self.shared.shim_dir.clone());
+        readable.extend(shared.shim_dir.clone());
+        readable
+    }
+
+    /// One attempt's sandbox: its own folder and the interpreter readable, its data
+    /// folder and the compilation cache writable, every other script's folder and
+    /// the run's outputs hidden.
+    fn attempt(&self, shared: &Shared, req: &AttemptRequest<'_>, cwd: &Path) -> SandboxSpec {
+        let config = &shared.config;
+        let mut readable = self.readable(shared);
+        readable.push(cwd.to_path_buf());
         let mut writable = vec![req.data_dir.to_path_buf()];
-        writable.extend(self.shared.compilation_cache.clone());
+        writable.extend(shared.compilation_cache.clone());
         let mounts = sandbox::Mounts {
-            home: sb.home.clone(),
+            home: self.home.clone(),
             readable,
             writable,
             cwd: cwd.to_path_buf(),
             gpu: req.platform == Platform::Gpu,
-            userns: sb.bwrap.userns,
-            cap_drop: sb.bwrap.cap_drop,
-            outputs: vec![
-                self.shared.config.results_dir.clone(),
-                self.shared.config.step12_dir.clone(),
-            ],
+            userns: self.bwrap.userns,
+            cap_drop: self.bwrap.cap_drop,
+            outputs: vec![config.results_dir.clone(), config.step12_dir.clone()],
+            sources: vec![config.output_dir.clone()],
         };
-        (sb.bwrap.path.clone(), sandbox::args(&mounts))
+        SandboxSpec {
+            bwrap: self.bwrap.path.clone(),
+            args: sandbox::args(&mounts),
+            steps: mounts::steps(&mounts),
+        }
+    }
+
+    /// How to start the warm-start zygote inside the sandbox, or why it cannot be.
+    /// It sees what any script of the run may be given: the scripts' folders, the
+    /// outputs (writable, for the data folders) and the interpreter; each script's
+    /// own view is then cut from it.
+    pub fn zygote(&self, shared: &Shared) -> Result<ZygoteSandbox, String> {
+        if !self.bwrap.userns {
+            return Err(
+                "warm start inside the sandbox needs a user namespace, which bwrap cannot make here"
+                    .into(),
+            );
+        }
+        let config = &shared.config;
+        let mut readable = self.readable(shared);
+        readable.push(config.output_dir.clone());
+        let mut writable = vec![config.results_dir.clone(), config.step12_dir.clone()];
+        writable.extend(shared.compilation_cache.clone());
+        let base = sandbox::Mounts {
+            home: self.home.clone(),
+            readable,
+            writable,
+            cwd: PathBuf::from("/"),
+            gpu: config.device != crate::model::Device::Cpu,
+            userns: true,
+            ..Default::default()
+        };
+        Ok(ZygoteSandbox {
+            bwrap: self.bwrap.path.clone(),
+            args: sandbox::zygote_args(&base),
+            seccomp: self.seccomp.clone(),
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 //! signal tied to the runner, and is stopped as a group: SIGTERM, a grace period,
 //! then SIGKILL. After it exits, whatever it left running is killed and reported.
 
+use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -46,10 +47,10 @@ fn open_log(path: &Path) -> Result<std::fs::File, AttemptError> {
 fn command(spec: &AttemptSpec) -> Result<(Command, Option<std::fs::File>), std::io::Error> {
     let mut filter = None;
     let mut cmd = match &spec.sandbox {
-        Some((bwrap, args)) => {
-            let mut c = Command::new(bwrap);
+        Some(sb) => {
+            let mut c = Command::new(&sb.bwrap);
             // Everything up to the final `--`, then the filter, then the program.
-            let (end, options) = args.split_last().expect("bwrap arguments end in --");
+            let (end, options) = sb.args.split_last().expect("bwrap arguments end in --");
             c.args(options);
             if let Some(path) = &spec.seccomp {
                 let file = std::fs::File::open(path)?;
@@ -116,29 +117,15 @@ async fn start(
     };
     let mut start = Start::Cold;
     if let Some(zygote) = zygote {
-        match super::zygote::warm_request(spec) {
+        match super::zygote::warm_request(spec, zygote.sandboxed()) {
             Err(reason) => start = Start::ColdFallback(reason.to_string()),
-            Ok(request) => {
-                let (out_r, out_w) = super::zygote::pipe().map_err(spawn_error)?;
-                let (err_r, err_w) = super::zygote::pipe().map_err(spawn_error)?;
-                let null = std::fs::File::open("/dev/null").map_err(spawn_error)?;
-                let zygote = zygote.clone();
-                let asked = tokio::task::spawn_blocking(move || {
-                    let request = request.borrow();
-                    zygote.spawn(
-                        &request,
-                        [null.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
-                    )
-                })
-                .await
-                .unwrap_or_else(|e| Err(ZygoteError::Refused(e.to_string())));
-                match asked {
-                    Ok(pid) => return Ok((pid, out_r, err_r, Start::Warm)),
-                    Err(reason) => {
-                        start = Start::ColdFallback(format!("the zygote failed: {reason}"))
-                    }
+            Ok(request) => match start_warm(spec, zygote, request).await {
+                Ok(Ok((pid, out, err))) => return Ok((pid, out, err, Start::Warm)),
+                Ok(Err(reason)) => {
+                    start = Start::ColdFallback(format!("the zygote failed: {reason}"))
                 }
-            }
+                Err(e) => return Err(spawn_error(e)),
+            },
         }
     }
     let (mut cmd, _filter) = command(spec).map_err(spawn_error)?;
@@ -149,6 +136,53 @@ async fn start(
     // std's Child neither waits nor kills on drop; wait4 reaps it with its rusage.
     drop(child);
     Ok((pid, out, err, start))
+}
+
+/// Asks the zygote for the script. Inside the sandbox the new process waits for the
+/// runner's go: the runner first places it in the attempt's cgroup (the script cannot
+/// reach the cgroup files), so everything it starts is counted.
+async fn start_warm(
+    spec: &AttemptSpec,
+    zygote: &Arc<Zygote>,
+    request: super::zygote::WarmRequest,
+) -> std::io::Result<Result<(libc::pid_t, OwnedFd, OwnedFd), ZygoteError>> {
+    let (out_r, out_w) = super::zygote::pipe()?;
+    let (err_r, err_w) = super::zygote::pipe()?;
+    let null = std::fs::File::open("/dev/null")?;
+    let go = if request.sandboxed() {
+        Some(super::zygote::pipe()?)
+    } else {
+        None
+    };
+    let mut fds = vec![null.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
+    fds.extend(go.as_ref().map(|(r, _)| r.as_raw_fd()));
+    let zygote = zygote.clone();
+    let asked = tokio::task::spawn_blocking(move || {
+        let reply = zygote.spawn(&request.borrow(), &fds);
+        drop((null, out_w, err_w));
+        reply
+    })
+    .await
+    .unwrap_or_else(|e| Err(ZygoteError::Refused(e.to_string())));
+    let pid = match asked {
+        Ok(pid) => pid,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    if let Some((go_r, go_w)) = go {
+        drop(go_r);
+        let placed = match &spec.cgroup {
+            Some(cg) => cg.join(pid),
+            None => Ok(()),
+        };
+        if let Err(e) = placed {
+            // Without its go the process exits at once; reap it and start cold.
+            drop(go_w);
+            let _ = tokio::task::spawn_blocking(move || sys::wait4(pid)).await;
+            return Ok(Err(ZygoteError::Cgroup(e)));
+        }
+        std::fs::File::from(go_w).write_all(b"g")?;
+    }
+    Ok(Ok((pid, out_r, err_r)))
 }
 
 /// Runs one attempt to its end, honouring the timeout and stop requests.
@@ -176,7 +210,7 @@ pub async fn run_attempt(
     let err_task = drain(child_stderr, stderr_file, err_opts);
     let waiter = tokio::task::spawn_blocking(move || sys::wait4(pid));
     let (exit, stopped_by, sampler, capabilities) =
-        supervise(pid, spec, &mut stop, waiter, started).await?;
+        supervise(pid, spec, &mut stop, waiter, started, start == Start::Warm).await?;
     let duration = started.elapsed();
     let stopped_by = match &spec.cgroup {
         Some(cg) if stopped_by.is_none() && cg.oom_killed() => Some(StoppedBy::MemoryCgroup),
@@ -199,7 +233,7 @@ pub async fn run_attempt(
     let init = spec
         .sandbox
         .as_ref()
-        .map(|(bwrap, _)| bwrap.to_string_lossy().into_owned());
+        .map(|sb| sb.bwrap.to_string_lossy().into_owned());
     let mut leaks =
         tokio::task::spawn_blocking(move || reaper::sweep(&token, &seen, init.as_deref()))
             .await
@@ -237,6 +271,7 @@ async fn supervise(
     stop: &mut watch::Receiver<Stop>,
     mut waiter: tokio::task::JoinHandle<std::io::Result<Exit>>,
     started: Instant,
+    warm: bool,
 ) -> Result<(Exit, Option<StoppedBy>, TreeSampler, Option<u64>), AttemptError> {
     let mut sampler = TreeSampler::default();
     let mut ticker = tokio::time::interval(SAMPLE_EVERY);
@@ -257,7 +292,10 @@ async fn supervise(
             _ = ticker.tick() => {
                 let rss = sampler.sample(pid as u32);
                 ticks += 1;
-                if let Some(seen) = script_capabilities(&sampler.last_pids, spec) {
+                // Warm inside the sandbox, the root is the namespace's init, which holds
+                // the sandbox's own capabilities until it has built the script's view.
+                let plumbing = (warm && spec.sandbox.is_some()).then_some(pid as u32);
+                if let Some(seen) = script_capabilities(&sampler.last_pids, spec, plumbing) {
                     caps = Some(caps.unwrap_or(0) | seen);
                 }
                 if let Some(sink) = spec.samples.as_ref().filter(|_| ticks % SAMPLES_PER_EVENT == 0) {
@@ -319,11 +357,12 @@ async fn supervise(
 
 /// The effective capabilities of the script's processes (bwrap's own aside), OR-ed,
 /// from the kernel's view in `/proc`: what the script could really do, whatever it
-/// reports about itself. `None` while none of its processes is visible.
-fn script_capabilities(tree: &[u32], spec: &AttemptSpec) -> Option<u64> {
-    let bwrap = spec.sandbox.as_ref().map(|(b, _)| b.as_path());
+/// reports about itself. `None` while none of its processes is visible. `init`, a
+/// warm sandbox's namespace init, is the runner's plumbing, not the script.
+fn script_capabilities(tree: &[u32], spec: &AttemptSpec, init: Option<u32>) -> Option<u64> {
+    let bwrap = spec.sandbox.as_ref().map(|sb| sb.bwrap.as_path());
     let mut seen = None;
-    for &p in tree {
+    for &p in tree.iter().filter(|p| Some(**p) != init) {
         if bwrap.is_some() && std::fs::read_link(format!("/proc/{p}/exe")).ok().as_deref() == bwrap
         {
             continue;
@@ -347,13 +386,13 @@ fn script_capabilities(tree: &[u32], spec: &AttemptSpec) -> Option<u64> {
 /// namespace with it, taking the script's grace period away, so only the processes
 /// inside are signalled.
 fn terminate(pid: libc::pid_t, spec: &AttemptSpec) {
-    let Some((bwrap, _)) = &spec.sandbox else {
+    let Some(sb) = &spec.sandbox else {
         sys::kill_group(pid, libc::SIGTERM);
         return;
     };
     for p in super::tree::tree_pids(pid as u32) {
         let exe = std::fs::read_link(format!("/proc/{p}/exe")).ok();
-        if exe.as_deref() != Some(bwrap.as_path()) {
+        if exe.as_deref() != Some(sb.bwrap.as_path()) {
             sys::kill_pid(p as i32, libc::SIGTERM);
         }
     }

@@ -162,6 +162,15 @@ impl AttemptCgroup {
         Ok(())
     }
 
+    /// Moves `pid` into every folder, from the runner (for a process that cannot
+    /// reach the cgroup files itself, inside the sandbox).
+    pub fn join(&self, pid: libc::pid_t) -> std::io::Result<()> {
+        for dir in &self.dirs {
+            std::fs::write(dir.join("cgroup.procs"), pid.to_string())?;
+        }
+        Ok(())
+    }
+
     /// The `cgroup.procs` files, for a process that joins by writing its own PID.
     pub fn procs_paths(&self) -> Vec<String> {
         self.dirs

@@ -8,6 +8,7 @@ mod child;
 pub mod classify;
 pub mod env;
 pub mod limits;
+pub mod mounts;
 mod output;
 pub mod ray;
 pub mod reaper;

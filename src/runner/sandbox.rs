@@ -6,6 +6,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+pub use super::mounts::Mounts;
+use super::mounts::{steps, MountStep};
 use crate::error::SandboxError;
 
 /// A working bubblewrap.
@@ -101,96 +103,87 @@ fn identity() -> Vec<String> {
     .to_vec()
 }
 
-/// What one sandboxed attempt may see.
-#[derive(Debug, Clone, Default)]
-pub struct Mounts {
-    /// `$HOME`, hidden behind an empty tmpfs (as `/tmp` is behind a private one).
-    pub home: Option<PathBuf>,
-    /// Readable again inside a hidden `$HOME` or `/tmp` (interpreter, script folder,
-    /// shim).
-    pub readable: Vec<PathBuf>,
-    /// Writable (data folder, compilation cache).
-    pub writable: Vec<PathBuf>,
-    /// The script's folder, the working directory.
-    pub cwd: PathBuf,
-    /// Pass the NVIDIA device nodes.
-    pub gpu: bool,
-    /// Give the script a user namespace of its own (see [`Bwrap::userns`]).
-    pub userns: bool,
-    /// Drop every capability (see [`Bwrap::cap_drop`]).
-    pub cap_drop: bool,
-    /// The runner's own outputs (results folder, GNN's step-12 folder): hidden behind an
-    /// empty tmpfs, so no script reads another's results, logs or data; the script's
-    /// own data folder is bound back (it is among `writable`).
-    pub outputs: Vec<PathBuf>,
-}
-
 /// bwrap's arguments up to (and including) `--`; the program and its arguments follow.
 pub fn args(m: &Mounts) -> Vec<OsString> {
-    let mut a: Vec<OsString> = Vec::new();
-    let mut push = |items: &[&std::ffi::OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
-    push(&[
-        "--die-with-parent".as_ref(),
-        "--unshare-pid".as_ref(),
-        "--unshare-net".as_ref(),
-    ]);
-    push(&["--unshare-ipc".as_ref(), "--unshare-uts".as_ref()]);
+    let mut a: Vec<OsString> = [
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+    ]
+    .map(OsString::from)
+    .to_vec();
     // No capability survives into the script, whoever started the runner.
     if m.cap_drop {
-        push(&["--cap-drop".as_ref(), "ALL".as_ref()]);
+        a.extend(["--cap-drop", "ALL"].map(OsString::from));
     }
     if m.userns {
-        for arg in identity() {
-            push(&[arg.as_ref()]);
+        a.extend(identity().into_iter().map(OsString::from));
+    }
+    a.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(OsString::from));
+    a.extend(step_args(&steps(m)));
+    a.extend(device_args(m.gpu));
+    a.extend([OsString::from("--chdir"), m.cwd.clone().into(), "--".into()]);
+    a
+}
+
+/// bwrap's arguments for the warm-start zygote inside the sandbox (up to `--`). The
+/// zygote runs only the runner's own code: it keeps every capability, but only inside
+/// a user namespace of its own, never the host's, so each forked child can build its
+/// script's mounts and namespaces (from `base`'s view: the run's scripts, outputs and
+/// interpreter visible) and then drop them all before the script's first line. The
+/// host's `/proc` is bound, not a new one, because the kernel lets a child mount a
+/// fresh `/proc` for its own PID namespace only where a complete one is visible.
+pub fn zygote_args(base: &Mounts) -> Vec<OsString> {
+    let mut a: Vec<OsString> = [
+        "--die-with-parent",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+    ]
+    .map(OsString::from)
+    .to_vec();
+    a.extend(identity().into_iter().map(OsString::from));
+    a.extend(["--cap-add", "ALL", "--ro-bind", "/", "/"].map(OsString::from));
+    a.extend(["--dev", "/dev", "--bind", "/proc", "/proc"].map(OsString::from));
+    a.extend(step_args(&steps(base)));
+    a.extend(device_args(base.gpu));
+    a.extend(["--chdir", "/", "--"].map(OsString::from));
+    a
+}
+
+/// The steps as bwrap options.
+fn step_args(steps: &[MountStep]) -> Vec<OsString> {
+    let mut a = Vec::new();
+    for step in steps {
+        let (flag, path): (&str, &Path) = match step {
+            MountStep::Tmpfs(p) => ("--tmpfs", p),
+            MountStep::ReadOnly(p) => ("--ro-bind", p),
+            MountStep::Writable(p) => ("--bind", p),
+            MountStep::RemountReadOnly(p) => ("--remount-ro", p),
+        };
+        a.push(flag.into());
+        a.push(path.into());
+        if matches!(step, MountStep::ReadOnly(_) | MountStep::Writable(_)) {
+            a.push(path.into());
         }
     }
-    push(&["--ro-bind".as_ref(), "/".as_ref(), "/".as_ref()]);
-    push(&[
-        "--dev".as_ref(),
-        "/dev".as_ref(),
-        "--proc".as_ref(),
-        "/proc".as_ref(),
-    ]);
-    // Order matters: later mounts land on top of earlier ones, so the private /tmp and
-    // the empty home come first, and what must stay visible inside them (a script
-    // folder under /tmp, a venv under ~/.cache) is bound back afterwards.
-    let mut hidden: Vec<&Path> = vec![Path::new("/tmp")];
-    hidden.extend(
-        m.home
-            .as_deref()
-            .filter(|h| *h != Path::new("/") && *h != Path::new("/tmp")),
-    );
-    let outputs: Vec<&Path> = m
-        .outputs
-        .iter()
-        .map(PathBuf::as_path)
-        .filter(|o| *o != Path::new("/") && o.exists())
-        .collect();
-    hidden.extend(outputs.iter().copied());
-    for h in &hidden {
-        push(&["--tmpfs".as_ref(), h.as_os_str()]);
-    }
-    for p in m
-        .readable
-        .iter()
-        .filter(|p| hidden.iter().any(|h| p.starts_with(h)) && p.exists())
-    {
-        push(&["--ro-bind".as_ref(), p.as_os_str(), p.as_os_str()]);
-    }
-    for p in m.writable.iter().filter(|p| p.exists()) {
-        push(&["--bind".as_ref(), p.as_os_str(), p.as_os_str()]);
-    }
-    // The outputs' tmpfs stays empty and read-only (its binds stay as they are): a
-    // write there would only vanish with the sandbox, so it is refused instead.
-    for o in &outputs {
-        push(&["--remount-ro".as_ref(), o.as_os_str()]);
-    }
-    if m.gpu {
+    a
+}
+
+/// The NVIDIA device nodes, passed through where they exist.
+fn device_args(gpu: bool) -> Vec<OsString> {
+    let mut a = Vec::new();
+    if gpu {
         for dev in nvidia_devices() {
-            push(&["--dev-bind-try".as_ref(), dev.as_os_str(), dev.as_os_str()]);
+            a.extend([
+                OsString::from("--dev-bind-try"),
+                dev.clone().into(),
+                dev.into(),
+            ]);
         }
     }
-    push(&["--chdir".as_ref(), m.cwd.as_os_str(), "--".as_ref()]);
     a
 }
 
@@ -237,73 +230,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn home_is_hidden_then_the_needed_folders_come_back() {
+    fn a_cold_start_drops_everything_and_ends_in_the_separator() {
         let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
-        let venv = home.join(".cache/venv");
         let data = tmp.path().join("data");
-        for d in [&venv, &data] {
-            std::fs::create_dir_all(d).unwrap();
-        }
+        std::fs::create_dir_all(&data).unwrap();
         let a: Vec<String> = args(&Mounts {
-            home: Some(home.clone()),
-            readable: vec![venv.clone(), PathBuf::from("/usr")],
             writable: vec![data.clone()],
             cwd: data.clone(),
-            gpu: false,
             userns: true,
             cap_drop: true,
-            outputs: vec![],
-        })
-        .into_iter()
-        .map(|s| s.into_string().unwrap())
-        .collect();
-        let pos = |x: &str| a.iter().position(|s| s == x).unwrap();
-        assert!(pos(home.to_str().unwrap()) < pos(venv.to_str().unwrap()));
-        assert!(a
-            .windows(2)
-            .any(|w| w[0] == "--bind" && w[1] == data.to_str().unwrap()));
-        assert!(
-            !a.iter().any(|s| s == "/usr"),
-            "outside home nothing needs binding back"
-        );
-        assert!(
-            a.contains(&"--unshare-net".to_string())
-                && a.contains(&"--die-with-parent".to_string())
-        );
-        assert!(a.windows(2).any(|w| w[0] == "--cap-drop" && w[1] == "ALL"));
-        assert!(a.contains(&"--unshare-user".to_string()));
-        assert_eq!(a.last().unwrap(), "--");
-    }
-
-    #[test]
-    fn the_runs_outputs_are_hidden_but_the_scripts_own_data_folder() {
-        let tmp = tempfile::tempdir().unwrap();
-        let results = tmp.path().join("results");
-        let own = results.join("data/me");
-        std::fs::create_dir_all(&own).unwrap();
-        let a: Vec<String> = args(&Mounts {
-            writable: vec![own.clone()],
-            cwd: tmp.path().to_path_buf(),
-            outputs: vec![results.clone(), PathBuf::from("/")],
             ..Default::default()
         })
         .into_iter()
         .map(|s| s.into_string().unwrap())
         .collect();
-        let at = |flag: &str, path: &Path| {
-            a.windows(2)
-                .position(|w| w[0] == flag && w[1] == path.to_str().unwrap())
-                .unwrap_or_else(|| panic!("no {flag} {}: {a:?}", path.display()))
-        };
-        let hidden = at("--tmpfs", &results);
-        let bound = at("--bind", &own);
-        let read_only = at("--remount-ro", &results);
-        assert!(hidden < bound && bound < read_only, "{a:?}");
+        assert!(a
+            .windows(3)
+            .any(|w| w[0] == "--bind" && w[1] == w[2] && w[1] == data.to_str().unwrap()));
+        for flag in [
+            "--unshare-net",
+            "--unshare-pid",
+            "--die-with-parent",
+            "--unshare-user",
+        ] {
+            assert!(a.iter().any(|s| s == flag), "{flag} in {a:?}");
+        }
+        assert!(a.windows(2).any(|w| w[0] == "--cap-drop" && w[1] == "ALL"));
+        assert!(a.windows(2).any(|w| w[0] == "--proc" && w[1] == "/proc"));
+        assert_eq!(a.last().unwrap(), "--");
+    }
+
+    #[test]
+    fn the_zygote_keeps_capabilities_only_in_its_own_user_namespace() {
+        let a: Vec<String> = zygote_args(&Mounts::default())
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect();
+        let at = |flag: &str| a.iter().position(|s| s == flag);
         assert!(
-            !a.windows(2).any(|w| w[0] == "--tmpfs" && w[1] == "/"),
-            "never hide /"
+            at("--unshare-user").is_some() && at("--cap-add").is_some(),
+            "{a:?}"
         );
+        assert!(
+            at("--unshare-pid").is_none(),
+            "scripts get their PID namespaces per fork"
+        );
+        assert!(a.windows(3).any(|w| w == ["--bind", "/proc", "/proc"]));
+        assert_eq!(a.last().unwrap(), "--");
     }
 
     #[test]

@@ -7,6 +7,13 @@
 # JSON line: {"pid": N} or {"error": "..."}. Each script runs in a grandchild, so it is
 # reparented to the runner (a child subreaper), which then waits for it, times it out
 # and kills its group exactly as for a cold start.
+#
+# With --sandboxed the zygote runs under bubblewrap with capabilities in its own user
+# namespace only, and a request carries "steps" (the script's mounts) and a fourth
+# descriptor, the runner's go. The child builds the script's namespaces and mounts;
+# the grandchild, init of the script's PID namespace, waits for the go, drops every
+# capability and forks the script, then waits for it as a tiny init of its own.
+import ctypes
 import json
 import os
 import socket
@@ -18,6 +25,15 @@ import numpy  # noqa: F401
 
 CONTROL = socket.socket(fileno=3)
 TRUTHY = ("1", "true", "yes", "on")
+SANDBOXED = "--sandboxed" in sys.argv
+SECCOMP = b""
+for _arg in sys.argv:
+    if _arg.startswith("--seccomp-fd="):
+        _fd = int(_arg.split("=", 1)[1])
+        with os.fdopen(_fd, "rb") as _fh:
+            SECCOMP = _fh.read()
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
 
 
 def apply_jax_config(env):
@@ -69,21 +85,28 @@ def script_frames(tb, script):
     return tb
 
 
+def note_frames(note, tb, script):
+    """The script's module namespace, from the traceback of how it ended."""
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == script:
+            note(tb.tb_frame.f_globals)
+            return
+        tb = tb.tb_next
+
+
 def become_script(req, fds):
     """In the grandchild: become the script, then exit as Python would."""
     CONTROL.close()
-    runner = req["runner_pid"]
-    os.setpgid(0, 0)
-    if wait_for_reparent(runner):
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with the runner
-        if os.getppid() != runner:
-            os._exit(137)
-    for procs in req.get("cgroup_procs") or []:
-        with open(procs, "w") as fh:
-            fh.write(str(os.getpid()))
+    if not req.get("steps"):
+        runner = req["runner_pid"]
+        os.setpgid(0, 0)
+        if wait_for_reparent(runner):
+            LIBC.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with the runner
+            if os.getppid() != runner:
+                os._exit(137)
+        for procs in req.get("cgroup_procs") or []:
+            with open(procs, "w") as fh:
+                fh.write(str(os.getpid()))
     for target, fd in zip((0, 1, 2), fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -98,12 +121,17 @@ def become_script(req, fds):
     install = getattr(shim, "jax_runner_install_telemetry", None)
     if install and req["env"].get("JAX_RUNNER_TELEMETRY"):
         install(req["env"]["JAX_RUNNER_TELEMETRY"], jax_already_imported=True)
+    chain = getattr(shim, "jax_runner_chain_sitecustomize", None)
+    if chain:
+        chain()
     import runpy
 
     code = 0
+    note = getattr(shim, "jax_runner_note_script_globals", None) or (lambda _g: None)
     try:
-        runpy.run_path(script, run_name="__main__")
+        note(runpy.run_path(script, run_name="__main__"))
     except SystemExit as exc:
+        note_frames(note, exc.__traceback__, script)
         if exc.code is None:
             code = 0
         elif isinstance(exc.code, int):
@@ -113,6 +141,7 @@ def become_script(req, fds):
             code = 1
     except BaseException:  # what the interpreter does with an uncaught exception
         etype, value, tb = sys.exc_info()
+        note_frames(note, tb, script)
         # The default hook prints the exception's own traceback: trim that one too.
         tb = script_frames(tb, script)
         if value is not None:
@@ -136,11 +165,25 @@ def become_script(req, fds):
     os._exit(code & 0xFF)
 
 
+def run_script(req, fds):
+    """Becomes the script and never returns into the zygote's loop."""
+    try:
+        become_script(req, fds)
+    except BaseException as exc:
+        try:
+            os.write(2, ("jax-runner warm start failed: %r\n" % (exc,)).encode())
+        finally:
+            os._exit(70)
+
+
 def serve():
-    CONTROL.sendall(b'{"ready": true, "pid": %d}\n' % os.getpid())
+    ready = {"ready": True, "pid": os.getpid()}
+    if SANDBOXED:
+        ready["sandbox"] = probe_sandbox()
+    CONTROL.sendall(json.dumps(ready).encode() + b"\n")
     buf = b""
     while True:
-        data, fds, _flags, _addr = socket.recv_fds(CONTROL, 65536, 3)
+        data, fds, _flags, _addr = socket.recv_fds(CONTROL, 65536, 4)
         if not data:
             return  # the runner is gone
         buf += data
@@ -148,8 +191,16 @@ def serve():
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             req = json.loads(line)
-            my_fds, pending_fds = pending_fds[:3], pending_fds[3:]
-            reply = spawn(req, my_fds)
+            want = 4 if req.get("steps") is not None else 3
+            my_fds, pending_fds = pending_fds[:want], pending_fds[want:]
+            if (req.get("steps") is not None) != SANDBOXED:
+                for fd in my_fds:
+                    os.close(fd)
+                reply = {"error": "the request does not match the zygote's sandbox"}
+            elif req.get("steps") is not None:
+                reply = spawn_sandboxed(req, my_fds)
+            else:
+                reply = spawn(req, my_fds)
             CONTROL.sendall(json.dumps(reply).encode() + b"\n")
 
 
@@ -166,13 +217,7 @@ def spawn(req, fds):
             grandchild = os.fork()
             if grandchild == 0:
                 os.close(w)
-                try:
-                    become_script(req, fds)
-                except BaseException as exc:  # never return into the zygote's loop
-                    try:
-                        os.write(2, ("jax-runner warm start failed: %r\n" % (exc,)).encode())
-                    finally:
-                        os._exit(70)
+                run_script(req, fds)
             os.write(w, b"%d" % grandchild)
             os._exit(0)
         os.close(w)
@@ -185,6 +230,3 @@ def spawn(req, fds):
         return {"error": "fork failed: %s" % exc}
     finally:
         os.close(r)
-
-
-serve()

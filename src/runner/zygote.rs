@@ -3,6 +3,13 @@
 //! grandchild of the zygote, which the kernel reparents to the runner (a child
 //! subreaper), so the runner waits for it, times it out and kills its group exactly
 //! as for a cold start.
+//!
+//! Sandboxed, the zygote itself runs under bubblewrap, holding capabilities only in
+//! a user namespace of its own. Each request then forks a child that builds the
+//! script's own namespaces (mount, PID, network, IPC, UTS) and mounts from the same
+//! steps a cold start gives bubblewrap; its PID-namespace init (the runner's child)
+//! waits for the runner's go, mounts a fresh `/proc`, drops every capability, sets
+//! `no_new_privs`, installs the seccomp filter, and forks the script.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
@@ -12,14 +19,21 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use super::attempt::AttemptSpec;
+use super::mounts::MountStep;
 use crate::error::ZygoteError;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-const ZYGOTE: &str = include_str!("zygote.py");
+/// One program in two files: the zygote, then its sandbox half (which ends by serving).
+const ZYGOTE: &str = concat!(
+    include_str!("zygote.py"),
+    "\n",
+    include_str!("zygote_sandbox.py")
+);
 /// Importing jax takes ~0.7 s here; a slow disk or a cold page cache takes longer.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -28,6 +42,25 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Zygote {
     pid: libc::pid_t,
     channel: Mutex<(UnixStream, BufReader<UnixStream>)>,
+    sandboxed: bool,
+}
+
+/// How to start the zygote inside the sandbox.
+#[derive(Debug, Clone)]
+pub struct ZygoteSandbox {
+    pub bwrap: PathBuf,
+    /// bwrap's arguments up to `--` (see `sandbox::zygote_args`).
+    pub args: Vec<OsString>,
+    /// The seccomp program every script's process installs before its first line.
+    pub seccomp: Option<PathBuf>,
+}
+
+/// The zygote's first line: ready, and (sandboxed) whether a test child could build
+/// a script's namespaces, mounts and filter here.
+#[derive(Deserialize)]
+struct Ready {
+    ready: bool,
+    sandbox: Option<String>,
 }
 
 /// What a script needs from the zygote.
@@ -38,6 +71,8 @@ pub struct Request<'a> {
     pub env: std::collections::BTreeMap<String, String>,
     pub runner_pid: u32,
     pub cgroup_procs: Vec<String>,
+    /// Sandboxed: the mount steps the child applies before the script runs.
+    pub steps: Option<&'a [MountStep]>,
 }
 
 #[derive(Deserialize)]
@@ -47,36 +82,56 @@ struct Reply {
 }
 
 impl Zygote {
-    /// Starts the zygote with `python` and the given environment, and waits until it
-    /// has imported jax.
-    pub fn start(python: &Path, env: &[(OsString, OsString)]) -> Result<Zygote, ZygoteError> {
+    /// Starts the zygote with `python` and the given environment (inside the sandbox
+    /// when `sandbox` is given), and waits until it has imported jax.
+    pub fn start(
+        python: &Path,
+        env: &[(OsString, OsString)],
+        sandbox: Option<&ZygoteSandbox>,
+    ) -> Result<Zygote, ZygoteError> {
         let (ours, theirs) = UnixStream::pair().map_err(ZygoteError::Socket)?;
         let child_fd = theirs.as_raw_fd();
         let parent = std::process::id() as libc::pid_t;
-        let mut cmd = Command::new(python);
-        cmd.arg("-c")
-            .arg(ZYGOTE)
-            .env_clear()
+        let start_error = |source| ZygoteError::Start {
+            python: python.to_path_buf(),
+            source,
+        };
+        let filter = match sandbox.and_then(|s| s.seccomp.as_ref()) {
+            Some(path) => Some(std::fs::File::open(path).map_err(start_error)?),
+            None => None,
+        };
+        let filter_fd = filter.as_ref().map(|f| f.as_raw_fd());
+        let mut cmd = match sandbox {
+            Some(sb) => {
+                let mut c = Command::new(&sb.bwrap);
+                c.args(&sb.args).arg(python);
+                c
+            }
+            None => Command::new(python),
+        };
+        cmd.arg("-c").arg(ZYGOTE);
+        if sandbox.is_some() {
+            cmd.arg("--sandboxed");
+        }
+        if filter.is_some() {
+            cmd.arg("--seccomp-fd=4");
+        }
+        cmd.env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             // Its own group: a Ctrl-C at the terminal is the runner's to handle.
             .process_group(0);
-        // SAFETY: dup2, prctl and getppid are async-signal-safe.
+        // SAFETY: fcntl, dup2, prctl and getppid are async-signal-safe.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::dup2(child_fd, 3) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+                place_fds(child_fd, filter_fd)?;
                 super::reaper::die_with_parent(parent)
             });
         }
-        let child = cmd.spawn().map_err(|source| ZygoteError::Start {
-            python: python.to_path_buf(),
-            source,
-        })?;
-        drop(theirs);
+        let child = cmd.spawn().map_err(start_error)?;
+        drop((theirs, filter));
         let pid = child.id() as libc::pid_t;
         let zygote = Zygote {
             pid,
@@ -84,6 +139,7 @@ impl Zygote {
                 ours.try_clone().map_err(ZygoteError::Socket)?,
                 BufReader::new(ours),
             )),
+            sandboxed: sandbox.is_some(),
         };
         let mut guard = zygote.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
         guard.1.get_ref().set_read_timeout(Some(READY_TIMEOUT)).ok();
@@ -91,25 +147,34 @@ impl Zygote {
         let read = guard.1.read_line(&mut line);
         drop(guard);
         match read {
-            Ok(n) if n > 0 && line.contains("\"ready\": true") => Ok(zygote),
-            Ok(_) => Err(ZygoteError::Exited),
+            Ok(0) => Err(ZygoteError::Exited),
+            Ok(_) => match serde_json::from_str::<Ready>(&line) {
+                Ok(r) if r.ready => match r.sandbox {
+                    Some(report) if sandbox.is_some() && report != "ok" => {
+                        Err(ZygoteError::SandboxProbe(report))
+                    }
+                    _ => Ok(zygote),
+                },
+                _ => Err(ZygoteError::Protocol(line.trim().to_string())),
+            },
             Err(e) => Err(ZygoteError::NotReady(e)),
         }
     }
 
+    /// Whether this zygote runs inside the sandbox (and serves sandboxed scripts only).
+    pub fn sandboxed(&self) -> bool {
+        self.sandboxed
+    }
+
     /// Asks for one script; returns the PID of the process running it, which is now
     /// the runner's child.
-    pub fn spawn(
-        &self,
-        request: &Request<'_>,
-        fds: [RawFd; 3],
-    ) -> Result<libc::pid_t, ZygoteError> {
+    pub fn spawn(&self, request: &Request<'_>, fds: &[RawFd]) -> Result<libc::pid_t, ZygoteError> {
         let mut line =
             serde_json::to_vec(request).map_err(|e| ZygoteError::Protocol(e.to_string()))?;
         line.push(b'\n');
         let mut guard = self.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
         let (writer, reader) = &mut *guard;
-        send_with_fds(writer, &line, &fds).map_err(ZygoteError::Unreachable)?;
+        send_with_fds(writer, &line, fds).map_err(ZygoteError::Unreachable)?;
         reader
             .get_ref()
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -139,6 +204,34 @@ impl Drop for Zygote {
             libc::waitpid(self.pid, &mut status, 0);
         }
     }
+}
+
+/// In the child before exec: the control socket on fd 3 and the seccomp program on
+/// fd 4, both kept open across exec, whatever numbers they had.
+/// Async-signal-safe: only fcntl and dup2.
+fn place_fds(socket: RawFd, filter: Option<RawFd>) -> std::io::Result<()> {
+    let check = |r: libc::c_int| {
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(r)
+        }
+    };
+    // SAFETY: plain descriptor calls on descriptors this process owns.
+    unsafe {
+        // Out of the way first, so placing one cannot close the other; the copies
+        // close at exec, the placed descriptors stay.
+        let socket = check(libc::fcntl(socket, libc::F_DUPFD_CLOEXEC, 5))?;
+        let filter = match filter {
+            Some(f) => Some(check(libc::fcntl(f, libc::F_DUPFD_CLOEXEC, 5))?),
+            None => None,
+        };
+        check(libc::dup2(socket, 3))?;
+        if let Some(f) = filter {
+            check(libc::dup2(f, 4))?;
+        }
+    }
+    Ok(())
 }
 
 /// Sends `data` with `fds` attached (SCM_RIGHTS), then any rest of `data` plainly.
@@ -194,6 +287,7 @@ pub struct WarmRequest {
     cwd: String,
     env: std::collections::BTreeMap<String, String>,
     cgroup_procs: Vec<String>,
+    steps: Option<Vec<MountStep>>,
 }
 
 impl WarmRequest {
@@ -204,14 +298,31 @@ impl WarmRequest {
             env: self.env.clone(),
             runner_pid: std::process::id(),
             cgroup_procs: self.cgroup_procs.clone(),
+            steps: self.steps.as_deref(),
         }
+    }
+
+    /// Whether the script runs inside the sandbox (its cgroup is joined by the runner
+    /// and it waits for the runner's go).
+    pub fn sandboxed(&self) -> bool {
+        self.steps.is_some()
     }
 }
 
-pub fn warm_request(spec: &AttemptSpec) -> Result<WarmRequest, ZygoteError> {
-    if spec.sandbox.is_some() {
-        return Err(ZygoteError::Sandboxed);
-    }
+/// The request for `spec`, or why it cannot start warm from a zygote that is
+/// (`sandboxed`) or is not inside the sandbox.
+pub fn warm_request(spec: &AttemptSpec, sandboxed: bool) -> Result<WarmRequest, ZygoteError> {
+    let steps = match (&spec.sandbox, sandboxed) {
+        (Some(_), false) => return Err(ZygoteError::Sandboxed),
+        (None, true) => return Err(ZygoteError::NotSandboxed),
+        (Some(sb), true) => {
+            if sb.steps.iter().any(|s| s.path().to_str().is_none()) {
+                return Err(ZygoteError::NotUtf8("sandbox mount path"));
+            }
+            Some(sb.steps.clone())
+        }
+        (None, false) => None,
+    };
     let utf8 = |p: &Path, what: &'static str| {
         p.to_str()
             .map(str::to_string)
@@ -242,10 +353,11 @@ pub fn warm_request(spec: &AttemptSpec) -> Result<WarmRequest, ZygoteError> {
         script: utf8(&spec.script, "script path")?,
         cwd: utf8(&spec.cwd, "working directory path")?,
         env,
-        cgroup_procs: spec
-            .cgroup
-            .as_ref()
-            .map(|c| c.procs_paths())
-            .unwrap_or_default(),
+        // Inside the sandbox the cgroup files are out of reach: the runner places it.
+        cgroup_procs: match (&spec.cgroup, &steps) {
+            (Some(c), None) => c.procs_paths(),
+            _ => Vec::new(),
+        },
+        steps,
     })
 }

@@ -171,6 +171,38 @@ pub fn processes_mentioning(needle: &str) -> Vec<u32> {
     found
 }
 
+/// PIDs of the processes working in `dir`: a script's, however it was started (a
+/// warm-started one carries the zygote's command line, not the script's path).
+pub fn processes_in(dir: &Path) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd == dir) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// PIDs of the processes that name anything under `root` on their command line or
+/// work in a folder under it: every script of a run there, warm or cold.
+pub fn processes_under(root: &Path) -> Vec<u32> {
+    let mut found = processes_mentioning(root.to_str().unwrap());
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if std::fs::read_link(entry.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(root)) {
+            found.push(pid);
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
 /// A virtual environment without pip or jax; returns its interpreter.
 pub fn bare_venv(dir: &Path) -> PathBuf {
     let made = std::process::Command::new("python3")

@@ -75,6 +75,37 @@ def _jr_dumps(value):
     return _jr_dumps(str(value))
 
 
+_jr_script_globals = []
+
+
+def jax_runner_note_script_globals(namespace):
+    """The warm-start zygote hands over the script's module namespace once it ran."""
+    _jr_script_globals.append(namespace)
+
+
+def _jr_refers_to_jax(namespace):
+    for value in list(namespace.values()):
+        owner = getattr(value, "__name__", None) if isinstance(value, type(_jr_sys)) else None
+        owner = owner or getattr(value, "__module__", None) or type(value).__module__
+        if isinstance(owner, str) and owner.split(".", 1)[0] in ("jax", "jaxlib"):
+            return True
+    return False
+
+
+def _jr_script_imported_jax(preloaded):
+    """Warm, jax was imported before the script: did the script (its module, or a
+    module it imported) take it up? What a cold start's import hook would have seen."""
+    for namespace in _jr_script_globals:
+        if _jr_refers_to_jax(namespace):
+            return True
+    for name, module in list(_jr_sys.modules.items()):
+        if name in preloaded or name.split(".", 1)[0] in ("jax", "jaxlib"):
+            continue
+        if _jr_refers_to_jax(getattr(module, "__dict__", {})):
+            return True
+    return False
+
+
 def jax_runner_install_telemetry(out_path, jax_already_imported=False):
     """Records what jax does in this process into `out_path` at exit. The warm-start
     zygote calls it in each forked script, where jax is already imported."""
@@ -155,6 +186,13 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False):
                 state["device_kinds"] = sorted({getattr(d, "device_kind", "") for d in devices})
         except Exception:
             pass
+        if jax_already_imported:
+            try:
+                state["jax_imported"] = bool(
+                    state["backend"] or state["compilations"] or _jr_script_imported_jax(preloaded)
+                )
+            except Exception:
+                pass
         try:
             tmp = "%s.%d.tmp" % (out_path, _jr_os.getpid())
             with open(tmp, "w", encoding="utf-8") as fh:
@@ -242,6 +280,7 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False):
             return spec
 
     if jax_already_imported:
+        preloaded = set(_jr_sys.modules)
         on_jax_imported()
         return
     _jr_sys.meta_path.insert(0, Finder())
@@ -257,5 +296,9 @@ try:
         jax_runner_install_telemetry(_jr_os.environ["JAX_RUNNER_TELEMETRY"])
 except Exception:
     pass
-_jr_chain_next_sitecustomize()
+# The warm-start zygote runs any other sitecustomize in each forked script instead, as
+# a cold start runs it: in the script's own process, with the script's environment.
+jax_runner_chain_sitecustomize = _jr_chain_next_sitecustomize
 del _jr_chain_next_sitecustomize
+if not _jr_os.environ.get("JAX_RUNNER_ZYGOTE"):
+    jax_runner_chain_sitecustomize()
