@@ -2,6 +2,7 @@
 //! Chosen once per run, in order: `--python`, `JAX_RUNNER_PYTHON`, the active
 //! `VIRTUAL_ENV`, `python3` on PATH when it imports jax, else the managed environment.
 
+mod cache;
 pub mod setup;
 
 use std::ffi::OsString;
@@ -204,8 +205,29 @@ pub fn probe_as(path: &Path, source: Source) -> Result<Interpreter, PythonError>
     })
 }
 
-/// Runs the embedded probe in the interpreter (once per run) and parses its report.
+/// What the probe says about an interpreter: remembered from an earlier run while
+/// nothing it depends on changed (see [`cache`]), else asked afresh.
 pub fn probe(path: &Path) -> Result<PythonInfo, PythonError> {
+    let dir = crate::paths::cache_dir();
+    if let Some(info) = cache::lookup(&dir, path) {
+        return Ok(info);
+    }
+    let (info, folders) = probe_fresh(path)?;
+    cache::store(&dir, path, &info, &folders);
+    Ok(info)
+}
+
+/// The probe's view of what its answer depends on.
+#[derive(Deserialize)]
+struct ProbeInputs {
+    #[serde(default)]
+    sys_path: Vec<PathBuf>,
+    user_site: Option<PathBuf>,
+}
+
+/// Runs the embedded probe in the interpreter and parses its report; returns it with
+/// the folders it depends on.
+fn probe_fresh(path: &Path) -> Result<(PythonInfo, Vec<PathBuf>), PythonError> {
     let mut cmd = Command::new(path);
     cmd.arg("-c").arg(PROBE).env("JAX_PLATFORMS", "cpu");
     let (status, stdout, stderr) =
@@ -217,8 +239,14 @@ pub fn probe(path: &Path) -> Result<PythonInfo, PythonError> {
         .lines()
         .rev()
         .find(|l| l.trim_start().starts_with('{'));
+    let inputs = line.and_then(|l| serde_json::from_str::<ProbeInputs>(l).ok());
     match line.map(serde_json::from_str::<PythonInfo>) {
-        Some(Ok(info)) => Ok(info),
+        Some(Ok(info)) => {
+            let folders = inputs
+                .map(|i| i.sys_path.into_iter().chain(i.user_site).collect())
+                .unwrap_or_default();
+            Ok((info, folders))
+        }
         _ => Err(PythonError::Probe {
             path: path.to_path_buf(),
             message: format!(

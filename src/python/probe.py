@@ -49,4 +49,12 @@ try:
     info["jax_importable"] = True
 except BaseException as exc:  # a broken install can raise anything, even SystemExit
     info["import_error"] = "%s: %s" % (type(exc).__name__, exc)
+# What the answer depends on, for the runner's probe cache (see python/cache.rs).
+info["sys_path"] = [p for p in sys.path if p]
+try:
+    import site
+
+    info["user_site"] = site.getusersitepackages()
+except Exception:
+    info["user_site"] = None
 sys.stdout.write(json.dumps(info) + "\n")
