@@ -9,9 +9,10 @@
 #        runner plain  jax-runner, compilation cache off, warm start off
 #        defaults      jax-runner with default options (sandbox auto, warm start auto),
 #                      an empty compilation cache, then the cache it filled
-#        runner cold   jax-runner --sandbox off, an empty cache (filled by this run), warm start on
-#        runner warm   jax-runner --sandbox off, the cache the cold run filled, warm start on
-#      and the ratio of each to the sequential loop.
+#        sandbox off   the same with --sandbox off (warm start on)
+#      defaults and sandbox off alternate $BENCH_REPEAT times (default 3), each round
+#      with fresh cache folders; their rows give the median and list every run.
+#      Each row's ratio is to the sequential loop.
 #   2. Runner overhead: $BENCH_TRIVIAL (default 200) scripts that only `print(1)`,
 #      a bare sequential loop against `jax-runner --jobs 1` (sandbox off, and on when
 #      bubblewrap works): milliseconds per script, and the runner's extra per script.
@@ -33,6 +34,7 @@ cd "$root"
 
 sizes=${BENCH_SIZES:-"8 32"}
 trivial_count=${BENCH_TRIVIAL:-200}
+repeat=${BENCH_REPEAT:-3}
 discovery_runs=3
 bin=$root/target/release/jax-runner
 jobs=$(nproc)
@@ -53,6 +55,8 @@ notes=$scratch/notes.txt
 row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$rows"; }
 note() { printf '%s\n' "$*" >>"$notes"; log "note: $*"; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+# median X…: the middle value (the mean of the two middle ones for an even count).
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # ---------------------------------------------------------------- build and setup
 build_ok=no
@@ -158,26 +162,35 @@ for n in $sizes; do
     row workload "$n" "jax-runner, no cache, no warm start" "$seconds" "$ok" "$total" "$warm_note"
 
     # What users get: default options (sandbox auto, warm start auto), only the device
-    # and a fresh compilation cache folder named, cold then warm.
-    log "N=$n: jax-runner defaults, cold cache"
-    dcache=()
-    if [[ ${#cache_off[@]} -gt 0 ]]; then dcache=(--compilation-cache "$work/default-cache"); fi
-    run_runner "default-cold-$n" "$work/tree" "${dcache[@]}"
-    row workload "$n" "jax-runner defaults, cold cache" "$seconds" "$ok" "$total" "default options; a fresh cache folder"
-    log "N=$n: jax-runner defaults, warm cache"
-    run_runner "default-warm-$n" "$work/tree" "${dcache[@]}"
-    row workload "$n" "jax-runner defaults, warm cache" "$seconds" "$ok" "$total" "default options; the cache the row above filled"
-
-    # Cold: the compilation cache starts empty (this run fills it); warm start on.
-    log "N=$n: jax-runner cold cache"
-    cache=()
-    if [[ ${#cache_off[@]} -gt 0 ]]; then cache=(--compilation-cache "$work/cache"); fi
-    run_runner "cold-$n" "$work/tree" "${cache[@]}" "${warm_on[@]}" "${sandbox_off[@]}"
-    row workload "$n" "jax-runner --sandbox off, cold" "$seconds" "$ok" "$total" "${warm_note:-empty cache, warm start}"
-    # Warm: the cache the cold run filled; warm start on.
-    log "N=$n: jax-runner warm cache"
-    run_runner "warm-$n" "$work/tree" "${cache[@]}" "${warm_on[@]}" "${sandbox_off[@]}"
-    row workload "$n" "jax-runner --sandbox off, warm" "$seconds" "$ok" "$total" "${warm_note:-filled cache, warm start}"
+    # and a fresh compilation cache folder named, cold then warm; beside it the same
+    # with --sandbox off. Each pair runs $repeat times, alternating, so a noisy
+    # machine cannot favour one; the rows give the median and every run.
+    declare -A runs=() least=()
+    for r in $(seq 1 "$repeat"); do
+        for variant in defaults sandbox-off; do
+            extra=()
+            if [[ $variant == sandbox-off ]]; then extra=("${warm_on[@]}" "${sandbox_off[@]}"); fi
+            cache=()
+            if [[ ${#cache_off[@]} -gt 0 ]]; then cache=(--compilation-cache "$work/cache-$variant-$r"); fi
+            for state in cold warm; do
+                log "N=$n: $variant, $state cache (round $r of $repeat)"
+                run_runner "$variant-$state-$n-$r" "$work/tree" "${cache[@]}" "${extra[@]}"
+                runs[$variant-$state]+="$seconds "
+                # The fewest scripts ok in any round is what the row reports.
+                prev=${least[$variant-$state]:-$ok}
+                if [[ $ok =~ ^[0-9]+$ && $prev =~ ^[0-9]+$ && $ok -lt $prev ]] || [[ ! $ok =~ ^[0-9]+$ ]]; then prev=$ok; fi
+                least[$variant-$state]=$prev
+                [[ $ok == "$total" ]] || note "N=$n: $variant $state round $r: $ok of $total scripts ok"
+            done
+        done
+    done
+    for state in cold warm; do
+        d=$(median ${runs[defaults-$state]})
+        o=$(median ${runs[sandbox-off-$state]})
+        cost=$(awk -v d="$d" -v o="$o" 'BEGIN { printf "%+.1f%%", (d / o - 1) * 100 }')
+        row workload "$n" "jax-runner defaults, $state cache" "$d" "${least[defaults-$state]}" "$n" "default options, median of: ${runs[defaults-$state]% }; sandbox cost $cost"
+        row workload "$n" "jax-runner --sandbox off, $state cache" "$o" "${least[sandbox-off-$state]}" "$n" "${warm_note:-warm start on}, median of: ${runs[sandbox-off-$state]% }"
+    done
     rm -rf "$work"
 done
 

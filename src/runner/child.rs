@@ -274,6 +274,10 @@ async fn supervise(
     warm: bool,
 ) -> Result<(Exit, Option<StoppedBy>, TreeSampler, Option<u64>), AttemptError> {
     let mut sampler = TreeSampler::default();
+    // Warm inside the sandbox, the root is the namespace's init, a fork of the zygote
+    // that holds the sandbox's own capabilities until it has built the script's view.
+    let plumbing = (warm && spec.sandbox.is_some()).then_some(pid as u32);
+    sampler.plumbing = plumbing;
     let mut ticker = tokio::time::interval(SAMPLE_EVERY);
     let deadline = TokioInstant::now() + spec.timeout;
     let mut stopped_by = None;
@@ -292,9 +296,6 @@ async fn supervise(
             _ = ticker.tick() => {
                 let rss = sampler.sample(pid as u32);
                 ticks += 1;
-                // Warm inside the sandbox, the root is the namespace's init, which holds
-                // the sandbox's own capabilities until it has built the script's view.
-                let plumbing = (warm && spec.sandbox.is_some()).then_some(pid as u32);
                 if let Some(seen) = script_capabilities(&sampler.last_pids, spec, plumbing) {
                     caps = Some(caps.unwrap_or(0) | seen);
                 }

@@ -42,6 +42,9 @@ pub struct TreeSampler {
     pub last_count: usize,
     /// Their PIDs.
     pub last_pids: Vec<u32>,
+    /// A process of the runner's own in the tree (a warm sandbox's namespace init, a
+    /// fork of the zygote): its pages are the zygote's, not the script's memory.
+    pub plumbing: Option<u32>,
     /// Last (utime, stime) clock ticks seen per PID: a floor for CPU time where
     /// `wait4` cannot see the tree (inside a sandbox it only sees bwrap).
     cpu_ticks: std::collections::HashMap<u32, (u64, u64)>,
@@ -55,6 +58,7 @@ impl Default for TreeSampler {
             seen: Vec::new(),
             last_count: 0,
             last_pids: Vec::new(),
+            plumbing: None,
             cpu_ticks: std::collections::HashMap::new(),
         }
     }
@@ -86,6 +90,7 @@ impl TreeSampler {
         );
         let total: u64 = pids
             .iter()
+            .filter(|p| Some(p.as_u32()) != self.plumbing)
             .filter_map(|p| self.system.process(*p))
             .map(|p| p.memory())
             .sum();

@@ -2,7 +2,7 @@
 # program, run with `python -c`). A child builds the script's namespaces and mounts
 # from the steps a cold start gives bubblewrap; the grandchild, init of the script's
 # PID namespace, waits for the runner's go, drops every capability and forks the
-# script, then waits for it as a tiny init of its own.
+# script, then waits for it as the namespace's init.
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
@@ -13,24 +13,6 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 # statvfs flags and their mount twins: a remount inside a user namespace must keep
 # the ones the kernel locked on the mount it inherited.
 LOCKED = ((2, 2), (4, 4), (8, 8), (1024, 1024), (2048, 2048), (4096, 1 << 21))
-# The script's PID-namespace init once the script runs: a fresh interpreter without
-# site or environment (a few MB, not the zygote's jax), which waits for the script,
-# reaps whatever else ends, and exits as a cold sandbox's init does: the script's code,
-# or 128 + the signal that killed it. When it exits, the kernel ends the namespace.
-INIT = """
-import os, sys
-script = int(sys.argv[1])
-while True:
-    try:
-        pid, status = os.wait()
-    except ChildProcessError:
-        os._exit(70)
-    if pid == script:
-        break
-os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
-"""
-
-
 def check(ok, what):
     if not ok:
         err = ctypes.get_errno()
@@ -148,7 +130,27 @@ def be_init(req, fds):
         run_script(req, fds[:3])
     for fd in fds[:3]:
         os.close(fd)
-    os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", INIT, str(script)], {})
+    wait_as_init(script)
+
+
+def wait_as_init(script):
+    """The rest of the init's life: wait for the script, reap whatever else ends, and
+    exit as a cold sandbox's init does, with the script's code or 128 + the signal
+    that killed it. When it exits, the kernel ends the namespace and all left in it.
+    Only the kernel's default actions from here: an init ignores what it does not
+    handle, so nothing inside can stop it but the end of the script."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(70)
+        if pid == script:
+            break
+    os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 
 
 def read_all(fd):
