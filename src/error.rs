@@ -52,6 +52,12 @@ pub enum DiscoveryError {
     },
     #[error("failed to parse the render manifest {path}: {message}")]
     ManifestJson { path: PathBuf, message: String },
+    #[error("failed to read the render manifest {path}: it is {size} bytes, more than the {limit} bytes jax-runner reads (GNN writes a few KiB per model); check that step 11 wrote it, or move it aside to run what the tree walk finds")]
+    ManifestTooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+    },
 }
 
 /// The Python interpreter could not be found, probed or provisioned.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use classify::source_imports_jax;
-pub use ids::sanitize;
+pub use ids::{sanitize, MAX_ID_BYTES};
 
 use crate::error::DiscoveryError;
 use crate::model::DiscoveredBy;
@@ -41,6 +41,9 @@ pub struct Discovery {
     pub missing: Vec<String>,
     /// The same, as absolute paths.
     pub missing_paths: Vec<PathBuf>,
+    /// Entries of the render manifest that resolve outside the tree, as written:
+    /// refused, never run.
+    pub refused: Vec<String>,
     /// JAX renderings the manifest marks as failed: (source file name, message).
     pub render_failures: Vec<(String, String)>,
     /// Entries that could not be read, loops, and the like: reported, never fatal.
@@ -77,8 +80,10 @@ pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, Discov
         }
         found.missing = m.missing;
         found.missing_paths = m.missing_paths;
+        found.refused = m.refused;
         found.render_failures = m.render_failures;
         found.warnings.extend(m.relocated);
+        found.warnings.extend(m.refused_warning);
         // The manifest is authoritative for its own folder; the walk covers the rest.
         if let Some(dir) = manifest_path.parent() {
             exclude.push(dir.to_path_buf());
