@@ -63,9 +63,15 @@ impl Halt {
         if !is_disk_full(error) {
             return false;
         }
+        self.raise(path, error.to_string());
+        true
+    }
+
+    /// Raises the halt: writing `path` failed with `error` for lack of space.
+    pub fn raise(&self, path: &Path, error: String) {
         let first = self.inner.reason.set(HaltReason {
             path: path.to_path_buf(),
-            error: error.to_string(),
+            error,
         });
         if first.is_ok() {
             tracing::error!(
@@ -74,7 +80,6 @@ impl Halt {
             );
             self.inner.raised.send_replace(true);
         }
-        true
     }
 
     /// The first failure, once raised.

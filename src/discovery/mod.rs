@@ -23,14 +23,35 @@ use crate::model::DiscoveredBy;
 pub struct Script {
     /// Unique id in this run.
     pub id: String,
-    /// Absolute path.
+    /// Absolute path (serialized lossily where it is not UTF-8: see [`Script::to_json`]).
+    #[serde(serialize_with = "lossy")]
+    #[schemars(with = "String")]
     pub path: PathBuf,
     /// Path relative to the output folder.
+    #[serde(serialize_with = "lossy")]
+    #[schemars(with = "String")]
     pub relative_path: PathBuf,
     /// Why it was picked.
     pub discovered_by: DiscoveredBy,
     /// Size in bytes (a stand-in for expected cost when there is no history).
     pub size_bytes: u64,
+}
+
+impl Script {
+    /// The script as `list --json` shows it: with `path_hex`, the path's bytes in hex,
+    /// where the path is not UTF-8 (then `path` is lossy).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).expect("a script serializes");
+        if let Some(hex) = crate::model::lossless_hex(&self.path) {
+            v["path_hex"] = hex.into();
+        }
+        v
+    }
+}
+
+/// Paths as text, lossily where they are not UTF-8 (serde refuses those).
+fn lossy<S: serde::Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&path.to_string_lossy())
 }
 
 /// What discovery found.

@@ -65,7 +65,10 @@ pub async fn run_script(
             Ok(()) => ctx.backend.run(request, stop.clone()).await,
             Err(e) => Err(AttemptError::Prepare {
                 path: data_dir.clone(),
-                source: std::io::Error::new(e.kind(), e.to_string()),
+                source: match e.raw_os_error() {
+                    Some(code) => std::io::Error::from_raw_os_error(code),
+                    None => std::io::Error::new(e.kind(), e.to_string()),
+                },
             }),
         };
         let mut attempt = match outcome {
@@ -76,19 +79,31 @@ pub async fn run_script(
                 if let Some(by) = done.enforced.memory_limit {
                     result.sandbox.memory_limit_enforced_by = Some(by.into());
                 }
+                let o = &done.outcome;
+                for (log, d) in [(&stdout_log, &o.stdout), (&stderr_log, &o.stderr)] {
+                    if d.disk_full {
+                        ctx.halt
+                            .raise(log, d.write_error.clone().unwrap_or_default());
+                    }
+                }
                 let mut a = record(
                     number,
                     platform,
                     &stdout_log,
                     &stderr_log,
-                    &done.outcome,
+                    o,
                     done.jax,
                     &mut result,
                 );
                 a.ray = done.ray;
                 a
             }
-            Err(e) => spawn_failure(number, platform, &stdout_log, &stderr_log, &e, &mut result),
+            Err(e) => {
+                if let AttemptError::Prepare { path, source } = &e {
+                    ctx.halt.check(path, source);
+                }
+                spawn_failure(number, platform, &stdout_log, &stderr_log, &e, &mut result)
+            }
         };
         attempt.slot = slot;
         let class = attempt.class;
@@ -98,7 +113,7 @@ pub async fn run_script(
             attempt: Box::new(attempt.clone()),
         });
         result.attempts.push(attempt);
-        if class == FailureClass::Succeeded || *stop.borrow() != Stop::Run {
+        if class == FailureClass::Succeeded || *stop.borrow() != Stop::Run || ctx.halt.is_raised() {
             break;
         }
         if class == FailureClass::GpuEnvironment
@@ -300,6 +315,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         schema_version: SCHEMA_VERSION,
         id: script.id.clone(),
         script_path: script.path.to_string_lossy().into_owned(),
+        script_path_hex: crate::model::lossless_hex(&script.path),
         relative_path: script.relative_path.to_string_lossy().into_owned(),
         discovered_by: script.discovered_by,
         success: false,
