@@ -62,10 +62,16 @@ pub async fn dispatch(
                         .unwrap_or_default(),
                 },
             };
-            if let ReportError::Write { path, source } = &error {
-                halt.check(path, source);
+            let full = match &error {
+                ReportError::Write { path, source } => halt.check(path, source),
+                _ => false,
+            };
+            // The halt says it once; every later write to a full disk fails as well.
+            if full {
+                tracing::debug!("{}", crate::error::chain(&error).join(": "));
+            } else {
+                tracing::error!("{}", crate::error::chain(&error).join(": "));
             }
-            tracing::error!("{}", crate::error::chain(&error).join(": "));
             errors.push(error);
         }
     }

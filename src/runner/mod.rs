@@ -158,7 +158,10 @@ pub async fn run_all(
         }
     }
     let why = match ctx.halt.reason() {
-        Some(reason) if *stop.borrow() == Stop::Run => format!("{reason}"),
+        Some(reason) if *stop.borrow() == Stop::Run => format!(
+            "the runner's file system is full (writing {} failed)",
+            reason.path.display()
+        ),
         _ => "the run was interrupted".into(),
     };
     for (index, script) in not_started {
