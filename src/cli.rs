@@ -12,10 +12,11 @@ use jax_runner::model::{Device, Reuse, SandboxMode};
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0    every script succeeded
-  1    at least one script failed, timed out, or is listed but missing
-  2    usage or environment error (bad option, missing folder, no usable Python)
+  1    at least one script failed, timed out, or is listed but missing or refused
+  2    usage or environment error (bad option, missing or unreadable folder, no
+       usable Python, results not writable or their file system full)
   3    no scripts found
-  130  interrupted (Ctrl-C or SIGTERM)";
+  130  interrupted (Ctrl-C, SIGTERM or SIGHUP)";
 
 /// Discover, run and report generated JAX/POMDP scripts (step 12 of a GNN-style pipeline).
 #[derive(Debug, Parser)]
