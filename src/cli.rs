@@ -12,10 +12,11 @@ use jax_runner::model::{Device, Reuse, SandboxMode};
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0    every script succeeded
-  1    at least one script failed, timed out, or is listed but missing
-  2    usage or environment error (bad option, missing folder, no usable Python)
+  1    at least one script failed, timed out, or is listed but missing or refused
+  2    usage or environment error (bad option, missing or unreadable folder, no
+       usable Python, results not writable or their file system full)
   3    no scripts found
-  130  interrupted (Ctrl-C or SIGTERM)";
+  130  interrupted (Ctrl-C, SIGTERM or SIGHUP)";
 
 /// Discover, run and report generated JAX/POMDP scripts (step 12 of a GNN-style pipeline).
 #[derive(Debug, Parser)]
@@ -179,10 +180,10 @@ pub struct RunArgs {
     #[arg(help_heading = "Execution", long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,
     /// Time limit of one script, e.g. 90s, 5m, 1h.
-    #[arg(help_heading = "Execution", long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration)]
+    #[arg(help_heading = "Execution", long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration, allow_hyphen_values = true)]
     pub timeout: Duration,
     /// Time between SIGTERM and SIGKILL when stopping a script.
-    #[arg(help_heading = "Execution", long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    #[arg(help_heading = "Execution", long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub grace: Duration,
     /// Python interpreter to use (else JAX_RUNNER_PYTHON, VIRTUAL_ENV, python3, managed env).
     #[arg(help_heading = "Execution", long, value_name = "PATH")]
@@ -204,7 +205,7 @@ pub struct RunArgs {
     )]
     pub retry_on: Option<Vec<String>>,
     /// Delay before the first retry; doubles each retry, with jitter.
-    #[arg(help_heading = "Failures", long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    #[arg(help_heading = "Failures", long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true)]
     pub retry_delay: Duration,
     /// Where a GPU script goes when the GPU environment fails: cpu, or none to fail.
     #[arg(
@@ -369,7 +370,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok((value * mult as f64) as u64)
 }
 
+/// A duration option's value. The options that take one accept values starting with
+/// `-`, so `--timeout -5s` gets this message instead of clap's "unexpected argument".
 fn parse_duration(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err("must be positive: use a duration such as 90s, 5m or 1h".into());
+    }
     humantime::parse_duration(s).map_err(|e| format!("{e} (use a duration such as 90s, 5m or 1h)"))
 }
 
@@ -434,7 +440,26 @@ impl RunArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{parse_size, Cli};
+    use clap::Parser;
+
+    #[test]
+    fn a_negative_duration_is_named_as_such() {
+        for option in ["--timeout", "--grace", "--retry-delay"] {
+            let err = Cli::try_parse_from(["jax-runner", option, "-5s"]).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                clap::error::ErrorKind::ValueValidation,
+                "{option}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains("must be positive") && text.contains(option),
+                "{text}"
+            );
+        }
+        assert!(Cli::try_parse_from(["jax-runner", "--timeout", "5s"]).is_ok());
+    }
 
     #[test]
     fn sizes() {

@@ -297,25 +297,26 @@ fn valid_env_name(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Checks that the output folder exists and is a directory; returns it canonical.
+/// Checks that the output folder exists, is a directory and can be listed; returns
+/// it canonical. A folder that cannot be read is a bad input (exit 2), not an empty
+/// tree (exit 3).
 pub fn validate_output_dir(path: &Path) -> Result<PathBuf, ConfigError> {
+    let unreadable = |source| ConfigError::OutputDirUnreadable {
+        path: path.to_path_buf(),
+        source,
+    };
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(ConfigError::OutputDirMissing {
             path: path.to_path_buf(),
         }),
-        Err(source) => Err(ConfigError::OutputDirUnreadable {
-            path: path.to_path_buf(),
-            source,
-        }),
+        Err(source) => Err(unreadable(source)),
         Ok(m) if !m.is_dir() => Err(ConfigError::OutputDirNotADirectory {
             path: path.to_path_buf(),
         }),
-        Ok(_) => path
-            .canonicalize()
-            .map_err(|source| ConfigError::OutputDirUnreadable {
-                path: path.to_path_buf(),
-                source,
-            }),
+        Ok(_) => {
+            std::fs::read_dir(path).map_err(unreadable)?;
+            path.canonicalize().map_err(unreadable)
+        }
     }
 }
 

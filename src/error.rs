@@ -11,7 +11,7 @@ pub enum ConfigError {
     OutputDirMissing { path: PathBuf },
     #[error("output directory {path} is not a directory: pass --output-dir with the folder that holds the rendered scripts")]
     OutputDirNotADirectory { path: PathBuf },
-    #[error("failed to resolve output directory {path}")]
+    #[error("failed to read output directory {path}: pass --output-dir with a folder this user can list")]
     OutputDirUnreadable {
         path: PathBuf,
         #[source]
@@ -52,6 +52,12 @@ pub enum DiscoveryError {
     },
     #[error("failed to parse the render manifest {path}: {message}")]
     ManifestJson { path: PathBuf, message: String },
+    #[error("failed to read the render manifest {path}: it is {size} bytes, more than the {limit} bytes jax-runner reads (GNN writes a few KiB per model); check that step 11 wrote it, or move it aside to run what the tree walk finds")]
+    ManifestTooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+    },
 }
 
 /// The Python interpreter could not be found, probed or provisioned.
@@ -105,6 +111,8 @@ pub enum ReportError {
     },
     #[error("failed to write a report: its writer panicked: {message}")]
     Panicked { message: String },
+    #[error("{0}; no script started after that: free space, then run again with --resume to skip what succeeded")]
+    NoSpace(crate::halt::HaltReason),
     #[error("failed to serialize {what}")]
     Serialize {
         what: &'static str,
@@ -128,6 +136,11 @@ pub enum Error {
     Ray(#[from] RayError),
     #[error("failed to start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// A stop request (SIGINT, SIGTERM, SIGHUP) came before the first script started.
+    #[error(
+        "interrupted during start-up: no script ran, and the previous run's results are untouched"
+    )]
+    Interrupted,
 }
 
 /// A cluster failure.

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -16,7 +17,10 @@ use tracing_subscriber::{filter, Layer};
 
 use cli::{Cli, Command, FlavorArg};
 use jax_runner::config::{validate_output_dir, RunConfig};
-use jax_runner::error::Error;
+use jax_runner::discovery::Script;
+use jax_runner::error::{Error, ReportError};
+use jax_runner::halt::Halt;
+use jax_runner::listing::LISTED;
 use jax_runner::python::{self, setup::Flavor, Resolver};
 use jax_runner::report::{self, summary};
 use jax_runner::runner::Stop;
@@ -87,6 +91,7 @@ fn exit_code(err: &Error) -> u8 {
     match err {
         Error::Config(_) | Error::Discovery(_) | Error::Python(_) | Error::Runtime(_) => EXIT_USAGE,
         Error::Report(_) | Error::Ray(_) => EXIT_USAGE,
+        Error::Interrupted => EXIT_INTERRUPTED,
     }
 }
 
@@ -119,12 +124,13 @@ impl Drop for TermLine {
     }
 }
 
-/// Terminal logging at `level`, plus `execution_log.txt` when a run has a results folder.
-/// The guard flushes the log file when dropped.
+/// Terminal logging at `level`, plus `execution_log.txt` when a run has a results folder
+/// (created only when the run starts: see [`report::RunLogFile`]). The guard flushes
+/// the log file when dropped.
 fn init_logging(
     level: tracing::Level,
-    log_file: Option<&Path>,
-) -> Result<Option<tracing_appender::non_blocking::WorkerGuard>, Error> {
+    log_file: Option<report::RunLogFile>,
+) -> Option<tracing_appender::non_blocking::WorkerGuard> {
     let terminal = tracing_subscriber::fmt::layer()
         .with_writer(|| TermLine(Vec::new()))
         .with_ansi(std::io::stderr().is_terminal())
@@ -132,13 +138,7 @@ fn init_logging(
         .with_target(false)
         .with_filter(filter::Targets::new().with_target("jax_runner", level));
     let (file_layer, guard) = match log_file {
-        Some(path) => {
-            let file = std::fs::File::create(path).map_err(|source| {
-                Error::Report(jax_runner::error::ReportError::Write {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            })?;
+        Some(file) => {
             let (writer, guard) = tracing_appender::non_blocking(file);
             let layer = tracing_subscriber::fmt::layer()
                 .with_writer(writer)
@@ -155,10 +155,38 @@ fn init_logging(
         .with(terminal)
         .with(file_layer)
         .init();
-    Ok(guard)
+    guard
 }
 
+/// A run. The signal handlers come first, before the lock, discovery and the
+/// interpreter probe: a SIGINT, SIGTERM or SIGHUP during start-up ends it with 130
+/// and leaves the previous run's files as they were.
 fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    let (stop_tx, stop_rx) = watch::channel(Stop::Run);
+    {
+        let _in_runtime = runtime.enter();
+        let signals = Signals::install().map_err(Error::Runtime)?;
+        runtime.spawn(forward_signals(signals, stop_tx));
+    }
+    let outcome = start_and_run(&runtime, args, level, stop_rx);
+    if matches!(outcome, Err(Error::Interrupted)) {
+        // A start-up step may still run on a blocking thread (the interpreter probe,
+        // a first run's environment build): leave without waiting for it.
+        runtime.shutdown_background();
+    }
+    outcome
+}
+
+fn start_and_run(
+    runtime: &tokio::runtime::Runtime,
+    args: &cli::RunArgs,
+    level: tracing::Level,
+    stop: watch::Receiver<Stop>,
+) -> Result<u8, Error> {
     let config = Arc::new(RunConfig::from_options(args.options())?);
     let events_to_stdout = args.events.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let progress = match args.progress {
@@ -169,14 +197,18 @@ fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
     // Before anything touches the results folder: a second runner must not truncate
     // the first one's log.
     let _lock = app::lock_results(&config)?;
-    let _guard = init_logging(level, Some(&config.results_dir.join("execution_log.txt")))?;
+    let halt = Halt::new();
+    let log_file =
+        report::RunLogFile::new(config.results_dir.join("execution_log.txt"), halt.clone());
+    let _guard = init_logging(level, Some(log_file.clone()));
     // Orphans of scripts come to us, not to init, so they can be found and killed.
     if let Err(e) = app::become_subreaper() {
         tracing::warn!(
             "cannot become a subreaper ({e}): leftover processes may escape leak checks"
         );
     }
-    let mut edge: Vec<Box<dyn report::Reporter>> = vec![Box::new(report::LogReporter::default())];
+    let mut edge: Vec<Box<dyn report::Reporter>> =
+        vec![Box::new(report::LogReporter::with_file(log_file))];
     // Opened before the run, so a bad path is an error before any script starts.
     if let Some(path) = args.events.as_deref() {
         edge.push(Box::new(report::NdjsonReporter::open(path)?));
@@ -184,26 +216,22 @@ fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
     if progress {
         edge.push(Box::new(report::ProgressReporter::new()));
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(Error::Runtime)?;
-    let report = runtime.block_on(async {
-        let (stop_tx, stop_rx) = watch::channel(Stop::Run);
-        tokio::spawn(forward_signals(stop_tx));
-        app::run(config.clone(), edge, stop_rx).await
-    })?;
-    if let Some(err) = report.report_errors.into_iter().next() {
-        return Err(Error::Report(err));
-    }
+    let report = runtime.block_on(app::run(config.clone(), edge, stop, halt))?;
     let m = &report.metrics;
     // With the event stream on stdout, stdout is the stream's alone.
     if level >= tracing::Level::INFO && m.totals.total_scripts > 0 && !events_to_stdout {
         print!("{}", summary::run_summary(m));
     }
+    // After the summary: what ran is shown even when results could not all be written.
+    if let Some(reason) = report.halted {
+        return Err(Error::Report(ReportError::NoSpace(reason)));
+    }
+    if let Some(err) = report.report_errors.into_iter().next() {
+        return Err(Error::Report(err));
+    }
     Ok(if m.run.interrupted {
         EXIT_INTERRUPTED
-    } else if m.totals.total_scripts == 0 && m.totals.missing == 0 {
+    } else if m.totals.total_scripts == 0 && m.totals.missing == 0 && m.totals.refused == 0 {
         tracing::warn!(
             "no JAX scripts found under {}: scripts are *.py files in a folder named jax, or files that import jax",
             config.output_dir.display()
@@ -216,20 +244,34 @@ fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
     })
 }
 
-/// First Ctrl-C or SIGTERM: stop gracefully. Second: kill. Third: leave at once.
-async fn forward_signals(stop: watch::Sender<Stop>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return;
-    };
+/// The signals that stop a run: Ctrl-C, SIGTERM, and SIGHUP (a closed terminal or
+/// session), which means the same as SIGTERM.
+struct Signals {
+    int: Signal,
+    term: Signal,
+    hup: Signal,
+}
+
+impl Signals {
+    /// Installs the handlers; must run inside the runtime.
+    fn install() -> std::io::Result<Signals> {
+        Ok(Signals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+}
+
+/// First signal: stop gracefully (during start-up: stop at once). Second: kill.
+/// Third: leave at once.
+async fn forward_signals(mut signals: Signals, stop: watch::Sender<Stop>) {
     let mut count = 0;
     loop {
         tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
+            _ = signals.int.recv() => {}
+            _ = signals.term.recv() => {}
+            _ = signals.hup.recv() => {}
         }
         count += 1;
         match count {
@@ -247,7 +289,7 @@ async fn forward_signals(stop: watch::Sender<Stop>) {
 }
 
 fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
-    init_logging(level, None)?;
+    init_logging(level, None);
     let root = validate_output_dir(&args.discover.output_dir)?;
     let tree = config::PipelineTree::of(&root);
     let results = args
@@ -261,16 +303,21 @@ fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
         args.discover.recursive(),
         &[results, tree.step12_dir()],
     )?;
-    for w in &found.warnings {
+    for w in jax_runner::listing::bounded_messages(
+        &found.warnings,
+        LISTED,
+        "warnings (every one is in `list --json`)",
+    ) {
         tracing::warn!("{w}");
     }
     if args.json {
         let doc = serde_json::json!({
             "schema_version": jax_runner::model::SCHEMA_VERSION,
-            "output_dir": root,
-            "manifest": found.manifest,
-            "scripts": found.scripts,
+            "output_dir": root.to_string_lossy(),
+            "manifest": found.manifest.as_deref().map(Path::to_string_lossy),
+            "scripts": found.scripts.iter().map(Script::to_json).collect::<Vec<_>>(),
             "missing": found.missing,
+            "refused": found.refused,
             "warnings": found.warnings,
         });
         println!(
@@ -280,15 +327,17 @@ fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
     } else {
         print!("{}", summary::discovery_table(&found));
     }
-    Ok(if found.scripts.is_empty() && found.missing.is_empty() {
-        EXIT_NO_SCRIPTS
-    } else {
-        0
-    })
+    Ok(
+        if found.scripts.is_empty() && found.missing.is_empty() && found.refused.is_empty() {
+            EXIT_NO_SCRIPTS
+        } else {
+            0
+        },
+    )
 }
 
 fn setup(flavor: FlavorArg, level: tracing::Level) -> Result<u8, Error> {
-    init_logging(level, None)?;
+    init_logging(level, None);
     let flavor = match flavor {
         FlavorArg::Auto => Flavor::for_host(),
         FlavorArg::Cpu => Flavor::Cpu,
@@ -321,7 +370,7 @@ fn setup(flavor: FlavorArg, level: tracing::Level) -> Result<u8, Error> {
 }
 
 fn doctor(args: &cli::DoctorArgs, level: tracing::Level) -> Result<u8, Error> {
-    init_logging(level, None)?;
+    init_logging(level, None);
     let interp = Resolver::from_env(args.python.clone()).inspect()?;
     let report =
         jax_runner::doctor::inspect(&interp, args.device.into(), jax_runner::doctor::Live::All);

@@ -79,6 +79,17 @@ pub fn list_files(dir: &std::path::Path, limit: usize) -> (Vec<PathBuf>, bool) {
     (out, false)
 }
 
+/// [`list_files`] of `dir`, relative to it, as text: what a script left in its data
+/// folder.
+pub fn relative_files(dir: &Path, limit: usize) -> Vec<String> {
+    let (files, _) = list_files(dir, limit);
+    files
+        .iter()
+        .filter_map(|f| f.strip_prefix(dir).ok())
+        .map(|f| f.to_string_lossy().into_owned())
+        .collect()
+}
+
 /// The first executable `name` on a PATH-like list.
 pub fn find_on_path(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     std::env::split_paths(path_var?)

@@ -128,3 +128,25 @@ fn option_values_are_checked_before_anything_runs() {
         assert!(!t.results_dir().exists(), "nothing was written");
     }
 }
+
+#[test]
+fn a_negative_duration_says_it_must_be_positive() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    for option in ["--timeout", "--grace", "--retry-delay"] {
+        let out = assert_cmd::Command::cargo_bin("jax-runner")
+            .unwrap()
+            .arg("--output-dir")
+            .arg(t.dir.path())
+            .args([option, "-5s"])
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(code(&out), 2, "{option}: {err}");
+        assert!(
+            err.contains(option) && err.contains("must be positive"),
+            "{option}: {err}"
+        );
+        assert!(!err.contains("unexpected argument"), "{err}");
+    }
+}

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// Keys added to the contract after the golden file was written (additions keep
 /// `schema_version`); everything else must match.
-const ADDED_SINCE: [&str; 8] = [
+const ADDED_SINCE: [&str; 12] = [
     "cold_start_reason",
     // issue 14: the effective capabilities the runner saw, where the time went.
     "capabilities",
@@ -27,6 +27,12 @@ const ADDED_SINCE: [&str; 8] = [
     "backend_init_s",
     "trace_time_s",
     "lowering_time_s",
+    // issue 15: refused manifest entries; the lossless form of a non-UTF-8 path; why
+    // the runner stopped starting scripts on a full file system.
+    "refused",
+    "refused_scripts",
+    "script_path_hex",
+    "halted",
 ];
 
 /// Keys whose values change from run to run.

@@ -17,6 +17,7 @@ use crate::config::RunConfig;
 use crate::discovery::{DiscoverOptions, Discovery};
 use crate::error::{ConfigError, DiscoveryError, Error, ReportError};
 use crate::events::{EventSender, RunEvent};
+use crate::halt::{Halt, HaltReason};
 use crate::lock::FileLock;
 use crate::model::{Device, PerformanceMetrics, RunInfo, ScriptSummary};
 use crate::paths::rfc3339;
@@ -29,30 +30,49 @@ pub struct RunReport {
     pub metrics: PerformanceMetrics,
     /// Reports that could not be written.
     pub report_errors: Vec<ReportError>,
+    /// Why the runner stopped starting scripts, when its file system filled up.
+    pub halted: Option<HaltReason>,
 }
 
 /// Runs the scripts of `config`: prepare, execute, report. `edge` are the reporters
-/// the binary adds (terminal log, progress, NDJSON); `stop` lets it interrupt.
+/// the binary adds (terminal log, progress, NDJSON); `stop` lets it interrupt, and
+/// `halt` is raised when the runner's own files cannot be written.
+///
+/// A stop request during *prepare* (which may build a Python environment for
+/// minutes) ends the run at once with [`Error::Interrupted`]: no reporter has seen an
+/// event yet, so nothing of the previous run was touched.
 pub async fn run(
     config: Arc<RunConfig>,
     edge: Vec<Box<dyn Reporter>>,
     stop: watch::Receiver<Stop>,
+    halt: Halt,
 ) -> Result<RunReport, Error> {
     let started_at = SystemTime::now();
     let started = Instant::now();
-    let mut prepared = prepare(&config).await?;
-    let (events, dispatcher) = reporters::start(&config, &prepared, edge);
+    let mut prepared = {
+        let mut stop = stop.clone();
+        tokio::select! {
+            prepared = prepare(&config) => prepared?,
+            _ = stop.wait_for(|s| *s != Stop::Run) => return Err(Error::Interrupted),
+        }
+    };
+    if *stop.borrow() != Stop::Run {
+        return Err(Error::Interrupted);
+    }
+    let (events, dispatcher) = reporters::start(&config, &prepared, edge, halt.clone());
     for message in std::mem::take(&mut prepared.warnings) {
         events.emit(RunEvent::Warning { message });
     }
-    let results = execute(&config, &mut prepared, &events, &stop).await;
-    let run = run_info(&config, &prepared, started_at, started, &stop);
+    let results = execute(&config, &mut prepared, &events, &stop, &halt).await;
+    let mut run = run_info(&config, &prepared, started_at, started, &stop);
+    run.halted = halt.reason().map(|r| r.to_string());
     let mut metrics = PerformanceMetrics::build(
         run,
         results,
         prepared.discovery.missing.clone(),
         prepared.discovery.warnings.clone(),
-    );
+    )
+    .with_refused(prepared.discovery.refused.clone());
     metrics.environment = prepared.environment.take();
     events.emit(RunEvent::RunFinished {
         metrics: Box::new(metrics.clone()),
@@ -62,6 +82,7 @@ pub async fn run(
     Ok(RunReport {
         metrics,
         report_errors,
+        halted: halt.reason(),
     })
 }
 
@@ -71,6 +92,7 @@ async fn execute(
     prepared: &mut Prepared,
     events: &EventSender,
     stop: &watch::Receiver<Stop>,
+    halt: &Halt,
 ) -> Vec<ScriptSummary> {
     let (Some(exec), Some(interp)) = (prepared.execution.take(), &prepared.interpreter) else {
         return Vec::new();
@@ -99,6 +121,7 @@ async fn execute(
         sandbox_info: exec.sandbox_info,
         data_dirs: exec.data_dirs,
         fingerprints: exec.fingerprints,
+        halt: halt.clone(),
     });
     let scripts = exec.order.iter().map(|(_, s)| s.clone()).collect();
     let ran = runner::run_all(ctx, scripts, events.clone(), stop.clone()).await;
@@ -150,6 +173,7 @@ fn run_info(
             .clone()
             .filter(|_| config.fallback_to_cpu && config.device != Device::Cpu),
         runner_peak_rss_mb: runner_peak_rss_mb(),
+        halted: None,
         device_choice: plan.reason.clone(),
     }
 }

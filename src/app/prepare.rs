@@ -15,6 +15,7 @@ use crate::discovery::{Discovery, Script};
 use crate::doctor::{self, DoctorReport, Live};
 use crate::error::Error;
 use crate::history::{self, History};
+use crate::listing::{bounded_messages, first_named, LISTED, NAMED};
 use crate::model::{Device, Platform, Reuse, SandboxInfo, SandboxMode, ScriptResult};
 use crate::plan::{plan, ray_plan, Plan};
 use crate::python::{Interpreter, Resolver};
@@ -60,13 +61,23 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
     let mut warnings = Vec::new();
     let bwrap = choose_sandbox(config)?;
     let discovery = discover(config)?;
-    warnings.extend(discovery.warnings.iter().cloned());
-    warnings.extend(
-        discovery
-            .missing
-            .iter()
-            .map(|m| format!("the render manifest lists {m}, which does not exist")),
-    );
+    // One line per kind past a few: 200,000 missing entries make one warning.
+    warnings.extend(bounded_messages(
+        &discovery.warnings,
+        LISTED,
+        "discovery warnings (every one is in performance_metrics.json)",
+    ));
+    match discovery.missing.as_slice() {
+        [] => {}
+        [m] => warnings.push(format!(
+            "the render manifest lists {m}, which does not exist"
+        )),
+        many => warnings.push(format!(
+            "the render manifest lists {} scripts that do not exist: {}",
+            many.len(),
+            first_named(many, NAMED)
+        )),
+    }
     let interpreter = match discovery.scripts.is_empty() {
         true => None,
         false => Some(resolve_interpreter(config.python.clone()).await?),

@@ -8,6 +8,7 @@ use super::Prepared;
 use crate::config::RunConfig;
 use crate::error::ReportError;
 use crate::events::EventSender;
+use crate::halt::Halt;
 use crate::report::{self, Reporter};
 
 /// Starts the dispatcher: the returned sender feeds every reporter; the handle ends
@@ -16,6 +17,7 @@ pub fn start(
     config: &RunConfig,
     prepared: &Prepared,
     edge: Vec<Box<dyn Reporter>>,
+    halt: Halt,
 ) -> (EventSender, JoinHandle<Vec<ReportError>>) {
     let results = config.results_dir.clone();
     // The results files first: everything after them may read what they wrote.
@@ -40,5 +42,5 @@ pub fn start(
         )));
     }
     let (events, rx) = EventSender::channel();
-    (events, tokio::spawn(report::dispatch(rx, all)))
+    (events, tokio::spawn(report::dispatch(rx, all, halt)))
 }

@@ -1,17 +1,25 @@
 //! GNN's render manifest (`11_render_output/render_processing_summary.json`): when the
-//! tree holds one, the JAX scripts it lists are the ones to run.
+//! tree holds one, the JAX scripts it lists are the ones to run. The manifest is data,
+//! not a licence: an entry that resolves outside `--output-dir` (an absolute path, a
+//! `../..`, a symlink out) is refused and reported, never run, and a manifest larger
+//! than [`MAX_MANIFEST_BYTES`] is not read at all.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::error::DiscoveryError;
+use crate::listing::{first_named, NAMED};
 
 pub const MANIFEST_NAME: &str = "render_processing_summary.json";
 pub const RENDER_DIR: &str = "11_render_output";
 /// GNN's step-12 folder, beside the render folder.
 pub const STEP12_DIR: &str = "12_execute_output";
+/// The largest manifest read. GNN writes a few KiB per model; parsing holds the
+/// whole document in memory (about 2.5 times its size), so a runaway file must not.
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
 /// What the manifest says.
 #[derive(Debug, Default)]
@@ -24,11 +32,16 @@ pub struct Manifest {
     pub missing: Vec<String>,
     /// The same entries as absolute paths (GNN's `missing_render_scripts`).
     pub missing_paths: Vec<PathBuf>,
+    /// Listed scripts that resolve outside the tree, as written in the manifest:
+    /// refused, never run.
+    pub refused: Vec<String>,
     /// JAX renderings step 11 marks as failed: (source file name, message).
     pub render_failures: Vec<(String, String)>,
     /// Set when listed paths point outside this tree and were found at the same place
     /// under it instead (a moved or copied tree): says so, once.
     pub relocated: Option<String>,
+    /// Set when entries were refused: names them, once.
+    pub refused_warning: Option<String>,
 }
 
 /// Finds the manifest in `root/11_render_output/` or in `root` itself.
@@ -43,30 +56,34 @@ pub fn find(root: &Path) -> Option<PathBuf> {
 
 /// Reads the manifest and resolves the JAX scripts it lists.
 pub fn load(path: &Path, root: &Path) -> Result<Manifest, DiscoveryError> {
-    let text = std::fs::read_to_string(path).map_err(|e| DiscoveryError::Manifest {
-        path: path.to_path_buf(),
-        source: Arc::new(e),
-    })?;
-    let json: Value = serde_json::from_str(&text).map_err(|e| DiscoveryError::ManifestJson {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let json = read_bounded(path, MAX_MANIFEST_BYTES)?;
     let mut listed = Vec::new();
     collect_jax_scripts(&json, false, &mut listed);
     listed.dedup();
     let base = path.parent().unwrap_or(root);
+    let tree = Tree {
+        root,
+        base,
+        canonical_base: base.canonicalize().unwrap_or_else(|_| base.to_path_buf()),
+    };
     let mut manifest = Manifest {
         path: path.to_path_buf(),
         render_failures: render_failures(&json),
         ..Default::default()
     };
+    drop(json);
     let mut relocated: Vec<(String, PathBuf)> = Vec::new();
+    let mut refused: Vec<String> = Vec::new();
     for entry in listed {
-        match resolve(&entry, base, root) {
+        match resolve(&entry, &tree) {
             Resolved::Here(p) => manifest.scripts.push(p),
             Resolved::Relocated(p) => {
                 relocated.push((entry, p.clone()));
                 manifest.scripts.push(p);
+            }
+            Resolved::Outside(p) => {
+                refused.push(format!("{entry} ({})", p.display()));
+                manifest.refused.push(entry);
             }
             Resolved::Missing => {
                 manifest.missing_paths.push(lexical_absolute(&entry, base));
@@ -83,9 +100,49 @@ pub fn load(path: &Path, root: &Path) -> Result<Manifest, DiscoveryError> {
             base.display()
         ));
     }
+    if !refused.is_empty() {
+        manifest.refused_warning = Some(format!(
+            "refused {} render manifest entr{} outside {}, which never run (only scripts \
+             inside --output-dir run): {}",
+            refused.len(),
+            if refused.len() == 1 { "y" } else { "ies" },
+            root.display(),
+            first_named(&refused, NAMED)
+        ));
+    }
     manifest.scripts.sort();
     manifest.scripts.dedup();
     Ok(manifest)
+}
+
+/// Reads and parses the manifest, refusing one larger than `limit` bytes (checked
+/// before reading, and again while reading, for a file that grows meanwhile).
+fn read_bounded(path: &Path, limit: u64) -> Result<Value, DiscoveryError> {
+    let failed = |e: std::io::Error| DiscoveryError::Manifest {
+        path: path.to_path_buf(),
+        source: Arc::new(e),
+    };
+    let too_large = |size: u64| DiscoveryError::ManifestTooLarge {
+        path: path.to_path_buf(),
+        size,
+        limit,
+    };
+    let file = std::fs::File::open(path).map_err(failed)?;
+    let size = file.metadata().map_err(failed)?.len();
+    if size > limit {
+        return Err(too_large(size));
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(failed)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| DiscoveryError::ManifestJson {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
 }
 
 /// JAX renderings the manifest marks as failed. GNN keys `file_results` by the GNN
@@ -162,15 +219,36 @@ enum Resolved {
     Here(PathBuf),
     /// Listed outside this tree, found at the same place under it (a moved tree).
     Relocated(PathBuf),
+    /// It exists, but outside this tree (canonical path): refused.
+    Outside(PathBuf),
     Missing,
+}
+
+/// The tree entries must stay in: `--output-dir` (canonical) and the manifest's folder
+/// (as reached, and canonical, for a render folder that is itself a symlink).
+struct Tree<'a> {
+    root: &'a Path,
+    base: &'a Path,
+    canonical_base: PathBuf,
+}
+
+impl Tree<'_> {
+    /// Whether a canonical path is inside the tree.
+    fn holds(&self, canonical: &Path) -> bool {
+        canonical.starts_with(self.root)
+            || canonical.starts_with(self.base)
+            || canonical.starts_with(&self.canonical_base)
+    }
 }
 
 /// Relative entries may be written against the manifest's folder, the output folder,
 /// or the folder above it (GNN records `output/11_render_output/...`). Entries that
 /// lead outside this tree, or nowhere, are looked for under the manifest's folder by
 /// the part after the folder's own name: GNN writes absolute paths, so a moved or
-/// copied tree still lists the old place.
-fn resolve(entry: &str, base: &Path, root: &Path) -> Resolved {
+/// copied tree still lists the old place. Whatever is found must resolve, symlinks
+/// and `..` followed, inside the tree; anything else is [`Resolved::Outside`].
+fn resolve(entry: &str, tree: &Tree<'_>) -> Resolved {
+    let (base, root) = (tree.base, tree.root);
     let p = Path::new(entry);
     let candidates: Vec<PathBuf> = if p.is_absolute() {
         vec![p.to_path_buf()]
@@ -185,8 +263,7 @@ fn resolve(entry: &str, base: &Path, root: &Path) -> Resolved {
         .into_iter()
         .find(|c| c.is_file())
         .and_then(|c| c.canonicalize().ok());
-    let inside = |f: &PathBuf| f.starts_with(root) || f.starts_with(base);
-    if let Some(f) = found.as_ref().filter(|f| inside(f)) {
+    if let Some(f) = found.as_ref().filter(|f| tree.holds(f)) {
         return Resolved::Here(f.clone());
     }
     let moved = base.file_name().and_then(|name| {
@@ -200,8 +277,9 @@ fn resolve(entry: &str, base: &Path, root: &Path) -> Resolved {
             .flatten()
     });
     match (moved, found) {
-        (Some(m), _) => Resolved::Relocated(m),
-        (None, Some(f)) => Resolved::Here(f),
+        (Some(m), _) if tree.holds(&m) => Resolved::Relocated(m),
+        (_, Some(f)) => Resolved::Outside(f),
+        (Some(m), None) => Resolved::Outside(m),
         (None, None) => Resolved::Missing,
     }
 }
@@ -222,100 +300,4 @@ fn lexical_absolute(entry: &str, base: &Path) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn collects_only_jax_entries() {
-        let v = json!({
-            "file_results": [{
-                "file": "model.md",
-                "framework_results": {
-                    "jax": {"success": true, "output_file": "m/jax/m_jax.py"},
-                    "pymdp": {"success": true, "output_file": "m/pymdp/m_pymdp.py"}
-                }
-            }, {
-                "renderings": [
-                    {"framework": "JAX", "script": "n/jax/n.py"},
-                    {"framework": "pymdp", "script": "n/pymdp/n.py"}
-                ]
-            }]
-        });
-        let mut out = Vec::new();
-        collect_jax_scripts(&v, false, &mut out);
-        assert_eq!(out, vec!["m/jax/m_jax.py", "n/jax/n.py"]);
-    }
-
-    #[test]
-    fn resolves_and_reports_missing() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().canonicalize().unwrap();
-        let render = root.join(RENDER_DIR);
-        std::fs::create_dir_all(render.join("m/jax")).unwrap();
-        std::fs::write(render.join("m/jax/m.py"), "import jax\n").unwrap();
-        let manifest = render.join(MANIFEST_NAME);
-        let doc = json!({"jax": ["m/jax/m.py", "gone/jax/gone.py"]});
-        std::fs::write(&manifest, doc.to_string()).unwrap();
-        assert_eq!(find(&root), Some(manifest.clone()));
-        let m = load(&manifest, &root).unwrap();
-        assert_eq!(m.scripts, vec![render.join("m/jax/m.py")]);
-        assert_eq!(m.missing, vec!["gone/jax/gone.py".to_string()]);
-        assert_eq!(m.missing_paths, vec![render.join("gone/jax/gone.py")]);
-        assert!(m.relocated.is_none());
-    }
-
-    #[test]
-    fn a_moved_tree_runs_its_own_copy_and_says_so_once() {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().canonicalize().unwrap();
-        let render = root.join("new").join(RENDER_DIR);
-        std::fs::create_dir_all(render.join("m/jax")).unwrap();
-        std::fs::write(render.join("m/jax/m.py"), "import jax\n").unwrap();
-        // The original tree still exists beside it: its copy must not run.
-        let old = root.join("old").join(RENDER_DIR);
-        std::fs::create_dir_all(old.join("m/jax")).unwrap();
-        std::fs::write(old.join("m/jax/m.py"), "import jax\n").unwrap();
-        let doc = json!({"file_results": {"/in/m.md": {"framework_results": {"jax": {
-            "success": true,
-            "output_files": [old.join("m/jax/m.py"), "/gone/11_render_output/m/jax/x.py"]
-        }}}}});
-        let manifest = render.join(MANIFEST_NAME);
-        std::fs::write(&manifest, doc.to_string()).unwrap();
-        let m = load(&manifest, &render).unwrap();
-        assert_eq!(m.scripts, vec![render.join("m/jax/m.py")]);
-        assert_eq!(
-            m.missing,
-            vec!["/gone/11_render_output/m/jax/x.py".to_string()]
-        );
-        let note = m.relocated.unwrap();
-        assert!(
-            note.contains("1 script(s)") && note.contains("moved"),
-            "{note}"
-        );
-    }
-
-    #[test]
-    fn failed_jax_renderings_are_reported_by_source_file() {
-        let v = json!({"file_results": {
-            "input/gnn_files/bad.md": {"framework_results": {
-                "jax": {"success": false, "message": "no B matrix"},
-                "pymdp": {"success": false, "message": "other framework"}
-            }},
-            "input/gnn_files/good.md": {"framework_results": {"jax": {"success": true}}}
-        }});
-        assert_eq!(
-            render_failures(&v),
-            vec![("bad.md".to_string(), "no B matrix".to_string())]
-        );
-    }
-
-    #[test]
-    fn broken_json_is_an_error_naming_the_file() {
-        let tmp = tempfile::tempdir().unwrap();
-        let manifest = tmp.path().join(MANIFEST_NAME);
-        std::fs::write(&manifest, "{not json").unwrap();
-        let err = load(&manifest, tmp.path()).unwrap_err();
-        assert!(err.to_string().contains(MANIFEST_NAME));
-    }
-}
+mod tests;

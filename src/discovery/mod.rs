@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use classify::source_imports_jax;
-pub use ids::sanitize;
+pub use ids::{sanitize, MAX_ID_BYTES};
 
 use crate::error::DiscoveryError;
 use crate::model::DiscoveredBy;
@@ -23,14 +23,35 @@ use crate::model::DiscoveredBy;
 pub struct Script {
     /// Unique id in this run.
     pub id: String,
-    /// Absolute path.
+    /// Absolute path (serialized lossily where it is not UTF-8: see [`Script::to_json`]).
+    #[serde(serialize_with = "lossy")]
+    #[schemars(with = "String")]
     pub path: PathBuf,
     /// Path relative to the output folder.
+    #[serde(serialize_with = "lossy")]
+    #[schemars(with = "String")]
     pub relative_path: PathBuf,
     /// Why it was picked.
     pub discovered_by: DiscoveredBy,
     /// Size in bytes (a stand-in for expected cost when there is no history).
     pub size_bytes: u64,
+}
+
+impl Script {
+    /// The script as `list --json` shows it: with `path_hex`, the path's bytes in hex,
+    /// where the path is not UTF-8 (then `path` is lossy).
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).expect("a script serializes");
+        if let Some(hex) = crate::model::lossless_hex(&self.path) {
+            v["path_hex"] = hex.into();
+        }
+        v
+    }
+}
+
+/// Paths as text, lossily where they are not UTF-8 (serde refuses those).
+fn lossy<S: serde::Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&path.to_string_lossy())
 }
 
 /// What discovery found.
@@ -41,6 +62,9 @@ pub struct Discovery {
     pub missing: Vec<String>,
     /// The same, as absolute paths.
     pub missing_paths: Vec<PathBuf>,
+    /// Entries of the render manifest that resolve outside the tree, as written:
+    /// refused, never run.
+    pub refused: Vec<String>,
     /// JAX renderings the manifest marks as failed: (source file name, message).
     pub render_failures: Vec<(String, String)>,
     /// Entries that could not be read, loops, and the like: reported, never fatal.
@@ -77,8 +101,10 @@ pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, Discov
         }
         found.missing = m.missing;
         found.missing_paths = m.missing_paths;
+        found.refused = m.refused;
         found.render_failures = m.render_failures;
         found.warnings.extend(m.relocated);
+        found.warnings.extend(m.refused_warning);
         // The manifest is authoritative for its own folder; the walk covers the rest.
         if let Some(dir) = manifest_path.parent() {
             exclude.push(dir.to_path_buf());

@@ -52,6 +52,10 @@ pub struct RunInfo {
     pub device_fallback_reason: Option<String>,
     /// The runner's own peak resident memory, MiB (it stays flat however much scripts print).
     pub runner_peak_rss_mb: f64,
+    /// Why the runner stopped starting scripts before the end, when it did: a file of
+    /// its own could not be written because the file system is full.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub halted: Option<String>,
     /// How the platform was chosen (`requested`, `auto: the GPU works`, …).
     pub device_choice: String,
 }
@@ -71,6 +75,9 @@ pub struct Totals {
     pub interrupted: usize,
     /// Scripts the render manifest lists that do not exist.
     pub missing: usize,
+    /// Render manifest entries refused because they resolve outside `--output-dir`.
+    #[serde(default)]
+    pub refused: usize,
     /// Mean of `execution_time_s` over scripts that ran, seconds.
     pub avg_execution_time: f64,
     /// Sum of `execution_time_s`, seconds.
@@ -141,6 +148,10 @@ pub struct PerformanceMetrics {
     pub scripts: Vec<ScriptSummary>,
     /// Paths the render manifest lists that do not exist.
     pub missing_scripts: Vec<String>,
+    /// Render manifest entries, as written, that resolve outside `--output-dir`
+    /// (absolute paths, `../..`, symlinks out): refused, never run.
+    #[serde(default)]
+    pub refused_scripts: Vec<String>,
     /// Problems met along the way that did not stop the run (unreadable folders, …).
     pub warnings: Vec<String>,
     /// The pre-flight's doctor report (absent with `--no-preflight` or no scripts).
@@ -191,6 +202,7 @@ impl PerformanceMetrics {
             timed_out: count(Status::TimedOut),
             interrupted: count(Status::Interrupted),
             missing: missing_scripts.len(),
+            refused: 0,
             avg_execution_time: if ran.is_empty() {
                 0.0
             } else {
@@ -214,13 +226,22 @@ impl PerformanceMetrics {
             totals,
             scripts,
             missing_scripts,
+            refused_scripts: Vec::new(),
             warnings,
             environment: None,
         }
     }
 
-    /// True when every script succeeded and nothing the manifest listed was missing.
+    /// Records the render manifest entries refused for resolving outside the tree.
+    pub fn with_refused(mut self, refused: Vec<String>) -> Self {
+        self.totals.refused = refused.len();
+        self.refused_scripts = refused;
+        self
+    }
+
+    /// True when every script succeeded and the manifest listed nothing missing or
+    /// refused.
     pub fn all_succeeded(&self) -> bool {
-        self.totals.failed == 0 && self.totals.missing == 0
+        self.totals.failed == 0 && self.totals.missing == 0 && self.totals.refused == 0
     }
 }

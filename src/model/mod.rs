@@ -274,6 +274,11 @@ pub struct ScriptResult {
     pub id: String,
     /// Absolute path of the script (lossy where the name is not UTF-8).
     pub script_path: String,
+    /// The script's path as raw bytes in hex, present only when the path is not valid
+    /// UTF-8 (then `script_path` is lossy): `os.fsdecode(bytes.fromhex(...))` in
+    /// Python gives the real path back.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub script_path_hex: Option<String>,
     /// Path relative to the output folder.
     pub relative_path: String,
     /// Why discovery picked it.
@@ -356,6 +361,16 @@ pub struct ScriptResult {
     /// environment): `--resume` keeps a success whose fingerprint still matches.
     #[serde(default)]
     pub fingerprint: String,
+}
+
+/// The hex form of a path's bytes, when the path is not valid UTF-8 (see
+/// [`ScriptResult::script_path_hex`]).
+pub fn lossless_hex(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    std::str::from_utf8(bytes)
+        .is_err()
+        .then(|| bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// The results file name of a script id.

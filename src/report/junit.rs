@@ -8,6 +8,7 @@ use super::record::{Records, ScriptRecord};
 use super::{write_atomic, Reporter};
 use crate::error::ReportError;
 use crate::events::RunEvent;
+use crate::listing::{head, LISTED};
 use crate::model::{PerformanceMetrics, Status};
 
 fn esc(s: &str) -> String {
@@ -27,28 +28,57 @@ fn esc(s: &str) -> String {
     out
 }
 
+/// Testcases of render manifest entries that did not run: at most [`LISTED`] named,
+/// then one that counts the rest, so 200,000 missing entries stay a small file.
+fn manifest_cases(entries: &[String], kind: &str, message: &str) -> Vec<String> {
+    let case = |name: &str, message: &str| {
+        format!(
+            "    <testcase classname=\"manifest\" name=\"{}\" time=\"0\">\n      <failure type=\"{kind}\" message=\"{}\"/>\n    </testcase>",
+            esc(name),
+            esc(message)
+        )
+    };
+    let (shown, rest) = head(entries, LISTED);
+    let mut cases: Vec<String> = shown.iter().map(|e| case(e, message)).collect();
+    if rest > 0 {
+        let name = format!("and {rest} more (every one is in performance_metrics.json)");
+        cases.push(case(&name, message));
+    }
+    cases
+}
+
 /// Renders the JUnit XML document.
 pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
+    let missing = manifest_cases(
+        &m.missing_scripts,
+        "missing",
+        "listed in the render manifest but missing",
+    );
+    let refused = manifest_cases(
+        &m.refused_scripts,
+        "refused",
+        "listed in the render manifest, outside --output-dir: refused, not run",
+    );
     let failures = scripts
         .iter()
         .filter(|d| matches!(d.status, Status::Failed | Status::TimedOut))
-        .count();
+        .count()
+        + refused.len();
     let skipped = scripts
         .iter()
         .filter(|d| d.status == Status::Interrupted)
         .count()
-        + m.missing_scripts.len();
+        + missing.len();
+    let tests = scripts.len() + missing.len() + refused.len();
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         s,
-        "<testsuites name=\"jax-runner\" tests=\"{}\" failures=\"{failures}\" time=\"{:.3}\">",
-        scripts.len() + m.missing_scripts.len(),
+        "<testsuites name=\"jax-runner\" tests=\"{tests}\" failures=\"{failures}\" time=\"{:.3}\">",
         m.run.wall_time_s
     );
     let _ = writeln!(
         s,
-        "  <testsuite name=\"jax-scripts\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{:.3}\" timestamp=\"{}\">",
-        scripts.len() + m.missing_scripts.len(),
+        "  <testsuite name=\"jax-scripts\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{:.3}\" timestamp=\"{}\">",
         m.run.wall_time_s,
         esc(&m.run.started_at)
     );
@@ -85,12 +115,8 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
             }
         }
     }
-    for missing in &m.missing_scripts {
-        let _ = writeln!(
-            s,
-            "    <testcase classname=\"manifest\" name=\"{}\" time=\"0\">\n      <failure type=\"missing\" message=\"listed in the render manifest but missing\"/>\n    </testcase>",
-            esc(missing)
-        );
+    for case in missing.iter().chain(&refused) {
+        let _ = writeln!(s, "{case}");
     }
     s.push_str("  </testsuite>\n</testsuites>\n");
     s
@@ -125,7 +151,19 @@ impl Reporter for JunitReporter {
 
 #[cfg(test)]
 mod tests {
-    use super::esc;
+    use super::{esc, manifest_cases, LISTED};
+
+    #[test]
+    fn many_missing_entries_make_a_bounded_document() {
+        let missing: Vec<String> = (0..200_000).map(|i| format!("gone/{i}.py")).collect();
+        let cases = manifest_cases(&missing, "missing", "gone");
+        assert_eq!(cases.len(), LISTED + 1);
+        assert!(
+            cases[LISTED].contains("and 199950 more"),
+            "{}",
+            cases[LISTED]
+        );
+    }
 
     #[test]
     fn escapes_markup_and_control_characters() {

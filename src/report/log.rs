@@ -1,20 +1,132 @@
 //! Turns run events into log lines. The lines go wherever tracing is routed: the
-//! terminal at the chosen verbosity and `execution_log.txt` in the results folder.
+//! terminal at the chosen verbosity and `execution_log.txt` in the results folder,
+//! which [`RunLogFile`] creates only once the run really starts.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use super::Reporter;
 use crate::error::ReportError;
 use crate::events::RunEvent;
+use crate::halt::Halt;
 use crate::model::Status;
+
+/// Start-up lines kept in memory until the log file opens, at most.
+const MAX_PENDING_BYTES: usize = 1 << 20;
+
+/// `execution_log.txt`. It is created, replacing the previous run's, only when the
+/// run really starts (its first event); the lines logged during start-up wait in
+/// memory until then, so a run interrupted during start-up leaves the previous log
+/// whole. A write that fails for lack of space raises the run's [`Halt`]; after any
+/// failed write the file is left alone (the terminal still shows every line).
+#[derive(Debug, Clone)]
+pub struct RunLogFile {
+    path: PathBuf,
+    state: Arc<Mutex<LogState>>,
+    halt: Halt,
+}
+
+#[derive(Debug)]
+enum LogState {
+    Pending(Vec<u8>),
+    Open(std::fs::File),
+    Failed,
+}
+
+impl RunLogFile {
+    pub fn new(path: PathBuf, halt: Halt) -> Self {
+        RunLogFile {
+            path,
+            state: Arc::new(Mutex::new(LogState::Pending(Vec::new()))),
+            halt,
+        }
+    }
+
+    /// Creates the file and writes the lines that waited; later calls do nothing.
+    pub fn open(&self) -> Result<(), ReportError> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let LogState::Pending(pending) = &*state else {
+            return Ok(());
+        };
+        let opened = std::fs::File::create(&self.path).and_then(|mut f| {
+            f.write_all(pending)?;
+            Ok(f)
+        });
+        match opened {
+            Ok(f) => {
+                *state = LogState::Open(f);
+                Ok(())
+            }
+            Err(source) => {
+                *state = LogState::Failed;
+                drop(state);
+                Err(ReportError::Write {
+                    path: self.path.clone(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
+impl Write for RunLogFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let failed = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            match &mut *state {
+                LogState::Pending(lines) => {
+                    if lines.len() + buf.len() <= MAX_PENDING_BYTES {
+                        lines.extend_from_slice(buf);
+                    }
+                    None
+                }
+                LogState::Open(file) => match file.write_all(buf) {
+                    Ok(()) => None,
+                    Err(e) => {
+                        *state = LogState::Failed;
+                        Some(e)
+                    }
+                },
+                LogState::Failed => None,
+            }
+        };
+        // Outside the lock: raising the halt logs, and the line comes back here.
+        if let Some(e) = failed {
+            self.halt.check(&self.path, &e);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// The execution log writer.
 #[derive(Debug, Default)]
 pub struct LogReporter {
     /// The first fallback is announced plainly; the rest only at debug level.
     fallback_announced: bool,
+    /// Opened at the run's first event, the moment the run really starts.
+    file: Option<RunLogFile>,
+}
+
+impl LogReporter {
+    /// A log reporter that opens `file` when the run starts.
+    pub fn with_file(file: RunLogFile) -> Self {
+        LogReporter {
+            fallback_announced: false,
+            file: Some(file),
+        }
+    }
 }
 
 impl Reporter for LogReporter {
     fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
+        if let Some(file) = self.file.take() {
+            file.open()?;
+        }
         match event {
             RunEvent::RunStarted {
                 total,
@@ -131,5 +243,31 @@ impl Reporter for LogReporter {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_replaces_the_previous_one_only_when_the_run_starts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("execution_log.txt");
+        std::fs::write(&path, "previous run\n").unwrap();
+        let mut log = RunLogFile::new(path.clone(), Halt::new());
+        log.write_all(b"start-up line\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "previous run\n");
+        let mut reporter = LogReporter::with_file(log.clone());
+        reporter
+            .handle(&RunEvent::Warning {
+                message: "first event".into(),
+            })
+            .unwrap();
+        log.write_all(b"later line\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "start-up line\nlater line\n"
+        );
     }
 }

@@ -7,6 +7,7 @@ use super::record::{Records, ScriptRecord};
 use super::{write_atomic, Reporter};
 use crate::error::ReportError;
 use crate::events::RunEvent;
+use crate::listing::{head, LISTED};
 use crate::model::PerformanceMetrics;
 
 /// Renders the Markdown report.
@@ -61,8 +62,20 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
             d.peak_memory_mb
         );
     }
-    for missing in &m.missing_scripts {
-        let _ = writeln!(s, "| `{}` | missing | - | - | 0 | - | - |", cell(missing));
+    for (status, entries) in [
+        ("missing", &m.missing_scripts),
+        ("refused", &m.refused_scripts),
+    ] {
+        let (shown, rest) = head(entries, LISTED);
+        for entry in shown {
+            let _ = writeln!(s, "| `{}` | {status} | - | - | 0 | - | - |", cell(entry));
+        }
+        if rest > 0 {
+            let _ = writeln!(
+                s,
+                "| and {rest} more (in performance_metrics.json) | {status} | - | - | 0 | - | - |"
+            );
+        }
     }
     let failures: Vec<&ScriptRecord> = scripts.iter().copied().filter(|d| !d.succeeded()).collect();
     if !failures.is_empty() {

@@ -22,13 +22,14 @@ pub use gnn::GnnReporter;
 pub use html::HtmlReporter;
 pub use json::JsonReporter;
 pub use junit::JunitReporter;
-pub use log::LogReporter;
+pub use log::{LogReporter, RunLogFile};
 pub use markdown::MarkdownReporter;
 pub use ndjson::{event_line, NdjsonReporter};
 pub use progress::{print_above_bars, ProgressReporter};
 
 use crate::error::ReportError;
 use crate::events::{EventReceiver, RunEvent};
+use crate::halt::Halt;
 
 /// A subscriber to the run's events.
 pub trait Reporter: Send {
@@ -37,10 +38,12 @@ pub trait Reporter: Send {
 }
 
 /// Feeds every event to every reporter until the stream closes; returns the errors
-/// reporters met, so the caller can tell the user the results are incomplete.
+/// reporters met, so the caller can tell the user the results are incomplete. A write
+/// that fails for lack of space raises `halt`: no more scripts start.
 pub async fn dispatch(
     mut rx: EventReceiver,
     mut reporters: Vec<Box<dyn Reporter>>,
+    halt: Halt,
 ) -> Vec<ReportError> {
     let mut errors = Vec::new();
     while let Some(event) = rx.recv().await {
@@ -59,7 +62,16 @@ pub async fn dispatch(
                         .unwrap_or_default(),
                 },
             };
-            tracing::error!("{error}");
+            let full = match &error {
+                ReportError::Write { path, source } => halt.check(path, source),
+                _ => false,
+            };
+            // The halt says it once; every later write to a full disk fails as well.
+            if full {
+                tracing::debug!("{}", crate::error::chain(&error).join(": "));
+            } else {
+                tracing::error!("{}", crate::error::chain(&error).join(": "));
+            }
             errors.push(error);
         }
     }

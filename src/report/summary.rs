@@ -1,6 +1,7 @@
 //! Human-readable tables: the end-of-run summary and the `list` output.
 
 use crate::discovery::Discovery;
+use crate::listing::{head, LISTED};
 use crate::model::{PerformanceMetrics, Status};
 
 fn mark(status: Status) -> &'static str {
@@ -105,13 +106,30 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
     if t.leaks > 0 {
         out.push_str(&format!("leaked processes killed: {}\n", t.leaks));
     }
-    for missing in &m.missing_scripts {
-        out.push_str(&format!(
-            "missing: {missing} (listed in the render manifest)\n"
-        ));
-    }
+    manifest_lines(&mut out, &m.missing_scripts, &m.refused_scripts);
     out.push_str(&format!("results: {}\n", m.run.results_dir));
     out
+}
+
+/// `missing:` and `refused:` lines for render manifest entries, at most
+/// [`LISTED`] of each, then one that counts the rest.
+fn manifest_lines(out: &mut String, missing: &[String], refused: &[String]) {
+    for (label, entries, why) in [
+        ("missing", missing, "listed in the render manifest"),
+        (
+            "refused",
+            refused,
+            "listed in the render manifest, outside --output-dir: not run",
+        ),
+    ] {
+        let (shown, rest) = head(entries, LISTED);
+        for entry in shown {
+            out.push_str(&format!("{label}: {entry} ({why})\n"));
+        }
+        if rest > 0 {
+            out.push_str(&format!("{label}: and {rest} more\n"));
+        }
+    }
 }
 
 /// The `list` table.
@@ -133,9 +151,7 @@ pub fn discovery_table(d: &Discovery) -> String {
         .collect();
     let mut out = table(&["ID", "FOUND BY", "PATH"], &rows);
     out.push_str(&format!("\n{} script(s)\n", d.scripts.len()));
-    for m in &d.missing {
-        out.push_str(&format!("missing: {m} (listed in the render manifest)\n"));
-    }
+    manifest_lines(&mut out, &d.missing, &d.refused);
     out
 }
 
@@ -153,5 +169,15 @@ mod tests {
             ],
         );
         assert_eq!(t, "A          B\nlong-cell  x\ns          y\n");
+    }
+
+    #[test]
+    fn a_long_missing_list_ends_in_one_counting_line() {
+        let missing: Vec<String> = (0..200_000).map(|i| format!("gone/{i}.py")).collect();
+        let mut out = String::new();
+        manifest_lines(&mut out, &missing, &["/etc/x.py".into()]);
+        assert_eq!(out.lines().count(), LISTED + 2, "{out}");
+        assert!(out.contains("missing: and 199950 more\n"), "{out}");
+        assert!(out.contains("refused: /etc/x.py"), "{out}");
     }
 }

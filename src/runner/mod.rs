@@ -33,6 +33,7 @@ pub use attempt::{AttemptError, AttemptOutcome, AttemptSpec, Backend, StoppedBy}
 use crate::config::RunConfig;
 use crate::discovery::Script;
 use crate::events::{EventSender, RunEvent};
+use crate::halt::Halt;
 use crate::model::ScriptSummary;
 use crate::plan::Plan;
 
@@ -64,6 +65,8 @@ pub struct RunContext {
     pub data_dirs: std::collections::HashMap<String, PathBuf>,
     /// Each script's fingerprint (see [`crate::history::fingerprint`]).
     pub fingerprints: std::collections::HashMap<String, String>,
+    /// Raised when the runner's own files cannot be written: nothing starts after.
+    pub halt: Halt,
 }
 
 /// A script's data folder outside GNN's layout: `RESULTS/data/<id>`.
@@ -111,7 +114,8 @@ impl RunContext {
 }
 
 /// Runs all scripts and returns their summary lines in the order given; whole
-/// results go out through the events (and to disk) as each script finishes.
+/// results go out through the events (and to disk) as each script finishes. After a
+/// stop request or a [`Halt`] no script starts; those left get a result that says why.
 pub async fn run_all(
     ctx: Arc<RunContext>,
     scripts: Vec<Script>,
@@ -131,8 +135,12 @@ pub async fn run_all(
                 not_started.push((index, script));
                 continue;
             }
+            _ = ctx.halt.raised() => {
+                not_started.push((index, script));
+                continue;
+            }
         };
-        if *stop.borrow() != Stop::Run {
+        if *stop.borrow() != Stop::Run || ctx.halt.is_raised() {
             not_started.push((index, script));
             continue;
         }
@@ -150,9 +158,16 @@ pub async fn run_all(
             results[index] = Some(summary);
         }
     }
+    let why = match ctx.halt.reason() {
+        Some(reason) if *stop.borrow() == Stop::Run => format!(
+            "the runner's file system is full (writing {} failed)",
+            reason.path.display()
+        ),
+        _ => "the run was interrupted".into(),
+    };
     for (index, script) in not_started {
         let mut result = script::base_result(&ctx, &script);
-        result.stderr_tail = vec!["[jax-runner] not started: the run was interrupted".into()];
+        result.stderr_tail = vec![format!("[jax-runner] not started: {why}")];
         results[index] = Some(ScriptSummary::of(&result));
         events.emit(RunEvent::ScriptFinished {
             result: Box::new(result),

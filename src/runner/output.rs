@@ -41,6 +41,8 @@ pub struct Drained {
     pub cut_bytes: u64,
     /// A write to the log failed; reading went on so the child never blocks.
     pub write_error: Option<String>,
+    /// That failure was a full file system (`ENOSPC`, `EDQUOT`): the runner halts.
+    pub disk_full: bool,
     /// What the scanner saw, when asked for.
     pub scan: StderrScan,
 }
@@ -53,7 +55,7 @@ struct CappedLog {
     end: VecDeque<u8>,
     end_limit: usize,
     dropped: u64,
-    error: Option<String>,
+    error: Option<std::io::Error>,
 }
 
 impl CappedLog {
@@ -81,7 +83,7 @@ impl CappedLog {
             let n = (self.head_limit - self.written).min(data.len() as u64) as usize;
             if self.error.is_none() {
                 if let Err(e) = self.file.write_all(&data[..n]) {
-                    self.error = Some(e.to_string());
+                    self.error = Some(e);
                 }
             }
             self.written += n as u64;
@@ -99,17 +101,23 @@ impl CappedLog {
         self.end.extend(&data[skip..]);
     }
 
-    fn finish(mut self) -> (u64, Option<String>) {
-        if self.dropped > 0 {
-            let marker = format!(
-                "\n[jax-runner: {} bytes cut here by --max-log-size]\n",
-                self.dropped
-            );
-            let _ = self.file.write_all(marker.as_bytes());
-        }
+    /// Writes the kept end and flushes. A failure here is reported like any other
+    /// (a log cut short by a full disk must say so).
+    fn finish(mut self) -> (u64, Option<std::io::Error>) {
+        let marker = match self.dropped {
+            0 => String::new(),
+            n => format!("\n[jax-runner: {n} bytes cut here by --max-log-size]\n"),
+        };
         let (a, b) = self.end.as_slices();
-        let _ = self.file.write_all(a).and_then(|_| self.file.write_all(b));
-        let _ = self.file.flush();
+        let written = self
+            .file
+            .write_all(marker.as_bytes())
+            .and_then(|_| self.file.write_all(a))
+            .and_then(|_| self.file.write_all(b))
+            .and_then(|_| self.file.flush());
+        if let (None, Err(e)) = (&self.error, written) {
+            self.error = Some(e);
+        }
         (self.dropped, self.error)
     }
 }
@@ -167,7 +175,8 @@ pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions
         }
         let (cut, error) = log.finish();
         out.cut_bytes = cut;
-        out.write_error = error;
+        out.disk_full = error.as_ref().is_some_and(crate::halt::is_disk_full);
+        out.write_error = error.map(|e| e.to_string());
         out.tail = last_lines(tail.make_contiguous(), opts.tail_lines);
         out
     });

@@ -1,5 +1,6 @@
 //! One script from first attempt to final result: retries by policy, the GPU→CPU
-//! fallback, telemetry, classification and leak reports.
+//! fallback, telemetry, classification and leak reports, and the runner's own halt
+//! when a log of the script cannot be written for lack of space.
 
 use std::path::{Path, PathBuf};
 
@@ -11,10 +12,8 @@ use super::slots::{Lease, Slots};
 use super::{sys, RunContext, Stop};
 use crate::discovery::Script;
 use crate::events::{EventSender, RunEvent};
-use crate::model::{
-    Attempt, Fallback, JaxTelemetry, ScriptResult, ScriptSummary, Status, SCHEMA_VERSION,
-};
-use crate::model::{FailureClass, Platform};
+use crate::model::{Attempt, FailureClass, Fallback, JaxTelemetry, Platform, ScriptResult};
+use crate::model::{ScriptSummary, Status, SCHEMA_VERSION};
 use crate::paths::rfc3339;
 
 /// Runs one script to its final result, reports it, and returns its summary line.
@@ -34,6 +33,9 @@ pub async fn run_script(
     let data_dir = ctx.data_dir(&script.id);
     let prepared =
         std::fs::create_dir_all(ctx.logs_dir()).and_then(|_| std::fs::create_dir_all(&data_dir));
+    if let Err(e) = &prepared {
+        ctx.halt.check(&data_dir, e);
+    }
     let mut platform = ctx.plan.platform;
     if platform == Platform::Gpu && config.fallback_to_cpu {
         if let Some(reason) = ctx.gpu_unusable() {
@@ -76,19 +78,31 @@ pub async fn run_script(
                 if let Some(by) = done.enforced.memory_limit {
                     result.sandbox.memory_limit_enforced_by = Some(by.into());
                 }
+                let o = &done.outcome;
+                for (log, d) in [(&stdout_log, &o.stdout), (&stderr_log, &o.stderr)] {
+                    if d.disk_full {
+                        ctx.halt
+                            .raise(log, d.write_error.clone().unwrap_or_default());
+                    }
+                }
                 let mut a = record(
                     number,
                     platform,
                     &stdout_log,
                     &stderr_log,
-                    &done.outcome,
+                    o,
                     done.jax,
                     &mut result,
                 );
                 a.ray = done.ray;
                 a
             }
-            Err(e) => spawn_failure(number, platform, &stdout_log, &stderr_log, &e, &mut result),
+            Err(e) => {
+                if let AttemptError::Prepare { path, source } = &e {
+                    ctx.halt.check(path, source);
+                }
+                spawn_failure(number, platform, &stdout_log, &stderr_log, &e, &mut result)
+            }
         };
         attempt.slot = slot;
         let class = attempt.class;
@@ -98,7 +112,7 @@ pub async fn run_script(
             attempt: Box::new(attempt.clone()),
         });
         result.attempts.push(attempt);
-        if class == FailureClass::Succeeded || *stop.borrow() != Stop::Run {
+        if class == FailureClass::Succeeded || *stop.borrow() != Stop::Run || ctx.halt.is_raised() {
             break;
         }
         if class == FailureClass::GpuEnvironment
@@ -129,7 +143,7 @@ pub async fn run_script(
         }
     }
     finish(&mut result);
-    result.data_files = data_files(&data_dir);
+    result.data_files = crate::paths::relative_files(&data_dir, 10_000);
     let summary = ScriptSummary::of(&result);
     events.emit(RunEvent::ScriptFinished {
         result: Box::new(result),
@@ -300,6 +314,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         schema_version: SCHEMA_VERSION,
         id: script.id.clone(),
         script_path: script.path.to_string_lossy().into_owned(),
+        script_path_hex: crate::model::lossless_hex(&script.path),
         relative_path: script.relative_path.to_string_lossy().into_owned(),
         discovered_by: script.discovered_by,
         success: false,
@@ -340,16 +355,6 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
             .cloned()
             .unwrap_or_default(),
     }
-}
-
-/// What the script left in its data folder, relative to it.
-fn data_files(data_dir: &Path) -> Vec<String> {
-    let (files, _) = crate::paths::list_files(data_dir, 10_000);
-    files
-        .iter()
-        .filter_map(|f| f.strip_prefix(data_dir).ok())
-        .map(|f| f.to_string_lossy().into_owned())
-        .collect()
 }
 
 /// Fills the summary fields from the attempts.

@@ -51,12 +51,16 @@ fn model_of(s: &Script) -> String {
         .unwrap_or_else(|| "unknown_model".into())
 }
 
+/// The longest file key: `<key>_results.json` and its atomic temporary
+/// (`.<key>_results.json.<pid>.<n>.tmp`, 47 bytes more) must fit the 255-byte name
+/// limit. A script whose file name is longer is keyed by its id, which is short.
+const MAX_KEY_BYTES: usize = 180;
+
 /// Decides each script's step-12 place under `step12`. A model with one script writes
 /// straight into `simulation_data/`; with several, each gets `simulation_data/<key>/`
-/// so their `simulation_results.json` files do not overwrite each other.
+/// so their `simulation_results.json` files do not overwrite each other. Every script
+/// gets its own files, always: see [`file_keys`].
 pub fn plan(step12: &Path, scripts: &[Script]) -> HashMap<String, GnnEntry> {
-    let mut per_model: HashMap<String, usize> = HashMap::new();
-    let mut per_name: HashMap<(String, String), usize> = HashMap::new();
     let named: Vec<(String, String)> = scripts
         .iter()
         .map(|s| {
@@ -68,28 +72,33 @@ pub fn plan(step12: &Path, scripts: &[Script]) -> HashMap<String, GnnEntry> {
             (model_of(s), name)
         })
         .collect();
-    for (model, name) in &named {
-        *per_model.entry(model.clone()).or_default() += 1;
-        *per_name.entry((model.clone(), name.clone())).or_default() += 1;
+    let mut per_model: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, (model, _)) in named.iter().enumerate() {
+        per_model.entry(model.as_str()).or_default().push(i);
+    }
+    let mut keys: Vec<String> = vec![String::new(); scripts.len()];
+    for members in per_model.values() {
+        let wanted: Vec<(&str, &str)> = members
+            .iter()
+            .map(|&i| (named[i].1.as_str(), scripts[i].id.as_str()))
+            .collect();
+        for (&i, key) in members.iter().zip(file_keys(&wanted)) {
+            keys[i] = key;
+        }
     }
     scripts
         .iter()
-        .zip(named)
-        .map(|(s, (model, script_name))| {
-            let shared = per_name[&(model.clone(), script_name.clone())] > 1;
-            let file_key = if shared {
-                format!("{}.py", s.id)
-            } else {
-                script_name.clone()
-            };
-            let impl_dir = step12.join(&model).join(FRAMEWORK);
+        .zip(named.iter())
+        .zip(keys)
+        .map(|((s, (model, script_name)), file_key)| {
+            let impl_dir = step12.join(model).join(FRAMEWORK);
             let mut data_dir = impl_dir.join("simulation_data");
-            if per_model[&model] > 1 {
-                data_dir = data_dir.join(file_key.trim_end_matches(".py"));
+            if per_model[model.as_str()].len() > 1 {
+                data_dir = data_dir.join(file_key.strip_suffix(".py").unwrap_or(&file_key));
             }
             let entry = GnnEntry {
-                model,
-                script_name,
+                model: model.clone(),
+                script_name: script_name.clone(),
                 file_key,
                 impl_dir,
                 data_dir,
@@ -97,6 +106,39 @@ pub fn plan(step12: &Path, scripts: &[Script]) -> HashMap<String, GnnEntry> {
             (s.id.clone(), entry)
         })
         .collect()
+}
+
+/// The file keys of one model's scripts, given as (file name, id): each its file name
+/// (GNN's own naming), unless that is shared or too long, then `<id>.py`. An id-based
+/// key can equal another script's file name (`a/x/jax/s.py` keyed `a_x_jax_s.py`
+/// beside a real `a_x_jax_s.py`): the real name then yields too, until no two keys
+/// are equal. Ids are unique, so this ends, and the common case keeps GNN's names.
+fn file_keys(scripts: &[(&str, &str)]) -> Vec<String> {
+    let by_id = |id: &str| format!("{id}.py");
+    let mut keys: Vec<(String, bool)> = scripts
+        .iter()
+        .map(
+            |(name, id)| match name.len() > ".py".len() && name.len() <= MAX_KEY_BYTES {
+                true => (name.to_string(), false),
+                false => (by_id(id), true),
+            },
+        )
+        .collect();
+    loop {
+        let mut count: HashMap<&str, usize> = HashMap::new();
+        for (key, _) in &keys {
+            *count.entry(key.as_str()).or_default() += 1;
+        }
+        let clashing: Vec<usize> = (0..keys.len())
+            .filter(|&i| !keys[i].1 && count[keys[i].0.as_str()] > 1)
+            .collect();
+        if clashing.is_empty() {
+            return keys.into_iter().map(|(k, _)| k).collect();
+        }
+        for i in clashing {
+            keys[i] = (by_id(scripts[i].1), true);
+        }
+    }
 }
 
 /// What the summary says about the run beyond its scripts.

@@ -1,3 +1,5 @@
+use std::collections::HashSet;
+
 use serde_json::json;
 
 use super::*;
@@ -62,6 +64,43 @@ fn every_script_gets_its_own_files_even_with_shared_names() {
         m.log_file(),
         step12.join("m/jax/execution_logs/M_jax.py_execution.log")
     );
+}
+
+#[test]
+fn an_id_based_key_never_takes_another_scripts_file_name() {
+    let step12 = Path::new("/out/12_execute_output");
+    // `a/x/jax/s.py` and `b/x/jax/s.py` share a name, so they are keyed by id; the
+    // third script's real name is the first one's id.
+    let scripts = [
+        script("a/x/jax/s.py", "a_x_jax_s"),
+        script("b/x/jax/s.py", "b_x_jax_s"),
+        script("c/x/jax/a_x_jax_s.py", "a_x_jax_s_2"),
+    ];
+    let plan = plan(step12, &scripts);
+    let files: HashSet<PathBuf> = plan.values().map(GnnEntry::results_file).collect();
+    let logs: HashSet<PathBuf> = plan.values().map(GnnEntry::log_file).collect();
+    let data: HashSet<&PathBuf> = plan.values().map(|e| &e.data_dir).collect();
+    assert_eq!((files.len(), logs.len(), data.len()), (3, 3, 3), "{plan:?}");
+    assert_eq!(plan["a_x_jax_s_2"].script_name, "a_x_jax_s.py");
+}
+
+#[test]
+fn long_file_names_are_keyed_by_their_short_id() {
+    let step12 = Path::new("/out/12_execute_output");
+    let long = format!("m/jax/{}.py", "n".repeat(246));
+    let plan = plan(
+        step12,
+        &[script(&long, "n_0123456789ab"), script("m/jax/o.py", "o")],
+    );
+    let e = &plan["n_0123456789ab"];
+    assert_eq!(e.script_name.len(), 249);
+    let name = e.results_file().file_name().unwrap().len();
+    assert!(name + 47 <= 255, "{name} bytes");
+    assert_eq!(
+        e.data_dir,
+        step12.join("m/jax/simulation_data/n_0123456789ab")
+    );
+    assert_eq!(plan["o"].file_key, "o.py", "short names keep GNN's naming");
 }
 
 #[test]

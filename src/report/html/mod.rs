@@ -184,6 +184,7 @@ struct Page {
     failures: Vec<Failure>,
     warnings: Vec<String>,
     missing: Vec<String>,
+    refused: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]

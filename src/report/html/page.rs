@@ -5,7 +5,11 @@ use std::collections::{HashMap, HashSet};
 
 use super::svg::{sparkline, timeline};
 use super::*;
+use crate::listing::{bounded_messages, LISTED};
 use crate::model::{RunInfo, ScriptSummary, Totals};
+
+/// How a cut list ends.
+const ALL_IN_METRICS: &str = "(every one is in performance_metrics.json)";
 use crate::report::record::ScriptRecord;
 
 /// The whole page. `records` are in finishing order, the order the timeline draws.
@@ -34,8 +38,9 @@ pub(super) fn build_page(
         rows,
         timeline: timeline(metrics, records),
         failures,
-        warnings: metrics.warnings.clone(),
-        missing: metrics.missing_scripts.clone(),
+        warnings: bounded_messages(&metrics.warnings, LISTED, ALL_IN_METRICS),
+        missing: bounded_messages(&metrics.missing_scripts, LISTED, ALL_IN_METRICS),
+        refused: bounded_messages(&metrics.refused_scripts, LISTED, ALL_IN_METRICS),
     }
 }
 

@@ -23,6 +23,8 @@ enum Ending {
     Signal(i32),
     /// Exit 1 with jax's "cannot initialise cuda" line on stderr.
     GpuBroken,
+    /// Killed by SIGKILL (retried by default) while its stdout log hit a full disk.
+    DiskFull,
 }
 
 /// Plays a list of endings per script id, one per attempt, and remembers what it was
@@ -54,7 +56,13 @@ impl Backend for Fake {
             }
             let ending = self.plays.lock().unwrap().get_mut(&id).unwrap().remove(0);
             let mut stderr = Drained::default();
+            let mut stdout = Drained::default();
             let (code, signal) = match ending {
+                Ending::DiskFull => {
+                    stdout.disk_full = true;
+                    stdout.write_error = Some("No space left on device (os error 28)".into());
+                    (None, Some(9))
+                }
                 Ending::Exit(c) => (Some(c), None),
                 Ending::Signal(s) => (None, Some(s)),
                 Ending::GpuBroken => {
@@ -76,7 +84,7 @@ impl Backend for Fake {
                 },
                 stopped_by: None,
                 peak_rss_bytes: 0,
-                stdout: Drained::default(),
+                stdout,
                 stderr,
                 leaks: Vec::new(),
                 kernel_oom_kill: false,
@@ -132,6 +140,7 @@ fn context_with(
         sandbox_info: Default::default(),
         data_dirs: Default::default(),
         fingerprints: Default::default(),
+        halt: Default::default(),
     }
 }
 
@@ -255,4 +264,35 @@ async fn a_script_waiting_for_its_retry_gives_its_slot_to_the_queue() {
         order,
         vec![("flaky".into(), 1), ("next".into(), 1), ("flaky".into(), 2)]
     );
+}
+
+#[tokio::test]
+async fn a_full_disk_starts_nothing_more_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = Arc::new(fake(&[
+        ("full", &[Ending::DiskFull, Ending::Exit(0)]),
+        ("later", &[Ending::Exit(0)]),
+        ("last", &[Ending::Exit(0)]),
+    ]));
+    let ctx = Arc::new(context(tmp.path(), f.clone(), Platform::Cpu, 1));
+    let (_tx, stop) = watch::channel(Stop::Run);
+    let (events, mut rx) = EventSender::channel();
+    let scripts = vec![script("full"), script("later"), script("last")];
+    let lines = crate::runner::run_all(ctx.clone(), scripts, events, stop).await;
+    assert_eq!(
+        f.asked.lock().unwrap().len(),
+        1,
+        "no retry, nothing else started"
+    );
+    assert!(ctx.halt.reason().unwrap().path.ends_with("full.stdout.log"));
+    assert_eq!(lines[1].status, Status::Interrupted);
+    assert_eq!(lines[1].attempts, 0);
+    while let Some(e) = rx.recv().await {
+        if let RunEvent::ScriptFinished { result } = e {
+            if result.id == "last" {
+                let why = result.stderr_tail.join("\n");
+                assert!(why.contains("not started") && why.contains("full"), "{why}");
+            }
+        }
+    }
 }
