@@ -248,7 +248,8 @@ pub struct RunArgs {
     )]
     pub env_pass: Vec<String>,
     /// Fork scripts from a Python that has jax imported already (skips ~0.7 s of start
-    /// per script). auto: on for unsandboxed runs.
+    /// per script), inside the sandbox too. auto: wherever it can be done; on: also
+    /// warn when the sandbox rules it out.
     #[arg(help_heading = "Speed", long, value_enum, default_value = "auto")]
     pub warm_start: WarmArg,
     /// Where scripts run: here, or as jobs on a Ray cluster (--ray-address).

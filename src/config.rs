@@ -17,6 +17,14 @@ pub enum CompilationCache {
     Dir(PathBuf),
 }
 
+impl CompilationCache {
+    /// The folder used when `--compilation-cache` names none (unsandboxed runs; a
+    /// sandboxed run keeps its own beside it).
+    pub fn default_dir() -> PathBuf {
+        crate::paths::cache_dir().join("jax-compilation-cache")
+    }
+}
+
 /// Everything a run needs, validated.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -77,7 +85,7 @@ pub struct RayOptions {
 /// `--warm-start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WarmStart {
-    /// On for unsandboxed runs (sandboxed scripts each need their own mounts).
+    /// Wherever it can be done, inside the sandbox too.
     Auto,
     On,
     Off,
@@ -139,7 +147,7 @@ impl RunConfig {
         let compilation_cache = match opts.compilation_cache.as_deref() {
             Some("off") | Some("none") => CompilationCache::Off,
             Some(dir) => CompilationCache::Dir(absolute(Path::new(dir))),
-            None => CompilationCache::Dir(crate::paths::cache_dir().join("jax-compilation-cache")),
+            None => CompilationCache::Dir(CompilationCache::default_dir()),
         };
         Ok(RunConfig {
             retry: RetryPolicy {

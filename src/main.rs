@@ -32,6 +32,17 @@ const EXIT_NO_SCRIPTS: u8 = 3;
 const EXIT_INTERRUPTED: u8 = 130;
 
 fn main() -> ExitCode {
+    // The runner's own helper process, started by a run (never by a user): see
+    // `runner::sentinel`.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(jax_runner::runner::sentinel::ARG))
+    {
+        let rest: Vec<String> = std::env::args_os()
+            .skip(2)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return ExitCode::from(jax_runner::runner::sentinel::run(&rest) as u8);
+    }
     let cli = Cli::parse();
     let level = cli.verbosity.level();
     let outcome = match cli.command {

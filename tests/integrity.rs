@@ -128,3 +128,89 @@ fn json_files_are_never_torn_when_the_runner_is_killed_at_random_moments() {
     let out = t.run(&[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
+
+/// Whether the runner can make cgroups here (root on a writable cgroupfs, as in CI):
+/// the promises below rest on them.
+fn cgroups_usable() -> bool {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    root && ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"]
+        .iter()
+        .any(|d| std::path::Path::new(d).join("cgroup.procs").exists())
+}
+
+fn pid_in(file: &std::path::Path) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            if let Ok(pid) = text.trim().parse() {
+                return pid;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{} never appeared", file.display());
+}
+
+fn gone_within(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Gone, or a zombie waiting for whoever inherited it.
+        if stat.is_empty()
+            || stat
+                .rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Unsandboxed, a child that left the script's group and session and dropped the
+/// run's token from its environment is still found (in the attempt's cgroup), killed
+/// and reported.
+#[test]
+fn a_child_that_hides_its_token_and_session_is_found_and_reported() {
+    if !cgroups_usable() {
+        eprintln!("skipped: the runner cannot make cgroups here (not root)");
+        return;
+    }
+    let t = Tree::new();
+    t.fixture("escapee.py", "m/jax/escapee.py");
+    let out = t.run(&["--sandbox", "off"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = t.result("escapee");
+    let data = std::path::PathBuf::from(r["data_dir"].as_str().unwrap());
+    let pid = pid_in(&data.join("escapee.pid"));
+    assert!(
+        gone_within(pid, Duration::from_secs(5)),
+        "the escapee {pid} lives on"
+    );
+    let leaks = r["leaks"].as_array().unwrap();
+    assert!(
+        leaks.iter().any(|l| l["pid"] == pid),
+        "the escapee is reported: {r}"
+    );
+}
+
+/// SIGKILL of the runner while an unsandboxed script runs: the script dies with it
+/// (its death signal) and so does the child it hid, which the sentinel kills.
+#[test]
+fn sigkill_of_the_runner_takes_a_hidden_child_with_it() {
+    if !cgroups_usable() {
+        eprintln!("skipped: the runner cannot make cgroups here (not root)");
+        return;
+    }
+    let t = Tree::new();
+    t.fixture("escapee.py", "m/jax/escapee.py");
+    let mut runner = t.spawn(&["--sandbox", "off", "--env", "ESCAPEE_WAIT=1"]);
+    let pid = pid_in(&t.results_dir().join("data/escapee/escapee.pid"));
+    sigkill(&mut runner);
+    assert!(
+        gone_within(pid, Duration::from_secs(10)),
+        "the hidden child {pid} outlived the runner"
+    );
+}

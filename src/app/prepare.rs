@@ -100,10 +100,15 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         _ => None,
     };
     let history = History::load(&config.results_dir);
-    let plan = match &cluster {
+    let mut plan = match &cluster {
         Some(c) => ray_plan(config, c),
         None => plan(config, environment.as_ref(), history.max_peak_mb()),
     };
+    if cluster.is_none() {
+        let (jobs, lowered) = crate::runner::capacity::clamp_jobs_here(plan.jobs);
+        plan.jobs = jobs;
+        warnings.extend(lowered);
+    }
     if let (Err(reason), SandboxMode::Auto, None) = (&bwrap, config.sandbox, &config.ray) {
         warnings.push(format!(
             "scripts run without a sandbox: {reason} (install it with `{}`)",
@@ -115,7 +120,7 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
             "GPU requested but unusable ({reason}) and --fallback none: scripts will fail"
         ));
     }
-    let compilation_cache = compilation_cache(config, &mut warnings);
+    let compilation_cache = compilation_cache(config, bwrap.is_ok(), &mut warnings);
     let gnn = config
         .gnn_layout
         .then(|| crate::report::gnn::plan(&config.step12_dir, &discovery.scripts));
@@ -214,7 +219,12 @@ async fn execution(
             }
             let inside = sandbox.as_ref().map(|sb| sb.zygote(&shared));
             let warm = warm_start(config, interp, inside, shim_dir, warnings).await;
+            let sentinel = crate::runner::sentinel::start(
+                &format!("{}:", shared.run_token),
+                &crate::runner::limits::parent_dirs(),
+            );
             Arc::new(backends::Local {
+                sentinel,
                 shared,
                 python: interp.path.clone(),
                 sandbox,

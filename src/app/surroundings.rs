@@ -50,19 +50,38 @@ pub(super) fn seccomp_filter(warnings: &mut Vec<String>) -> Option<PathBuf> {
 }
 
 /// The compilation cache folder, created; `None` (and a warning) when it cannot be.
-pub(super) fn compilation_cache(config: &RunConfig, warnings: &mut Vec<String>) -> Option<PathBuf> {
+///
+/// A sandboxed script can write the cache, so whatever it writes is trusted only by
+/// other sandboxed scripts: sandboxed runs keep a default cache of their own, beside
+/// the one unsandboxed runs use, and an entry planted from inside the sandbox never
+/// reaches a script running outside it. A folder named with `--compilation-cache` is
+/// used as given, by both.
+pub(super) fn compilation_cache(
+    config: &RunConfig,
+    sandboxed: bool,
+    warnings: &mut Vec<String>,
+) -> Option<PathBuf> {
+    let dir = cache_folder(config, sandboxed)?;
+    match std::fs::create_dir_all(&dir) {
+        Ok(()) => Some(dir),
+        Err(e) => {
+            warnings.push(format!(
+                "compilation cache disabled: failed to create {}: {e}",
+                dir.display()
+            ));
+            None
+        }
+    }
+}
+
+/// The folder of [`compilation_cache`], not yet created.
+fn cache_folder(config: &RunConfig, sandboxed: bool) -> Option<PathBuf> {
     match &config.compilation_cache {
         CompilationCache::Off => None,
-        CompilationCache::Dir(dir) => match std::fs::create_dir_all(dir) {
-            Ok(()) => Some(dir.clone()),
-            Err(e) => {
-                warnings.push(format!(
-                    "compilation cache disabled: failed to create {}: {e}",
-                    dir.display()
-                ));
-                None
-            }
-        },
+        CompilationCache::Dir(dir) if sandboxed && *dir == CompilationCache::default_dir() => {
+            Some(dir.with_file_name("jax-compilation-cache-sandboxed"))
+        }
+        CompilationCache::Dir(dir) => Some(dir.clone()),
     }
 }
 
@@ -137,5 +156,28 @@ pub(super) fn sandbox_info(config: &RunConfig, bwrap: &Result<Bwrap, String>) ->
         max_procs_enforced_by: None,
         memory_limit_enforced_by: None,
         capabilities: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sandboxed_runs_keep_a_default_cache_of_their_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = crate::config::test_options(tmp.path());
+        opts.compilation_cache = None;
+        let config = RunConfig::from_options(opts.clone()).unwrap();
+        let shared = CompilationCache::default_dir();
+        assert_eq!(cache_folder(&config, false), Some(shared.clone()));
+        let own = cache_folder(&config, true).unwrap();
+        assert_ne!(own, shared, "nothing planted inside reaches an unsandboxed run");
+        assert_eq!(own.parent(), shared.parent());
+        // A folder the user names is used as given.
+        let named = tmp.path().join("cache");
+        opts.compilation_cache = Some(named.to_string_lossy().into_owned());
+        let config = RunConfig::from_options(opts).unwrap();
+        assert_eq!(cache_folder(&config, true), Some(named));
     }
 }

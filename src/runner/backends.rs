@@ -103,6 +103,8 @@ pub struct Local {
     pub zygote: Option<Arc<Zygote>>,
     /// Why there is no zygote: every cold start of the run says so.
     pub cold_reason: Option<String>,
+    /// Kills what the run's scripts left if the runner dies (held for the run).
+    pub sentinel: Option<super::sentinel::Sentinel>,
 }
 
 impl Local {
@@ -115,17 +117,11 @@ impl Local {
             .parent()
             .unwrap_or(Path::new("/"))
             .to_path_buf();
-        let limited = config.max_procs.is_some() || config.memory_limit.is_some();
-        let cgroup = limited
-            .then(|| {
-                let name = format!("{}-{}-{}", std::process::id(), req.script.id, req.number);
-                limits::AttemptCgroup::create(
-                    &sanitize(&name),
-                    config.max_procs,
-                    config.memory_limit,
-                )
-            })
-            .flatten();
+        // Always one where the host allows: it holds everything the script starts (see
+        // `AttemptCgroup::create`), limits or not. The sentinel finds it by this name.
+        let name = format!("{}-{}-{}", std::process::id(), req.script.id, req.number);
+        let cgroup =
+            limits::AttemptCgroup::create(&sanitize(&name), config.max_procs, config.memory_limit);
         let by = |kernel: bool| if kernel { "cgroup" } else { "watchdog" };
         let enforced = Enforced {
             max_procs: config
@@ -315,9 +311,11 @@ impl Backend for Ray {
     }
 }
 
-/// cgroup and job names: letters, digits, `-`, `_`, `.` only, and not too long.
+/// cgroup and job names: letters, digits, `-`, `_`, `.` only, and not too long; a name
+/// that had to change gets a hash of the original, so two ids never share one.
 fn sanitize(name: &str) -> String {
-    name.chars()
+    let mut out: String = name
+        .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "-_.".contains(c) {
                 c
@@ -325,6 +323,13 @@ fn sanitize(name: &str) -> String {
                 '_'
             }
         })
-        .take(200)
-        .collect()
+        .take(180)
+        .collect();
+    if out != name {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        name.hash(&mut h);
+        out.push_str(&format!("-{:012x}", h.finish() & 0xffff_ffff_ffff));
+    }
+    out
 }

@@ -234,10 +234,18 @@ pub async fn run_attempt(
         .sandbox
         .as_ref()
         .map(|sb| sb.bwrap.to_string_lossy().into_owned());
-    let mut leaks =
-        tokio::task::spawn_blocking(move || reaper::sweep(&token, &seen, init.as_deref()))
-            .await
-            .unwrap_or_default();
+    let cgroup = spec.cgroup.clone();
+    let mut leaks = tokio::task::spawn_blocking(move || {
+        let mut leaks = reaper::sweep(&token, &seen, init.as_deref());
+        // What the sweep cannot see (a process that cleared its token and left the
+        // group and session) is still in the attempt's cgroup.
+        if let Some(cg) = cgroup {
+            leaks.extend(reaper::cgroup_leftovers(&cg, &leaks, init.as_deref()));
+        }
+        leaks
+    })
+    .await
+    .unwrap_or_default();
     let (stdout, stderr, held_open) = collect_output(out_task, err_task).await;
     if held_open {
         leaks.push(Leak {
@@ -400,25 +408,23 @@ fn terminate(pid: libc::pid_t, spec: &AttemptSpec) {
 }
 
 /// Waits for both pipes to reach end-of-file. Leftovers were killed already; a pipe
-/// still open after that is held by a process outside the tree, so reading stops
-/// and what was read is kept.
+/// still open after that is held by a process outside the tree, so reading stops,
+/// what the pipe still holds is read, and the rest is left.
 async fn collect_output(out: Drainer, err: Drainer) -> (Drained, Drained, bool) {
     let deadline = TokioInstant::now() + PIPE_CLOSE_WAIT;
-    let mut held_open = false;
     let finish = |d: Drainer| {
         let mut handle = d.handle;
         async move {
             match tokio::time::timeout_at(deadline, &mut handle).await {
-                Ok(r) => (r.unwrap_or_default(), false),
+                Ok(r) => r.unwrap_or_default(),
                 Err(_) => {
                     let _ = d.stop.send(true);
-                    (handle.await.unwrap_or_default(), true)
+                    handle.await.unwrap_or_default()
                 }
             }
         }
     };
-    let (o, o_open) = finish(out).await;
-    let (e, e_open) = finish(err).await;
-    held_open |= o_open || e_open;
+    let (o, e) = tokio::join!(finish(out), finish(err));
+    let held_open = o.held_open || e.held_open;
     (o, e, held_open)
 }

@@ -60,7 +60,12 @@ fn limited(
     if fresh && std::fs::create_dir(&dir).is_err() {
         return None;
     }
-    let (first, rest) = limits.split_first()?;
+    let Some((first, rest)) = limits.split_first() else {
+        if fresh {
+            dirs.push(dir.clone());
+        }
+        return Some(dir);
+    };
     if std::fs::write(dir.join(first.0), &first.1).is_err() {
         if fresh {
             let _ = std::fs::remove_dir(&dir);
@@ -78,19 +83,26 @@ fn limited(
 }
 
 impl AttemptCgroup {
-    /// A cgroup with `pids.max = max_procs` and a memory limit of `memory` bytes (each
-    /// when asked for and when the host allows), or `None` when neither could be set
-    /// (no controller, read-only cgroupfs, not delegated).
+    /// A cgroup for one attempt: always a pids cgroup (with `pids.max = max_procs` when
+    /// asked), and a memory limit of `memory` bytes when asked, each where the host
+    /// allows; `None` when none could be made (no controller, read-only cgroupfs, not
+    /// delegated).
     pub fn create(
         name: &str,
         max_procs: Option<u32>,
         memory: Option<u64>,
     ) -> Option<AttemptCgroup> {
         let mut dirs = Vec::new();
-        let pids = max_procs.and_then(|max| {
-            let (parent, _) = parent_dir("pids")?;
-            limited(&mut dirs, &parent, name, &[("pids.max", max.to_string())])
-        });
+        // Every attempt gets a pids cgroup where the host allows one, limit or not: what
+        // the script leaves behind is found there and killed, whatever it did to its
+        // environment, session or parent (see `members`), and the sentinel kills it if
+        // the runner dies first.
+        let limit: Vec<(&str, String)> = max_procs
+            .map(|max| vec![("pids.max", max.to_string())])
+            .unwrap_or_default();
+        let pids = parent_dir("pids")
+            .and_then(|(parent, _)| limited(&mut dirs, &parent, name, &limit))
+            .filter(|_| max_procs.is_some());
         let memory = memory.and_then(|bytes| {
             let (parent, v1) = parent_dir("memory")?;
             let files: &[(&str, String)] = if v1 {
@@ -171,6 +183,23 @@ impl AttemptCgroup {
         Ok(())
     }
 
+    /// Every process in the attempt's cgroups now.
+    pub fn members(&self) -> Vec<i32> {
+        let mut out: Vec<i32> = self
+            .dirs
+            .iter()
+            .filter_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
+            .flat_map(|s| {
+                s.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect::<Vec<i32>>()
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// The `cgroup.procs` files, for a process that joins by writing its own PID.
     pub fn procs_paths(&self) -> Vec<String> {
         self.dirs
@@ -214,22 +243,37 @@ impl AttemptCgroup {
 impl Drop for AttemptCgroup {
     fn drop(&mut self) {
         for dir in &self.dirs {
-            // A cgroup can be removed only when empty: kill whatever is left first.
-            for _ in 0..50 {
-                let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-                let pids: Vec<i32> = procs
-                    .split_whitespace()
-                    .filter_map(|p| p.parse().ok())
-                    .collect();
-                if pids.is_empty() && std::fs::remove_dir(dir).is_ok() {
-                    break;
-                }
-                for pid in pids {
-                    super::sys::kill_pid(pid, libc::SIGKILL);
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            let _ = std::fs::remove_dir(dir);
+            empty_and_remove(dir);
         }
     }
+}
+
+/// Kills every process in the cgroup `dir` until it is empty, then removes it. A
+/// process forking as it is killed is caught on the next pass.
+pub fn empty_and_remove(dir: &Path) {
+    for _ in 0..50 {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        let pids: Vec<i32> = procs
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        if pids.is_empty() && std::fs::remove_dir(dir).is_ok() {
+            return;
+        }
+        for pid in pids {
+            super::sys::kill_pid(pid, libc::SIGKILL);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// The folders this runner's attempt cgroups are made in (for the sentinel).
+pub fn parent_dirs() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = ["pids", "memory"]
+        .iter()
+        .filter_map(|c| parent_dir(c).map(|(d, _)| d))
+        .collect();
+    out.dedup();
+    out
 }

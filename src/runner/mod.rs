@@ -4,6 +4,7 @@
 
 pub mod attempt;
 pub mod backends;
+pub mod capacity;
 mod child;
 pub mod classify;
 pub mod env;
@@ -15,6 +16,7 @@ pub mod reaper;
 pub mod sandbox;
 mod script;
 pub mod seccomp;
+pub mod sentinel;
 mod slots;
 pub mod sys;
 pub mod telemetry;

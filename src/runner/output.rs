@@ -16,6 +16,8 @@ use super::classify::StderrScan;
 const TAIL_BYTES: usize = 16 * 1024;
 /// Most bytes of a capped log's end kept in memory until the stream ends.
 const MAX_KEPT_END: u64 = 4 * 1024 * 1024;
+/// Most bytes read from a pipe after the drain was told to stop.
+const MAX_LATE_BYTES: usize = 64 * 1024 * 1024;
 /// Longest partial line buffered for the scanner.
 const MAX_PENDING_LINE: usize = 8 * 1024;
 
@@ -39,6 +41,9 @@ pub struct Drained {
     pub tail: Vec<String>,
     /// Bytes left out of the log by the cap (0 when not cut).
     pub cut_bytes: u64,
+    /// The pipe was still open, and empty, when the drain was told to stop: a process
+    /// outside the script's tree held it.
+    pub held_open: bool,
     /// A write to the log failed; reading went on so the child never blocks.
     pub write_error: Option<String>,
     /// That failure was a full file system (`ENOSPC`, `EDQUOT`): the runner halts.
@@ -146,22 +151,11 @@ pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions
         let mut buf = vec![0u8; 64 * 1024];
         let mut tail: VecDeque<u8> = VecDeque::new();
         let mut pending: Vec<u8> = Vec::new();
-        loop {
-            let read = tokio::select! {
-                r = rx.read(&mut buf) => r,
-                _ = stopped.changed() => break,
-            };
-            let n = match read {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            };
-            let chunk = &buf[..n];
-            out.bytes += n as u64;
+        let mut take = |chunk: &[u8], out: &mut Drained| {
+            out.bytes += chunk.len() as u64;
             log.write(chunk);
             if opts.tail_lines > 0 {
-                let keep = &chunk[n.saturating_sub(TAIL_BYTES)..];
+                let keep = &chunk[chunk.len().saturating_sub(TAIL_BYTES)..];
                 let excess = (tail.len() + keep.len()).saturating_sub(TAIL_BYTES);
                 tail.drain(..excess.min(tail.len()));
                 tail.extend(keep);
@@ -169,7 +163,28 @@ pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions
             if opts.scan {
                 scan_lines(&mut out.scan, &mut pending, chunk);
             }
+        };
+        loop {
+            let read = tokio::select! {
+                r = rx.read(&mut buf) => Some(r),
+                _ = stopped.changed() => None,
+            };
+            match read {
+                // Told to stop: whatever is already in the pipe is the script's output
+                // all the same (a busy runner may simply be late to read it). Take it
+                // all; only a pipe that is empty and still open is held by a stranger.
+                None => {
+                    let held = read_what_is_there(&rx, &mut buf, |c| take(c, &mut out));
+                    out.held_open = held;
+                    break;
+                }
+                Some(Ok(0)) => break,
+                Some(Ok(n)) => take(&buf[..n], &mut out),
+                Some(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Some(Err(_)) => break,
+            }
         }
+        drop(take);
         if opts.scan && !pending.is_empty() {
             out.scan.line(&pending);
         }
@@ -181,6 +196,28 @@ pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions
         out
     });
     Drainer { handle, stop }
+}
+
+/// Reads what the pipe holds without waiting, up to a bound (a stranger writing
+/// without end must not hold the runner). Returns true when the pipe ended empty but
+/// open: someone outside the script's tree still holds its write end.
+fn read_what_is_there(rx: &pipe::Receiver, buf: &mut [u8], mut take: impl FnMut(&[u8])) -> bool {
+    let mut budget: usize = MAX_LATE_BYTES;
+    loop {
+        match rx.try_read(buf) {
+            Ok(0) => return false,
+            Ok(n) => {
+                take(&buf[..n]);
+                budget = budget.saturating_sub(n);
+                if budget == 0 {
+                    return true;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
+        }
+    }
 }
 
 fn scan_lines(scan: &mut StderrScan, pending: &mut Vec<u8>, chunk: &[u8]) {

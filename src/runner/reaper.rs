@@ -121,6 +121,68 @@ pub fn sweep(token: &str, seen: &[u32], sandbox_init: Option<&str>) -> Vec<Leak>
     killed
 }
 
+/// Processes still in the attempt's cgroup after the script exited and the sweep ran,
+/// beyond those already `found`: each is reported, then the cgroup is emptied.
+pub fn cgroup_leftovers(
+    cg: &super::limits::AttemptCgroup,
+    found: &[Leak],
+    sandbox_init: Option<&str>,
+) -> Vec<Leak> {
+    let mut out = Vec::new();
+    for _round in 0..8 {
+        let members = cg.members();
+        if members.is_empty() {
+            break;
+        }
+        for pid in members {
+            let pid_u = pid as u32;
+            if !found.iter().chain(&out).any(|l: &Leak| l.pid == pid_u) && !is_zombie(pid_u) {
+                out.push(Leak {
+                    pid: pid_u,
+                    command: command_line(pid_u),
+                });
+            }
+            sys::kill_pid(pid, libc::SIGKILL);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        reap_orphans(&out);
+    }
+    reap_orphans(&out);
+    out.retain(|l| !sandbox_init.is_some_and(|init| l.command.starts_with(init)));
+    out
+}
+
+/// Kills every process whose environment carries a token starting with `prefix` (a
+/// run's token; see [`TOKEN_VAR`]), with its group. For the sentinel, after the runner
+/// is gone.
+pub fn kill_tokened(prefix: &str) {
+    let entry = format!("{TOKEN_VAR}={prefix}").into_bytes();
+    for _round in 0..4 {
+        let found: Vec<u32> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| environ_starts(*pid, &entry))
+            .collect();
+        if found.is_empty() {
+            return;
+        }
+        for pid in found {
+            sys::kill_group(pid as i32, libc::SIGKILL);
+            sys::kill_pid(pid as i32, libc::SIGKILL);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Whether one of `pid`'s environment entries starts with `prefix`.
+fn environ_starts(pid: u32, prefix: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|env| env.split(|b| *b == 0).any(|e| e.starts_with(prefix)))
+        .unwrap_or(false)
+}
+
 /// Reaps leftovers that were reparented to the runner (others are not ours to reap).
 fn reap_orphans(leaks: &[Leak]) {
     let mine = own_children();

@@ -64,7 +64,7 @@ pub async fn run_script(
             events,
         };
         let outcome = match &prepared {
-            Ok(()) => ctx.backend.run(request, stop.clone()).await,
+            Ok(()) => run_when_the_runner_can(ctx, request, &stop).await,
             Err(e) => Err(AttemptError::Prepare {
                 path: data_dir.clone(),
                 source: std::io::Error::new(e.kind(), e.to_string()),
@@ -269,6 +269,34 @@ fn record(
     }
 }
 
+/// Runs the attempt; when the runner itself has no descriptor or process to spare
+/// (`EMFILE`, `EAGAIN`), waits for running scripts to give some back and tries again,
+/// rather than fail a script for the runner's own shortage.
+async fn run_when_the_runner_can(
+    ctx: &RunContext,
+    request: AttemptRequest<'_>,
+    stop: &tokio::sync::watch::Receiver<Stop>,
+) -> Result<super::attempt::Attempted, AttemptError> {
+    let mut wait = std::time::Duration::from_millis(100);
+    loop {
+        match ctx.backend.run(request.clone(), stop.clone()).await {
+            Err(e)
+                if runner_exhausted(&e) && wait.as_secs() < 30 && *stop.borrow() == Stop::Run =>
+            {
+                tracing::debug!(id = %request.script.id, "the runner is out of descriptors or processes: waiting {wait:?}");
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The attempt could not start because the runner ran out of something of its own.
+fn runner_exhausted(e: &AttemptError) -> bool {
+    matches!(e, AttemptError::Spawn { source, .. } if super::capacity::is_exhaustion(source))
+}
+
 fn spawn_failure(
     number: u32,
     device: Platform,
@@ -279,19 +307,25 @@ fn spawn_failure(
 ) -> Attempt {
     let chain = crate::error::chain(e).join(": ");
     r.stderr_tail = vec![format!("[jax-runner] {chain}")];
+    // The runner's own shortage is no failure of the script's: it never ran.
+    let (status, class) = if runner_exhausted(e) {
+        (Status::Interrupted, FailureClass::Interrupted)
+    } else {
+        (Status::Failed, FailureClass::ScriptError)
+    };
     Attempt {
         number,
         device,
         slot: 0,
         started_at: rfc3339(std::time::SystemTime::now()),
         duration_s: 0.0,
-        status: Status::Failed,
+        status,
         return_code: None,
         signal: None,
         peak_memory_mb: 0.0,
         cpu_user_s: 0.0,
         cpu_system_s: 0.0,
-        class: FailureClass::ScriptError,
+        class,
         matched_line: Some(chain),
         exception: None,
         jax: None,

@@ -1,0 +1,119 @@
+//! How many scripts this machine can run at once, whatever `--jobs` asks. Each running
+//! script holds a handful of the runner's file descriptors (its output pipes, its log
+//! files, its cgroup) and needs memory of its own; past either limit, starting one
+//! more fails in the runner, and that failure must never be blamed on a script.
+
+/// The runner's descriptors per running script, with room to spare.
+const FDS_PER_SCRIPT: u64 = 12;
+/// Descriptors kept for the runner itself (reports, the lock, the zygote, tokio).
+const FDS_RESERVED: u64 = 128;
+/// The least memory a Python interpreter with numpy and jax imported takes.
+const MIN_MB_PER_SCRIPT: u64 = 64;
+
+/// Raises the soft open-file limit to the hard one (as most runners do: the soft
+/// default of 1024 is a relic) and returns the soft limit now in force.
+pub fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit fill or read a plain struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim.rlim_cur = lim.rlim_max;
+            }
+        }
+    }
+    lim.rlim_cur
+}
+
+/// `jobs`, lowered to what `fd_limit` descriptors and `available_mb` of memory allow,
+/// with the reason when it was lowered.
+pub fn clamp_jobs(jobs: usize, fd_limit: u64, available_mb: u64) -> (usize, Option<String>) {
+    let by_fds = (fd_limit.saturating_sub(FDS_RESERVED) / FDS_PER_SCRIPT).max(1) as usize;
+    let by_memory = (available_mb / MIN_MB_PER_SCRIPT).max(1) as usize;
+    let most = by_fds.min(by_memory);
+    if jobs <= most {
+        return (jobs, None);
+    }
+    let why = if by_fds <= by_memory {
+        format!("the open-file limit ({fd_limit}) holds {by_fds} running scripts")
+    } else {
+        format!("{available_mb} MiB of free memory holds {by_memory} running scripts")
+    };
+    (
+        most,
+        Some(format!("--jobs {jobs} lowered to {most}: {why}")),
+    )
+}
+
+/// [`clamp_jobs`] against this machine, after raising the open-file limit.
+pub fn clamp_jobs_here(jobs: usize) -> (usize, Option<String>) {
+    let fds = raise_fd_limit();
+    let mut sys = sysinfo::System::new();
+    sys.refresh_memory();
+    clamp_jobs(jobs, fds, sys.available_memory() / (1024 * 1024))
+}
+
+/// Whether a failure to start a script is the runner running out of descriptors or
+/// processes, not anything the script did.
+pub fn is_exhaustion(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::EAGAIN) | Some(libc::ENOMEM)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jobs_within_the_limits_stay_as_asked() {
+        assert_eq!(clamp_jobs(2, 1024, 8000), (2, None));
+    }
+
+    #[test]
+    fn too_many_jobs_are_lowered_and_say_why() {
+        let (jobs, why) = clamp_jobs(10_000, 1024, 100_000);
+        assert_eq!(
+            jobs,
+            (1024 - FDS_RESERVED as usize) / FDS_PER_SCRIPT as usize
+        );
+        assert!(why.unwrap().contains("open-file limit (1024)"));
+        let (jobs, why) = clamp_jobs(10_000, 1 << 20, 640);
+        assert_eq!(jobs, 10);
+        assert!(why.unwrap().contains("640 MiB of free memory"));
+    }
+
+    #[test]
+    fn the_soft_fd_limit_is_raised_to_the_hard_one() {
+        let soft = raise_fd_limit();
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit fills a plain struct.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+        assert_eq!(soft, lim.rlim_cur);
+        assert_eq!(lim.rlim_cur, lim.rlim_max);
+    }
+
+    #[test]
+    fn descriptor_exhaustion_is_the_runners_own() {
+        assert!(is_exhaustion(&std::io::Error::from_raw_os_error(
+            libc::EMFILE
+        )));
+        assert!(!is_exhaustion(&std::io::Error::from_raw_os_error(
+            libc::ENOENT
+        )));
+    }
+}
