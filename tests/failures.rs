@@ -411,3 +411,30 @@ fn a_second_ctrl_c_kills_at_once() {
     assert_eq!(r["status"], "interrupted");
     assert_eq!(r["signal_name"], "SIGKILL");
 }
+
+/// A telemetry file that claims a GPU no process of the script ever opened is not
+/// believed: `device_used` stays empty and the result says why.
+#[test]
+fn a_forged_gpu_claim_is_not_believed() {
+    let t = Tree::new();
+    t.fixture("forges_gpu.py", "m/jax/forges_gpu.py");
+    t.fixture("ok_jax.py", "m/jax/ok_jax.py");
+    for sandbox in ["on", "off"] {
+        let out = t.run(&["--sandbox", sandbox]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let r = t.result("forges_gpu");
+        assert_eq!(r["jax"]["backend"], "gpu", "the forged file was read: {r}");
+        assert_eq!(r["device_used"], Value::Null, "{sandbox}: {r}");
+        assert!(
+            r["device_check"]
+                .as_str()
+                .unwrap()
+                .contains("no process of the script"),
+            "{r}"
+        );
+        // An honest CPU run is untouched.
+        let honest = t.result("ok_jax");
+        assert_eq!(honest["device_used"], "cpu");
+        assert!(honest.get("device_check").is_none(), "{honest}");
+    }
+}

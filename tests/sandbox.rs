@@ -263,6 +263,7 @@ fn no_capabilities_even_when_the_runner_is_root() {
             "new_mount_namespace",
             "new_user_namespace",
             "join_another_cgroup",
+            "list_host_interfaces",
             "overwrite_results",
             "write_other_data_folder",
             "delete_logs",

@@ -105,6 +105,11 @@ pub struct Attempt {
     /// interpreter).
     #[serde(default = "cold")]
     pub start: String,
+    /// Set when the runner's own view contradicts jax's report of the device: jax said
+    /// GPU, but no process of the script held a GPU device open when the runner looked
+    /// (a forged or confused telemetry file). `device_used` then stays empty.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub device_check: Option<String>,
     /// Why a warm start was asked for but not possible.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub cold_start_reason: Option<String>,
@@ -313,6 +318,10 @@ pub struct ScriptResult {
     /// True when a GPU was asked for and the script's environment said so, yet jax ran
     /// on another platform (for example `JAX_PLATFORMS=cuda,cpu` falling back silently).
     pub device_mismatch: bool,
+    /// Why `device_used` is empty although jax reported a device: the runner's own view
+    /// contradicts it (see the attempt's `device_check`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub device_check: Option<String>,
     /// jax's own figures for the final attempt.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub jax: Option<JaxTelemetry>,

@@ -153,6 +153,9 @@ pub struct AttemptOutcome {
     pub sampled_cpu: (f64, f64),
     /// How the process was started.
     pub start: Start,
+    /// Whether the runner saw a process of the script hold a GPU device open (`None`
+    /// when it never looked: the attempt ended before the first look).
+    pub gpu_device_opened: Option<bool>,
     /// The effective capability set the script's processes held, as the kernel shows
     /// it (`None` when none was seen: the script ended within one sample).
     pub capabilities: Option<u64>,

@@ -28,6 +28,8 @@ use crate::model::Leak;
 const LAUNCH_ODD_NAME: &str = include_str!("launch.py");
 /// Samples go out every this many memory samples (100 ms each).
 const SAMPLES_PER_EVENT: u32 = 10;
+/// Open files are looked through for a GPU device every this many samples.
+const GPU_LOOK_EVERY: u32 = 5;
 /// How often the tree's memory is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// How long to wait, after the script exits, for its output pipes to close.
@@ -266,6 +268,7 @@ pub async fn run_attempt(
         refused_forks: spec.cgroup.as_ref().map_or(0, |c| c.refused_forks()),
         sampled_cpu: sampler.cpu_seconds(),
         capabilities,
+        gpu_device_opened: sampler.gpu_looked.then_some(sampler.gpu_opened),
         start,
     })
 }
@@ -304,6 +307,9 @@ async fn supervise(
             _ = ticker.tick() => {
                 let rss = sampler.sample(pid as u32);
                 ticks += 1;
+                if ticks % GPU_LOOK_EVERY == 0 {
+                    sampler.look_for_gpu();
+                }
                 if let Some(seen) = script_capabilities(&sampler.last_pids, spec, plumbing) {
                     caps = Some(caps.unwrap_or(0) | seen);
                 }

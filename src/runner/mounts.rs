@@ -32,6 +32,10 @@ pub struct Mounts {
     pub sources: Vec<PathBuf>,
 }
 
+/// What the host's `/sys` says about its network: no business of a script that has
+/// none (hidden like the outputs).
+const HOST_DETAILS: &[&str] = &["/sys/class/net", "/sys/devices/virtual/net"];
+
 /// One step, applied in order: later mounts land on top of earlier ones.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "op", content = "path", rename_all = "snake_case")]
@@ -78,6 +82,7 @@ pub fn steps(m: &Mounts) -> Vec<MountStep> {
         .iter()
         .chain(&m.outputs)
         .map(PathBuf::as_path)
+        .chain(HOST_DETAILS.iter().map(Path::new))
         .filter(|o| *o != Path::new("/") && o.exists())
         .collect();
     covers.extend(frozen.iter().copied());
@@ -189,6 +194,16 @@ mod tests {
             outputs: vec![tree.join("share")],
             ..Default::default()
         });
+        let host: Vec<MountStep> = s
+            .iter()
+            .filter(|x| x.path().starts_with("/sys"))
+            .cloned()
+            .collect();
+        if Path::new("/sys/class/net").exists() {
+            assert!(host.contains(&MountStep::Tmpfs("/sys/class/net".into())));
+            assert!(host.contains(&MountStep::RemountReadOnly("/sys/class/net".into())));
+        }
+        let s: Vec<MountStep> = s.into_iter().filter(|x| !host.contains(x)).collect();
         assert_eq!(
             s,
             vec![

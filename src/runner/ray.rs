@@ -363,6 +363,7 @@ pub async fn run_attempt(
             kernel_oom_kill: false,
             refused_forks: 0,
             sampled_cpu: (0.0, 0.0),
+            gpu_device_opened: None,
             capabilities: None,
             start: Start::Cold,
         },

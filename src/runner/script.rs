@@ -226,7 +226,15 @@ fn record(
             .push(format!("[jax-runner] failed to write log: {problem}"));
     }
     r.leaks.extend(o.leaks.iter().cloned());
+    // jax's report is trusted where the runner's own view does not contradict it.
+    let claims_gpu = jax.as_ref().and_then(JaxTelemetry::platform) == Some(Platform::Gpu);
+    let device_check = (claims_gpu && o.gpu_device_opened == Some(false)).then(|| {
+        "jax reported the GPU, but no process of the script held a GPU device open when \
+         the runner looked"
+            .to_string()
+    });
     Attempt {
+        device_check,
         number,
         device,
         slot: 0,
@@ -314,6 +322,7 @@ fn spawn_failure(
         (Status::Failed, FailureClass::ScriptError)
     };
     Attempt {
+        device_check: None,
         number,
         device,
         slot: 0,
@@ -363,6 +372,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         device_used: None,
         fallback: None,
         device_mismatch: false,
+        device_check: None,
         jax: None,
         time_breakdown: None,
         attempts: Vec::new(),
@@ -410,7 +420,11 @@ fn finish(r: &mut ScriptResult) {
         .as_ref()
         .map(|j| crate::model::TimeBreakdown::of(last.duration_s, j));
     // Truth comes from jax itself, never from what the environment asked for.
-    r.device_used = last.jax.as_ref().and_then(JaxTelemetry::platform);
+    r.device_check = last.device_check.clone();
+    r.device_used = match r.device_check {
+        Some(_) => None,
+        None => last.jax.as_ref().and_then(JaxTelemetry::platform),
+    };
     r.device_mismatch = r.device_used.is_some_and(|used| used != last.device);
     r.stdout_log = last.stdout_log.clone();
     r.stderr_log = last.stderr_log.clone();

@@ -42,6 +42,10 @@ pub struct TreeSampler {
     pub last_count: usize,
     /// Their PIDs.
     pub last_pids: Vec<u32>,
+    /// Whether any process of the tree was seen holding a GPU device open, and
+    /// whether anyone looked (see [`TreeSampler::look_for_gpu`]).
+    pub gpu_opened: bool,
+    pub gpu_looked: bool,
     /// A process of the runner's own in the tree (a warm sandbox's namespace init, a
     /// fork of the zygote): its pages are the zygote's, not the script's memory.
     pub plumbing: Option<u32>,
@@ -59,6 +63,8 @@ impl Default for TreeSampler {
             last_count: 0,
             last_pids: Vec::new(),
             plumbing: None,
+            gpu_opened: false,
+            gpu_looked: false,
             cpu_ticks: std::collections::HashMap::new(),
         }
     }
@@ -100,6 +106,17 @@ impl TreeSampler {
 }
 
 impl TreeSampler {
+    /// Looks through the open files of the tree's processes (the last sample's) for a
+    /// GPU device node: the runner's own evidence that the script used a GPU, whatever
+    /// its telemetry file says. Stops looking once one is seen.
+    pub fn look_for_gpu(&mut self) {
+        if self.gpu_opened || self.last_pids.is_empty() {
+            return;
+        }
+        self.gpu_looked = true;
+        self.gpu_opened = self.last_pids.iter().any(|p| holds_gpu_device(*p));
+    }
+
     /// CPU seconds (user, system) summed over every process sampled.
     pub fn cpu_seconds(&self) -> (f64, f64) {
         // SAFETY: sysconf has no memory effects.
@@ -110,6 +127,21 @@ impl TreeSampler {
             .fold((0u64, 0u64), |(u, s), (a, b)| (u + a, s + b));
         (u as f64 / hz, s as f64 / hz)
     }
+}
+
+/// NVIDIA's device nodes, and ROCm's.
+const GPU_DEVICES: &[&str] = &["/dev/nvidia", "/dev/kfd", "/dev/dri/"];
+
+fn holds_gpu_device(pid: u32) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|target| {
+            let t = target.to_string_lossy();
+            GPU_DEVICES.iter().any(|d| t.starts_with(d))
+        })
+    })
 }
 
 /// utime and stime of a process, in clock ticks, from `/proc/<pid>/stat`.

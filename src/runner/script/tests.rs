@@ -91,6 +91,7 @@ impl Backend for Fake {
                 refused_forks: 0,
                 sampled_cpu: (0.0, 0.0),
                 capabilities: None,
+                gpu_device_opened: None,
                 start: Start::Cold,
             };
             Ok(Attempted {
