@@ -150,3 +150,16 @@ fn a_negative_duration_says_it_must_be_positive() {
         assert!(!err.contains("unexpected argument"), "{err}");
     }
 }
+
+/// `--jobs` past what the machine's descriptors and memory hold is lowered, and the
+/// run says so (before, 10,000 jobs ran out of descriptors and failed scripts).
+#[test]
+fn too_many_jobs_are_lowered_with_a_warning() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    let out = t.cmd().args(["--jobs", "10000000"]).output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("--jobs 10000000 lowered to"), "{err}");
+    assert_eq!(t.result("ok_plain")["status"], "succeeded");
+}

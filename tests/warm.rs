@@ -85,7 +85,9 @@ fn fixtures_end_the_same(sandbox: &str) {
         "--sandbox",
         sandbox,
         "--timeout",
-        "4s",
+        // Long enough for a cold start on a loaded 2-core machine; hang.py and
+        // ignore_sigterm.py still end by it.
+        "10s",
         "--grace",
         "1s",
         "--retry-on",

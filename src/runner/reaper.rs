@@ -129,6 +129,14 @@ pub fn cgroup_leftovers(
     sandbox_init: Option<&str>,
 ) -> Vec<Leak> {
     let mut out = Vec::new();
+    // What was killed with the script's group, or dies with its namespace, takes a
+    // moment to go: only what is still there after that stayed behind.
+    for _ in 0..10 {
+        if cg.members().is_empty() {
+            return out;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     for _round in 0..8 {
         let members = cg.members();
         if members.is_empty() {
@@ -136,10 +144,13 @@ pub fn cgroup_leftovers(
         }
         for pid in members {
             let pid_u = pid as u32;
-            if !found.iter().chain(&out).any(|l: &Leak| l.pid == pid_u) && !is_zombie(pid_u) {
+            let command = command_line(pid_u);
+            // An empty command line is a process already on its way out.
+            let known = found.iter().chain(&out).any(|l: &Leak| l.pid == pid_u);
+            if !known && !is_zombie(pid_u) && !command.is_empty() {
                 out.push(Leak {
                     pid: pid_u,
-                    command: command_line(pid_u),
+                    command,
                 });
             }
             sys::kill_pid(pid, libc::SIGKILL);

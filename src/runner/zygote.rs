@@ -109,7 +109,13 @@ impl Zygote {
             }
             None => Command::new(python),
         };
-        cmd.arg("-c").arg(ZYGOTE);
+        // The program comes on stdin (`python -`), not as `-c` text: `ps` then shows a
+        // short command line. It fits a pipe's buffer, so writing it cannot block.
+        let (program, program_w) = pipe().map_err(start_error)?;
+        std::fs::File::from(program_w)
+            .write_all(ZYGOTE.as_bytes())
+            .map_err(start_error)?;
+        cmd.arg("-");
         if sandbox.is_some() {
             cmd.arg("--sandboxed");
         }
@@ -118,7 +124,7 @@ impl Zygote {
         }
         cmd.env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
+            .stdin(Stdio::from(program))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             // Its own group: a Ctrl-C at the terminal is the runner's to handle.

@@ -1,5 +1,5 @@
 # jax-runner's warm-start zygote, its sandbox half: appended to zygote.py (one
-# program, run with `python -c`). A child builds the script's namespaces and mounts
+# program, read by `python -` from stdin). A child builds the script's namespaces and mounts
 # from the steps a cold start gives bubblewrap; the grandchild, init of the script's
 # PID namespace, waits for the runner's go, drops every capability and forks the
 # script, then waits for it as the namespace's init.

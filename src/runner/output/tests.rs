@@ -82,3 +82,33 @@ async fn the_scanner_sees_lines_split_across_reads() {
         ("ValueError", "split line")
     );
 }
+
+/// Told to stop while the pipe still holds output and a stranger keeps it open: the
+/// output in the pipe is the script's all the same and is kept; the pipe is reported
+/// as held open.
+#[tokio::test]
+async fn a_stop_keeps_what_the_pipe_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("out.log");
+    let (read, write) = crate::runner::zygote::pipe().unwrap();
+    let chunk = vec![b'x'; 60 * 1024];
+    std::fs::File::from(write.try_clone().unwrap())
+        .write_all(&chunk)
+        .unwrap();
+    let task = drain(
+        read,
+        std::fs::File::create(&log).unwrap(),
+        DrainOptions::default(),
+    );
+    // The stop arrives before the drain has read anything.
+    task.stop.send(true).unwrap();
+    let drained = task.handle.await.unwrap();
+    assert_eq!(
+        drained.bytes,
+        chunk.len() as u64,
+        "nothing in the pipe is lost"
+    );
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), chunk.len() as u64);
+    assert!(drained.held_open, "the write end is still open");
+    drop(write);
+}
