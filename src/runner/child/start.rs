@@ -1,0 +1,162 @@
+//! Starting one attempt's process: cold (the interpreter, under bwrap when
+//! sandboxed, with the seccomp filter and the cgroup joined before exec) or warm (forked
+//! by the zygote, inside the sandbox or not). Either way the result is a PID that is
+//! the runner's child, and the read ends of its output pipes.
+
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use crate::error::ZygoteError;
+use crate::runner::attempt::{AttemptError, AttemptSpec, Start};
+use crate::runner::reaper;
+use crate::runner::sys;
+use crate::runner::zygote::{self, Zygote};
+
+/// Runs a script whose path is not valid UTF-8 (see the file for why).
+const LAUNCH_ODD_NAME: &str = include_str!("../launch.py");
+
+/// The command of a cold start, and the seccomp program's file, which bwrap reads
+/// from an inherited descriptor and which must stay open until the spawn.
+fn command(spec: &AttemptSpec) -> Result<(Command, Option<std::fs::File>), std::io::Error> {
+    let mut filter = None;
+    let mut cmd = match &spec.sandbox {
+        Some(sb) => {
+            let mut c = Command::new(&sb.bwrap);
+            // Everything up to the final `--`, then the filter, then the program.
+            let (end, options) = sb.args.split_last().expect("bwrap arguments end in --");
+            c.args(options);
+            if let Some(path) = &spec.seccomp {
+                let file = std::fs::File::open(path)?;
+                c.arg("--seccomp").arg(file.as_raw_fd().to_string());
+                filter = Some(file);
+            }
+            c.arg(end).arg(&spec.python);
+            c
+        }
+        None => Command::new(&spec.python),
+    };
+    if spec.script.to_str().is_some() {
+        cmd.arg(&spec.script);
+    } else {
+        cmd.arg("-c").arg(LAUNCH_ODD_NAME).arg(&spec.script);
+    }
+    cmd.current_dir(&spec.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so a stop reaches every process the script started.
+        .process_group(0);
+    if spec.env_clear {
+        cmd.env_clear();
+    }
+    for key in spec.env_remove {
+        cmd.env_remove(key);
+    }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
+    cmd.env(reaper::TOKEN_VAR, &spec.token);
+    let parent = std::process::id() as libc::pid_t;
+    let cgroup = spec.cgroup.clone();
+    let filter_fd = filter.as_ref().map(|f| f.as_raw_fd());
+    // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid, open,
+    // write, close) and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(cg) = &cgroup {
+                cg.join_from_child()?;
+            }
+            // bwrap reads the filter from this descriptor: it must survive the exec.
+            if let Some(fd) = filter_fd {
+                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            reaper::die_with_parent(parent)
+        });
+    }
+    Ok((cmd, filter))
+}
+
+/// Starts the script, warm when a zygote is there and can honour everything the
+/// attempt needs, cold otherwise. Returns its PID (our child either way), its stdout
+/// and stderr read ends, and how it started.
+pub(super) async fn start(
+    spec: &AttemptSpec,
+    zygote: Option<&Arc<Zygote>>,
+) -> Result<(libc::pid_t, OwnedFd, OwnedFd, Start), AttemptError> {
+    let spawn_error = |source| AttemptError::Spawn {
+        python: spec.python.clone(),
+        script: spec.script.clone(),
+        source,
+    };
+    let mut start = Start::Cold;
+    if let Some(zygote) = zygote {
+        match zygote::warm_request(spec, zygote.sandboxed()) {
+            Err(reason) => start = Start::ColdFallback(reason.to_string()),
+            Ok(request) => match start_warm(spec, zygote, request).await {
+                Ok(Ok((pid, out, err))) => return Ok((pid, out, err, Start::Warm)),
+                Ok(Err(reason)) => {
+                    start = Start::ColdFallback(format!("the zygote failed: {reason}"))
+                }
+                Err(e) => return Err(spawn_error(e)),
+            },
+        }
+    }
+    let (mut cmd, _filter) = command(spec).map_err(spawn_error)?;
+    let mut child = cmd.spawn().map_err(spawn_error)?;
+    let pid = child.id() as libc::pid_t;
+    let out = child.stdout.take().expect("piped").into();
+    let err = child.stderr.take().expect("piped").into();
+    // std's Child neither waits nor kills on drop; wait4 reaps it with its rusage.
+    drop(child);
+    Ok((pid, out, err, start))
+}
+
+/// Asks the zygote for the script. Inside the sandbox the new process waits for the
+/// runner's go: the runner first places it in the attempt's cgroup (the script cannot
+/// reach the cgroup files), so everything it starts is counted.
+async fn start_warm(
+    spec: &AttemptSpec,
+    zygote: &Arc<Zygote>,
+    request: zygote::WarmRequest,
+) -> std::io::Result<Result<(libc::pid_t, OwnedFd, OwnedFd), ZygoteError>> {
+    let (out_r, out_w) = zygote::pipe()?;
+    let (err_r, err_w) = zygote::pipe()?;
+    let null = std::fs::File::open("/dev/null")?;
+    let go = if request.sandboxed() {
+        Some(zygote::pipe()?)
+    } else {
+        None
+    };
+    let mut fds = vec![null.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
+    fds.extend(go.as_ref().map(|(r, _)| r.as_raw_fd()));
+    let zygote = zygote.clone();
+    let asked = tokio::task::spawn_blocking(move || {
+        let reply = zygote.spawn(&request.borrow(), &fds);
+        drop((null, out_w, err_w));
+        reply
+    })
+    .await
+    .unwrap_or_else(|e| Err(ZygoteError::Refused(e.to_string())));
+    let pid = match asked {
+        Ok(pid) => pid,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    if let Some((go_r, go_w)) = go {
+        drop(go_r);
+        let placed = match &spec.cgroup {
+            Some(cg) => cg.join(pid),
+            None => Ok(()),
+        };
+        if let Err(e) = placed {
+            // Without its go the process exits at once; reap it and start cold.
+            drop(go_w);
+            let _ = tokio::task::spawn_blocking(move || sys::wait4(pid)).await;
+            return Ok(Err(ZygoteError::Cgroup(e)));
+        }
+        std::fs::File::from(go_w).write_all(b"g")?;
+    }
+    Ok(Ok((pid, out_r, err_r)))
+}
