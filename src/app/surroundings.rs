@@ -109,7 +109,8 @@ pub(super) async fn warm_start(
         Some(Ok(sb)) => Some(sb),
         None => None,
     };
-    let env = zygote_env(shim_dir.as_deref());
+    let pass = sandbox.as_ref().map(|_| config.pass_env.as_slice());
+    let env = zygote_env(shim_dir.as_deref(), pass);
     let python = interp.path.clone();
     let started =
         tokio::task::spawn_blocking(move || Zygote::start(&python, &env, sandbox.as_ref()))
@@ -125,12 +126,22 @@ pub(super) async fn warm_start(
 }
 
 /// The zygote's own environment: the parent's, with the telemetry shim on
-/// `PYTHONPATH` (each script's own variables are applied in its process).
+/// `PYTHONPATH` (each script's own variables are applied in its process). Inside the
+/// sandbox only what a sandboxed script may see: a forked script's
+/// `/proc/self/environ` still shows the zygote's start-up environment, and a `JAX_*`
+/// variable jax read at import would otherwise stay in force for every script.
 pub(super) fn zygote_env(
     shim_dir: Option<&std::path::Path>,
+    sandboxed: Option<&[String]>,
 ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     let mut env: Vec<_> = std::env::vars_os()
         .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_PLATFORM_NAME")
+        .filter(|(k, _)| {
+            sandboxed.is_none_or(|pass| {
+                let name = k.to_string_lossy();
+                crate::runner::env::allowlisted(&name) || pass.iter().any(|p| *p == name)
+            })
+        })
         .collect();
     if let Some(dir) = shim_dir {
         env.push(("PYTHONPATH".into(), telemetry::python_path(dir)));
