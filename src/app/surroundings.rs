@@ -137,10 +137,13 @@ pub(super) fn zygote_env(
     let mut env: Vec<_> = std::env::vars_os()
         .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_PLATFORM_NAME")
         .filter(|(k, _)| {
-            sandboxed.is_none_or(|pass| {
-                let name = k.to_string_lossy();
-                crate::runner::env::allowlisted(&name) || pass.iter().any(|p| *p == name)
-            })
+            let name = k.to_string_lossy();
+            match sandboxed {
+                None => true,
+                Some(pass) => {
+                    crate::runner::env::allowlisted(&name) || pass.iter().any(|p| *p == name)
+                }
+            }
         })
         .collect();
     if let Some(dir) = shim_dir {
