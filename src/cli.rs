@@ -137,6 +137,8 @@ pub enum SandboxArg {
 pub enum DeviceArg {
     Auto,
     Cpu,
+    /// An NVIDIA or AMD GPU (`cuda` and `rocm` are accepted for it, as jax names them).
+    #[value(alias = "cuda", alias = "rocm")]
     Gpu,
     Tpu,
 }
@@ -332,9 +334,35 @@ pub struct Verbosity {
     /// Less output (-q warnings only, -qq errors only).
     #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "verbose")]
     pub quiet: u8,
+    /// Colours on the terminal: auto (when stderr is a terminal and NO_COLOR is not
+    /// set), always or never.
+    #[arg(long, value_enum, default_value = "auto", global = true)]
+    pub color: ColorArg,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorArg {
+    Auto,
+    Always,
+    Never,
 }
 
 impl Verbosity {
+    /// Whether the terminal gets colours: `--color`, then `NO_COLOR` (any non-empty
+    /// value turns them off, as no-color.org asks), then whether stderr is a terminal.
+    pub fn color(self) -> bool {
+        use std::io::IsTerminal;
+        match self.color {
+            ColorArg::Always => true,
+            ColorArg::Never => false,
+            ColorArg::Auto => {
+                let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+                !no_color && std::io::stderr().is_terminal()
+            }
+        }
+    }
+
     pub fn level(self) -> tracing::Level {
         match (self.verbose, self.quiet) {
             (0, 0) => tracing::Level::INFO,

@@ -163,3 +163,62 @@ fn too_many_jobs_are_lowered_with_a_warning() {
     assert!(err.contains("--jobs 10000000 lowered to"), "{err}");
     assert_eq!(t.result("ok_plain")["status"], "succeeded");
 }
+
+/// `--device cuda` is what jax users type: it means the GPU, not a typo to correct.
+#[test]
+fn cuda_is_an_alias_of_gpu() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    let out = t
+        .cmd()
+        .args(["--device", "cuda", "--fallback", "cpu"])
+        .env("JAX_RUNNER_GPU_COUNT", "0")
+        .output()
+        .unwrap();
+    assert_ne!(code(&out), 2, "accepted: {}", stderr(&out));
+    assert_eq!(t.result("ok_plain")["device_requested"], "gpu");
+}
+
+/// Warnings and errors carry cargo's tags, without colour codes when `NO_COLOR` is set
+/// or `--color never` is given, and never Rust debug text.
+#[test]
+fn terminal_lines_are_tagged_like_cargo_and_colourless_on_request() {
+    let t = Tree::new();
+    t.fixture("signal_death.py", "m/jax/signal_death.py");
+    for (flag, env) in [("--color=never", None), ("--color=auto", Some("1"))] {
+        let mut cmd = t.cmd();
+        cmd.args([flag, "-v", "--retries", "0"]);
+        if let Some(v) = env {
+            cmd.env("NO_COLOR", v);
+        }
+        let out = cmd.output().unwrap();
+        let err = stderr(&out);
+        assert!(!err.contains('\x1b'), "{flag}: colour codes: {err:?}");
+        assert!(!err.contains(" INFO ") && !err.contains("DEBUG "), "{err}");
+        assert!(!err.contains("Some("), "Rust debug text: {err}");
+        assert!(err.contains("debug: attempt 1 of signal_death"), "{err}");
+        assert!(err.contains("killed by SIGSEGV"), "{err}");
+    }
+    let out = t.cmd().args(["--color=always", "-v"]).output().unwrap();
+    assert!(stderr(&out).contains("\x1b["), "--color always colours");
+}
+
+/// A `--python` that is no Python gets a short error that says what to do, not the
+/// probe's whole program echoed back.
+#[test]
+fn a_python_that_is_not_one_gets_a_short_error() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    let out = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .arg("--output-dir")
+        .arg(t.root())
+        .args(["--python", "/bin/ls"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("is it a Python 3 interpreter?"), "{err}");
+    assert!(!err.contains("interpreter probe"), "the probe's text: {err}");
+    assert!(err.len() < 600, "{err}");
+}

@@ -229,9 +229,11 @@ struct ProbeInputs {
 /// the folders it depends on.
 fn probe_fresh(path: &Path) -> Result<(PythonInfo, Vec<PathBuf>), PythonError> {
     let mut cmd = Command::new(path);
-    cmd.arg("-c").arg(PROBE).env("JAX_PLATFORMS", "cpu");
-    let (status, stdout, stderr) =
-        capture(cmd, PROBE_TIMEOUT).map_err(|source| PythonError::Spawn {
+    // The probe comes on stdin (`python -`): a program that is no Python then names
+    // `-` in its complaint, not the probe's whole text.
+    cmd.arg("-").env("JAX_PLATFORMS", "cpu");
+    let (status, stdout, stderr) = capture_input(cmd, Some(PROBE.as_bytes()), PROBE_TIMEOUT)
+        .map_err(|source| PythonError::Spawn {
             path: path.to_path_buf(),
             source,
         })?;
@@ -259,12 +261,31 @@ fn probe_fresh(path: &Path) -> Result<(PythonInfo, Vec<PathBuf>), PythonError> {
 
 /// Runs a short command to completion with a time limit, capturing its output.
 /// Returns the exit status (or `timed out after …`), stdout and stderr.
-pub fn capture(mut cmd: Command, limit: Duration) -> std::io::Result<(String, String, String)> {
+pub fn capture(cmd: Command, limit: Duration) -> std::io::Result<(String, String, String)> {
+    capture_input(cmd, None, limit)
+}
+
+/// [`capture`], with `input` written to the command's standard input.
+fn capture_input(
+    mut cmd: Command,
+    input: Option<&'static [u8]>,
+    limit: Duration,
+) -> std::io::Result<(String, String, String)> {
     let mut child = cmd
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
+    if let (Some(data), Some(mut stdin)) = (input, child.stdin.take()) {
+        // On a thread: a program that never reads its input must not block the timer.
+        std::thread::spawn(move || {
+            let _ = std::io::Write::write_all(&mut stdin, data);
+        });
+    }
     let out_pipe = child.stdout.take().expect("piped");
     let err_pipe = child.stderr.take().expect("piped");
     // Both pipes drain on threads so a chatty or hung child cannot block the timer.

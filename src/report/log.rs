@@ -149,12 +149,15 @@ impl Reporter for LogReporter {
                 device.as_str()
             ),
             RunEvent::AttemptFinished { id, attempt } => tracing::debug!(
-                "attempt {} of {id}: {} in {:.2}s, exit {:?}, signal {:?}, peak {:.1} MiB{}",
+                "attempt {} of {id}: {} in {:.2}s, {}, peak {:.1} MiB{}",
                 attempt.number,
                 attempt.class.as_str(),
                 attempt.duration_s,
-                attempt.return_code,
-                attempt.signal,
+                match (attempt.return_code, attempt.signal) {
+                    (_, Some(sig)) => format!("killed by {}", crate::runner::sys::signal_name(sig)),
+                    (Some(code), None) => format!("exit code {code}"),
+                    (None, None) => "no exit status".to_string(),
+                },
                 attempt.peak_memory_mb,
                 attempt
                     .matched_line
