@@ -219,6 +219,9 @@ fn a_python_that_is_not_one_gets_a_short_error() {
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("is it a Python 3 interpreter?"), "{err}");
-    assert!(!err.contains("interpreter probe"), "the probe's text: {err}");
+    assert!(
+        !err.contains("interpreter probe"),
+        "the probe's text: {err}"
+    );
     assert!(err.len() < 600, "{err}");
 }

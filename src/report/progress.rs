@@ -33,6 +33,8 @@ pub struct ProgressReporter {
     overall: ProgressBar,
     running: HashMap<String, ProgressBar>,
     failed: u64,
+    /// When the run started, for the estimate of what is left.
+    started: std::time::Instant,
 }
 
 impl ProgressReporter {
@@ -41,21 +43,34 @@ impl ProgressReporter {
         let mp = DISPLAY
             .get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(8)))
             .clone();
-        let overall = mp.add(ProgressBar::new(0));
+        // Not drawn until the run says how many scripts it has: no full `0/0` bar.
+        let overall = ProgressBar::hidden();
         overall.set_style(
-            ProgressStyle::with_template(
-                "{bar:30.cyan/blue} {pos}/{len} scripts  {msg}  ETA {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("█▉░"),
+            ProgressStyle::with_template("{bar:30.cyan/blue} {pos}/{len} scripts  {msg}")
+                .expect("valid template")
+                .progress_chars("█▉░"),
         );
-        overall.enable_steady_tick(Duration::from_millis(250));
         ProgressReporter {
             mp,
             overall,
             running: HashMap::new(),
             failed: 0,
+            started: std::time::Instant::now(),
         }
+    }
+}
+
+/// What is left at the pace so far: unknown (`—`) until a script has finished, never
+/// the `0s` a rate of zero would give.
+fn eta(elapsed: Duration, done: u64, total: u64) -> String {
+    if done == 0 {
+        return "—".into();
+    }
+    let left = elapsed.as_secs_f64() / done as f64 * total.saturating_sub(done) as f64;
+    match left.round() as u64 {
+        s if s >= 3600 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        s if s >= 60 => format!("{}m{:02}s", s / 60, s % 60),
+        s => format!("{s}s"),
     }
 }
 
@@ -68,7 +83,13 @@ impl Default for ProgressReporter {
 impl Reporter for ProgressReporter {
     fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
         match event {
-            RunEvent::RunStarted { total, .. } => self.overall.set_length(*total as u64),
+            RunEvent::RunStarted { total, .. } => {
+                self.overall.set_length(*total as u64);
+                self.overall.set_message("ETA —");
+                self.overall = self.mp.add(self.overall.clone());
+                self.overall.enable_steady_tick(Duration::from_millis(250));
+                self.started = std::time::Instant::now();
+            }
             RunEvent::ScriptStarted {
                 id,
                 device,
@@ -109,7 +130,13 @@ impl Reporter for ProgressReporter {
                     self.failed += 1;
                 }
                 self.overall.inc(1);
-                self.overall.set_message(format!("{} failed", self.failed));
+                let eta = eta(
+                    self.started.elapsed(),
+                    self.overall.position(),
+                    self.overall.length().unwrap_or(0),
+                );
+                self.overall
+                    .set_message(format!("{} failed  ETA {eta}", self.failed));
             }
             RunEvent::RunFinished { .. } => {
                 for (_, bar) in self.running.drain() {
@@ -121,5 +148,18 @@ impl Reporter for ProgressReporter {
             _ => {}
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_estimate_is_unknown_until_a_script_finishes() {
+        assert_eq!(eta(Duration::from_secs(5), 0, 10), "—");
+        assert_eq!(eta(Duration::from_secs(10), 2, 10), "40s");
+        assert_eq!(eta(Duration::from_secs(60), 1, 3), "2m00s");
+        assert_eq!(eta(Duration::from_secs(10), 10, 10), "0s");
     }
 }
