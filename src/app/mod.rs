@@ -59,8 +59,13 @@ pub async fn run(
     if *stop.borrow() != Stop::Run {
         return Err(Error::Interrupted);
     }
+    let run_id = crate::paths::run_id(started_at);
+    let swept = sweep(&config, &prepared, &run_id);
     let (events, dispatcher) = reporters::start(&config, &prepared, edge, halt.clone());
-    for message in std::mem::take(&mut prepared.warnings) {
+    for message in std::mem::take(&mut prepared.warnings)
+        .into_iter()
+        .chain(swept)
+    {
         events.emit(RunEvent::Warning { message });
     }
     let results = execute(&config, &mut prepared, &events, &stop, &halt).await;
@@ -84,6 +89,35 @@ pub async fn run(
         report_errors,
         halted: halt.reason(),
     })
+}
+
+/// Moves the files of scripts this run does not consider into its history folder;
+/// returns what to warn about.
+fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
+    let sweep = crate::report::sweep::Sweep {
+        results_dir: &config.results_dir,
+        ids: prepared
+            .discovery
+            .scripts
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect(),
+        gnn: prepared
+            .gnn
+            .as_ref()
+            .map(|g| (config.step12_dir.as_path(), g)),
+        run_id,
+    };
+    let swept = sweep.run();
+    if !swept.moved.is_empty() {
+        tracing::info!(
+            "moved {} file(s) of scripts this run does not have into {}",
+            swept.moved.len(),
+            sweep.history().display()
+        );
+    }
+    let errors = swept.errors.iter();
+    errors.map(|e| crate::error::chain(e).join(": ")).collect()
 }
 
 /// Step 2: the kept results go out as they are, the rest run.

@@ -172,7 +172,10 @@ mod tests {
         let shared = CompilationCache::default_dir();
         assert_eq!(cache_folder(&config, false), Some(shared.clone()));
         let own = cache_folder(&config, true).unwrap();
-        assert_ne!(own, shared, "nothing planted inside reaches an unsandboxed run");
+        assert_ne!(
+            own, shared,
+            "nothing planted inside reaches an unsandboxed run"
+        );
         assert_eq!(own.parent(), shared.parent());
         // A folder the user names is used as given.
         let named = tmp.path().join("cache");

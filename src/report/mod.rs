@@ -14,6 +14,7 @@ mod ndjson;
 mod progress;
 mod record;
 pub mod summary;
+pub mod sweep;
 
 pub use atomic::{
     write_atomic, write_atomic_stream, write_atomic_with, write_json, write_json_with,

@@ -91,7 +91,11 @@ pub fn clean_up(runner: &str, token_prefix: &str, parents: &[PathBuf]) {
 fn remove_stale(parents: &[PathBuf]) {
     for parent in parents {
         for dir in attempt_cgroups(parent, "jax-runner-") {
-            let name = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let name = dir
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             let runner = name["jax-runner-".len()..].split('-').next().unwrap_or("");
             if runner.parse::<u32>().is_ok() && !Path::new("/proc").join(runner).exists() {
                 super::limits::empty_and_remove(&dir);
