@@ -11,6 +11,16 @@ use super::{
 /// The run as a whole, in `performance_metrics.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunInfo {
+    /// This run's unique id (UTC start time and the runner's PID,
+    /// `20261122T183605.123Z-4242`); every result of the run carries it.
+    #[serde(default)]
+    pub run_id: String,
+    /// The version of jax-runner that wrote these files.
+    #[serde(default)]
+    pub runner_version: String,
+    /// The runner's command line, program first.
+    #[serde(default)]
+    pub argv: Vec<String>,
     /// Start, RFC 3339 UTC.
     pub started_at: String,
     /// End, RFC 3339 UTC.

@@ -270,6 +270,14 @@ pub struct Fallback {
 pub struct ScriptResult {
     /// Version of this format.
     pub schema_version: u32,
+    /// The run this result belongs to: `run.run_id` of the `performance_metrics.json`
+    /// beside it. A file whose `run_id` differs is not this run's.
+    #[serde(default)]
+    pub run_id: String,
+    /// Set when `--resume`/`--rerun-failed` kept an earlier success instead of running
+    /// the script: the id of the run that ran it (empty when that run predates run ids).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub resumed_from: Option<String>,
     /// Unique id of the script in this run; also the results file's prefix.
     pub id: String,
     /// Absolute path of the script (lossy where the name is not UTF-8).

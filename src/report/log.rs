@@ -129,12 +129,13 @@ impl Reporter for LogReporter {
         }
         match event {
             RunEvent::RunStarted {
+                run_id,
                 total,
                 jobs,
                 device,
                 interpreter,
             } => tracing::info!(
-                "running {total} script(s) on {}, {jobs} at a time, with {interpreter}",
+                "run {run_id}: running {total} script(s) on {}, {jobs} at a time, with {interpreter}",
                 device.as_str()
             ),
             RunEvent::Sample { .. } => {}

@@ -22,6 +22,8 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
         m.run.device.as_str(), m.run.jobs
     );
     let _ = writeln!(s, "| | |\n| --- | --- |");
+    let _ = writeln!(s, "| run id | `{}` |", cell(&m.run.run_id));
+    let _ = writeln!(s, "| jax-runner | {} |", cell(&m.run.runner_version));
     let _ = writeln!(s, "| started | {} |", m.run.started_at);
     let _ = writeln!(
         s,

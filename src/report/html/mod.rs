@@ -176,6 +176,8 @@ impl Samples {
 #[derive(Debug, Serialize)]
 struct Page {
     title: String,
+    /// The header's provenance line: run id and jax-runner version.
+    provenance: String,
     cards: Vec<Card>,
     run_info: Vec<(&'static str, String)>,
     by_class: Vec<(String, usize)>,

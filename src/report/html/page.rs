@@ -28,6 +28,10 @@ pub(super) fn build_page(
             "jax-runner report: {} of {} succeeded",
             t.succeeded, t.total_scripts
         ),
+        provenance: format!(
+            "run {} · jax-runner {}",
+            metrics.run.run_id, metrics.run.runner_version
+        ),
         cards: cards(t),
         run_info: run_info(&metrics.run, interpreter),
         by_class: t
@@ -71,6 +75,9 @@ fn cards(t: &Totals) -> Vec<Card> {
 fn run_info(run: &RunInfo, interpreter: &Option<String>) -> Vec<(&'static str, String)> {
     let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".to_string());
     let mut info = vec![
+        ("run id", run.run_id.clone()),
+        ("jax-runner", run.runner_version.clone()),
+        ("command", run.argv.join(" ")),
         ("wall time", fmt_secs(run.wall_time_s)),
         (
             "device",

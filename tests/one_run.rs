@@ -1,6 +1,7 @@
-//! The results folder describes one run: a script deleted between two runs leaves
-//! no result, log or data folder among the current files, in jax-runner's results
-//! folder or in GNN's step-12 layout; they wait in `history/<run_id>/`.
+//! The results folder describes one run, and says which: a script deleted between
+//! two runs leaves no result, log or data folder among the current files, in
+//! jax-runner's results folder or in GNN's step-12 layout (they wait in
+//! `history/<run_id>/`); every file names the run, the runner and its command line.
 
 mod common;
 
@@ -95,5 +96,58 @@ fn a_deleted_script_leaves_nothing_current_behind() {
     );
     if let Some(first_run) = first_run {
         assert_ne!(history[0].file_name().unwrap().to_string_lossy(), first_run);
+    }
+}
+
+#[test]
+fn every_file_names_its_run_and_kept_results_name_theirs() {
+    let tree = Tree::new();
+    tree.fixture("ok_plain.py", "m/jax/a.py");
+    tree.fixture("ok_plain.py", "m/jax/b.py");
+    let first = tree.run(&["-q"]);
+    assert_eq!(code(&first), 0, "{}", stderr(&first));
+    let first_id = tree.metrics()["run"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(tree.result("a")["run_id"], first_id.as_str());
+
+    // b changes, so --resume runs it again and keeps a.
+    tree.write("m/jax/b.py", "print('changed')\n");
+    let events = tree.root().join("events.ndjson");
+    let second = tree.run(&["-q", "--resume", "--events", events.to_str().unwrap()]);
+    assert_eq!(code(&second), 0, "{}", stderr(&second));
+    let m = tree.metrics();
+    let run = &m["run"];
+    let run_id = run["run_id"].as_str().unwrap();
+    assert_ne!(run_id, first_id, "two runs, one id");
+    assert_eq!(run["runner_version"], env!("CARGO_PKG_VERSION"));
+    let argv: Vec<&str> = run["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(argv[0].ends_with("jax-runner"), "{argv:?}");
+    assert!(argv.contains(&"--resume"), "{argv:?}");
+
+    let kept = tree.result("a");
+    assert_eq!(kept["run_id"], run_id);
+    assert_eq!(kept["resumed_from"], first_id.as_str());
+    let ran = tree.result("b");
+    assert_eq!(ran["run_id"], run_id);
+    assert!(ran.get("resumed_from").is_none(), "{ran}");
+
+    let started = std::fs::read_to_string(&events).unwrap();
+    let started: serde_json::Value =
+        serde_json::from_str(started.lines().find(|l| l.contains("run_started")).unwrap()).unwrap();
+    assert_eq!(started["run_id"], run_id);
+    for report in ["report.html", "execution_report.md"] {
+        let text = std::fs::read_to_string(tree.results_dir().join(report)).unwrap();
+        assert!(text.contains(run_id), "{report} lacks the run id");
+        assert!(
+            text.contains(env!("CARGO_PKG_VERSION")),
+            "{report} lacks the version"
+        );
     }
 }
