@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// Keys added to the contract after the golden file was written (additions keep
 /// `schema_version`); everything else must match.
-const ADDED_SINCE: [&str; 16] = [
+const ADDED_SINCE: [&str; 18] = [
     "cold_start_reason",
     // issue 14: the effective capabilities the runner saw, where the time went.
     "capabilities",
@@ -39,6 +39,9 @@ const ADDED_SINCE: [&str; 16] = [
     "runner_version",
     "argv",
     "resumed_from",
+    // issue 16: why a script failed, and its stdout tail when stderr was empty.
+    "reason",
+    "stdout_tail",
 ];
 
 /// Keys whose values change from run to run.

@@ -128,6 +128,9 @@ pub struct ScriptSummary {
     pub attempts: usize,
     /// Final failure class.
     pub class: FailureClass,
+    /// Why it did not succeed (see the result's `reason`); absent on success.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reason: Option<String>,
     /// Requested device.
     pub device_requested: Device,
     /// Device jax really used (null when no backend was initialised).
@@ -181,6 +184,10 @@ impl ScriptSummary {
             peak_memory_mb: r.peak_memory_mb,
             attempts: r.attempts.len(),
             class: r.class,
+            reason: r
+                .reason
+                .clone()
+                .or_else(|| super::reason::FailureReason::of(r).map(|f| f.line())),
             device_requested: r.device_requested,
             device_used: r.device_used,
             fallback: r.fallback.is_some(),

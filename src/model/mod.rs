@@ -4,6 +4,7 @@
 pub mod doctor;
 pub mod gnn;
 mod metrics;
+pub mod reason;
 
 mod vocab;
 
@@ -353,6 +354,15 @@ pub struct ScriptResult {
     pub stderr_bytes: u64,
     /// The last lines of standard error.
     pub stderr_tail: Vec<String>,
+    /// The last lines of standard output, kept only for a script that failed without
+    /// writing to standard error.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub stdout_tail: Vec<String>,
+    /// Why the script did not succeed, in the words every report uses: how it ended
+    /// (`exit code 3`, `killed by SIGABRT`, `no exit within 30s (timed out)`,
+    /// `out of memory at 1.0 GiB`) and the last line of its output. Absent on success.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reason: Option<String>,
     /// True when `--max-log-size` cut a log of the final attempt.
     pub log_truncated: bool,
     /// Processes left running after the script exited (all attempts), killed.

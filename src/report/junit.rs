@@ -97,8 +97,7 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
             }
             Status::Failed | Status::TimedOut => {
                 let message = d
-                    .matched_line
-                    .clone()
+                    .reason_line()
                     .unwrap_or_else(|| d.status.as_str().to_string());
                 let _ = writeln!(
                     s,

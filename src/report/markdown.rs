@@ -84,15 +84,16 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
         let _ = writeln!(s, "\n## Failures");
         for d in failures {
             let _ = writeln!(s, "\n### `{}`: {}\n", cell(&d.id), d.class.as_str());
-            if let Some(line) = &d.matched_line {
-                let _ = writeln!(s, "{}\n", cell(line));
-            }
-            if !d.stderr_tail.is_empty() {
-                let _ = writeln!(
-                    s,
-                    "```\n{}\n```",
-                    d.stderr_tail.join("\n").replace("```", "'''")
-                );
+            if let Some(reason) = &d.reason {
+                let _ = writeln!(s, "{}\n", reason.words);
+                if !reason.tail.is_empty() {
+                    let _ = writeln!(s, "Last lines of {}:\n", reason.stream);
+                    let _ = writeln!(
+                        s,
+                        "```\n{}\n```",
+                        reason.tail.join("\n").replace("```", "'''")
+                    );
+                }
             }
         }
     }

@@ -380,6 +380,8 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         stdout_bytes: 0,
         stderr_bytes: 0,
         stderr_tail: Vec::new(),
+        stdout_tail: Vec::new(),
+        reason: None,
         log_truncated: false,
         leaks: Vec::new(),
         data_dir: lossy(ctx.data_dir(&script.id)),
