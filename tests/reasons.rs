@@ -108,3 +108,34 @@ fn the_html_links_each_script_to_its_logs_and_data_and_shows_its_exit() {
         assert!(results.join(href).exists(), "{href} leads nowhere");
     }
 }
+
+#[test]
+fn a_hostile_exception_and_name_render_as_text_in_the_markdown() {
+    use pulldown_cmark::{Event, Options, Parser};
+    let tree = Tree::new();
+    tree.write(
+        "m/jax/ev`il <b>|[x](y)|.py",
+        "raise ValueError(\"<img src=x onerror=alert(1)>\")\n",
+    );
+    let out = tree.run(&["-q", "--retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let md = std::fs::read_to_string(tree.results_dir().join("execution_report.md")).unwrap();
+    assert!(md.contains("onerror=alert(1)"), "{md}");
+    let mut options = Options::empty();
+    options.insert(Options::ENABLE_TABLES);
+    let events: Vec<Event> = Parser::new_ext(&md, options).collect();
+    let raw: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e, Event::Html(_) | Event::InlineHtml(_)))
+        .collect();
+    assert!(raw.is_empty(), "raw HTML in the Markdown: {raw:?}\n{md}");
+    let mut html = String::new();
+    pulldown_cmark::html::push_html(&mut html, events.into_iter());
+    assert!(!html.contains("<img"), "a live <img> element:\n{html}");
+    assert!(!html.contains("<b>"), "a live <b> element:\n{html}");
+    assert!(!html.contains("<a "), "a live link:\n{html}");
+    assert!(
+        html.contains("&lt;img src=x onerror=alert(1)&gt;"),
+        "{html}"
+    );
+}
