@@ -84,7 +84,7 @@ impl Sweep<'_> {
             }
         }
         for name in names(&dir.join("logs")) {
-            if log_owner(&name).is_none_or(|id| !self.ids.contains(id)) {
+            if !log_owner(&name).is_some_and(|id| self.ids.contains(id)) {
                 stale.push(format!("logs/{name}"));
             }
         }

@@ -184,7 +184,6 @@ pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions
                 Some(Err(_)) => break,
             }
         }
-        drop(take);
         if opts.scan && !pending.is_empty() {
             out.scan.line(&pending);
         }
