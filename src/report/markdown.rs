@@ -134,9 +134,23 @@ pub fn fence(s: &str) -> String {
     format!("{ticks}text\n{s}\n{ticks}")
 }
 
-/// `s` as plain text: every character Markdown or HTML would read as markup is
-/// escaped (`<` and `&` as entities, the rest with a backslash), on one line.
+/// `s` as plain text at the start of a line: [`inline`], and a start that would
+/// open a list is escaped too.
 pub fn text(s: &str) -> String {
+    let mut out = inline(s);
+    let digits = out.bytes().take_while(u8::is_ascii_digit).count();
+    match out.as_bytes().get(digits) {
+        Some(b'-' | b'+' | b'=') if digits == 0 => out.insert(0, '\\'),
+        Some(b'.' | b')') if digits > 0 => out.insert(digits, '\\'),
+        _ => {}
+    }
+    out
+}
+
+/// `s` as plain text inside a line: every character Markdown or HTML would read as
+/// markup is escaped (`<`, `>` and `&` as entities, the rest with a backslash), and
+/// line breaks become spaces.
+pub fn inline(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -144,8 +158,7 @@ pub fn text(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
             '\r' | '\n' => out.push(' '),
-            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '{' | '}' | '#' | '+' | '-' | '.'
-            | '!' | '|' | '~' | '"' | '\'' => {
+            '\\' | '`' | '*' | '_' | '[' | ']' | '#' | '|' | '~' => {
                 out.push('\\');
                 out.push(c);
             }
@@ -155,9 +168,9 @@ pub fn text(s: &str) -> String {
     out
 }
 
-/// A table cell of plain text.
+/// A table cell of plain text (never at a line start).
 fn cell_text(s: &str) -> String {
-    text(s)
+    inline(s)
 }
 
 /// A table cell holding a code span: GFM splits cells at `|` even inside code, so

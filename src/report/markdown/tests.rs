@@ -100,5 +100,7 @@ fn spans_and_fences_outgrow_the_backticks_inside() {
     assert_eq!(code_span("a``b"), "```a``b```");
     assert_eq!(code_span("`x"), "`` `x ``");
     assert_eq!(fence("a\n````\nb"), "`````text\na\n````\nb\n`````");
-    assert_eq!(text("<a href='x'>*"), "&lt;a href=\\'x\\'&gt;\\*");
+    assert_eq!(text("<a href='x'>*"), "&lt;a href='x'&gt;\\*");
+    assert_eq!(text("0.1.0 [x](y)"), "0\\.1.0 \\[x\\](y)");
+    assert_eq!(text("- item"), "\\- item");
 }
