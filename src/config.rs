@@ -71,6 +71,10 @@ pub struct RunConfig {
     pub profile: bool,
     /// `--backend ray`: the cluster's dashboard address and token.
     pub ray: Option<RayOptions>,
+    /// This run's unique id (see [`crate::paths::run_id`]).
+    pub run_id: String,
+    /// The runner's command line, as it was started.
+    pub argv: Vec<String>,
 }
 
 /// Where a Ray cluster is.
@@ -150,6 +154,10 @@ impl RunConfig {
             None => CompilationCache::Dir(CompilationCache::default_dir()),
         };
         Ok(RunConfig {
+            run_id: crate::paths::run_id(std::time::SystemTime::now()),
+            argv: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
             retry: RetryPolicy {
                 retries: opts.retries,
                 retry_on: retry_on(opts.retry_on.as_deref())?,

@@ -109,6 +109,15 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
+    #[error("failed to move {path}, a file of a script this run does not have, into {to}")]
+    Move {
+        path: PathBuf,
+        to: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to render junit.xml")]
+    Junit(#[source] quick_junit::SerializeError),
     #[error("failed to write a report: its writer panicked: {message}")]
     Panicked { message: String },
     #[error("{0}; no script started after that: free space, then run again with --resume to skip what succeeded")]

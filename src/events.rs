@@ -12,6 +12,8 @@ use crate::model::{Attempt, FailureClass, Fallback, PerformanceMetrics, Platform
 pub enum RunEvent {
     /// The run begins.
     RunStarted {
+        /// The run's id, as in `performance_metrics.json` and every result.
+        run_id: String,
         /// Scripts scheduled.
         total: usize,
         /// Scripts run at once.

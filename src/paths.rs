@@ -21,6 +21,16 @@ pub fn rfc3339(t: std::time::SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
+/// A run's unique id: its start in UTC to the millisecond and the runner's PID
+/// (`20261122T183605.123Z-4242`), safe as a folder name and sorted by time.
+pub fn run_id(started: std::time::SystemTime) -> String {
+    let stamp: String = rfc3339(started)
+        .chars()
+        .filter(|c| !matches!(c, '-' | ':'))
+        .collect();
+    format!("{stamp}-{}", std::process::id())
+}
+
 /// Local time as GNN's step 12 writes it (Python's `datetime.now().isoformat()`):
 /// ISO 8601 without a zone, microseconds.
 pub fn local_iso(t: std::time::SystemTime) -> String {

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// Keys added to the contract after the golden file was written (additions keep
 /// `schema_version`); everything else must match.
-const ADDED_SINCE: [&str; 12] = [
+const ADDED_SINCE: [&str; 18] = [
     "cold_start_reason",
     // issue 14: the effective capabilities the runner saw, where the time went.
     "capabilities",
@@ -33,10 +33,22 @@ const ADDED_SINCE: [&str; 12] = [
     "refused_scripts",
     "script_path_hex",
     "halted",
+    // issue 16: provenance (which runner, which command line, which run), and which
+    // earlier run a kept result comes from.
+    "run_id",
+    "runner_version",
+    "argv",
+    "resumed_from",
+    // issue 16: why a script failed, and its stdout tail when stderr was empty.
+    "reason",
+    "stdout_tail",
 ];
 
 /// Keys whose values change from run to run.
-const VARYING: [&str; 30] = [
+const VARYING: [&str; 33] = [
+    "run_id",
+    "runner_version",
+    "argv",
     "time_breakdown",
     "startup_s",
     "jax_import_s",

@@ -102,12 +102,12 @@ fn every_file_a_run_writes_matches_its_schema_and_the_reports_are_there() {
     let junit = std::fs::read_to_string(t.results_dir().join("junit.xml")).unwrap();
     assert_eq!(junit.matches("<testcase ").count(), 2);
     assert!(
-        junit.contains(
-            "<failure type=\"script_error\" message=\"ValueError: deliberate failure for tests\">"
-        ),
+        junit.contains("message=\"exit code 1: ValueError: deliberate failure for tests\""),
         "{junit}"
     );
-    assert!(junit.contains("tests=\"2\" failures=\"1\""), "{junit}");
+    assert!(junit.contains("type=\"script_error\""), "{junit}");
+    assert!(junit.contains("tests=\"2\""), "{junit}");
+    assert!(junit.contains("failures=\"1\""), "{junit}");
 }
 
 #[test]

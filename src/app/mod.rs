@@ -59,8 +59,12 @@ pub async fn run(
     if *stop.borrow() != Stop::Run {
         return Err(Error::Interrupted);
     }
+    let swept = sweep(&config, &prepared, &config.run_id);
     let (events, dispatcher) = reporters::start(&config, &prepared, edge, halt.clone());
-    for message in std::mem::take(&mut prepared.warnings) {
+    for message in std::mem::take(&mut prepared.warnings)
+        .into_iter()
+        .chain(swept)
+    {
         events.emit(RunEvent::Warning { message });
     }
     let results = execute(&config, &mut prepared, &events, &stop, &halt).await;
@@ -86,6 +90,35 @@ pub async fn run(
     })
 }
 
+/// Moves the files of scripts this run does not consider into its history folder;
+/// returns what to warn about.
+fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
+    let sweep = crate::report::sweep::Sweep {
+        results_dir: &config.results_dir,
+        ids: prepared
+            .discovery
+            .scripts
+            .iter()
+            .map(|s| s.id.as_str())
+            .collect(),
+        gnn: prepared
+            .gnn
+            .as_ref()
+            .map(|g| (config.step12_dir.as_path(), g)),
+        run_id,
+    };
+    let swept = sweep.run();
+    if !swept.moved.is_empty() {
+        tracing::info!(
+            "moved {} file(s) of scripts this run does not have into {}",
+            swept.moved.len(),
+            sweep.history().display()
+        );
+    }
+    let errors = swept.errors.iter();
+    errors.map(|e| crate::error::chain(e).join(": ")).collect()
+}
+
 /// Step 2: the kept results go out as they are, the rest run.
 async fn execute(
     config: &Arc<RunConfig>,
@@ -99,13 +132,17 @@ async fn execute(
     };
     let total = prepared.discovery.scripts.len();
     events.emit(RunEvent::RunStarted {
+        run_id: config.run_id.clone(),
         total,
         jobs: prepared.plan.jobs,
         device: prepared.plan.platform,
         interpreter: interp.path.display().to_string(),
     });
     let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
-    for (i, previous) in exec.kept {
+    for (i, mut previous) in exec.kept {
+        // Kept, not run: it says which run ran it, and belongs to this one.
+        let ran_in = std::mem::replace(&mut previous.run_id, config.run_id.clone());
+        previous.resumed_from = previous.resumed_from.take().or(Some(ran_in));
         let mut line = ScriptSummary::of(&previous);
         line.resumed = true;
         summaries[i] = Some(line);
@@ -142,6 +179,9 @@ fn run_info(
     let plan = &prepared.plan;
     let interp = prepared.interpreter.as_ref();
     RunInfo {
+        run_id: config.run_id.clone(),
+        runner_version: env!("CARGO_PKG_VERSION").to_string(),
+        argv: config.argv.clone(),
         started_at: rfc3339(started_at),
         finished_at: rfc3339(SystemTime::now()),
         wall_time_s: started.elapsed().as_secs_f64(),

@@ -11,6 +11,16 @@ use super::{
 /// The run as a whole, in `performance_metrics.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunInfo {
+    /// This run's unique id (UTC start time and the runner's PID,
+    /// `20261122T183605.123Z-4242`); every result of the run carries it.
+    #[serde(default)]
+    pub run_id: String,
+    /// The version of jax-runner that wrote these files.
+    #[serde(default)]
+    pub runner_version: String,
+    /// The runner's command line, program first.
+    #[serde(default)]
+    pub argv: Vec<String>,
     /// Start, RFC 3339 UTC.
     pub started_at: String,
     /// End, RFC 3339 UTC.
@@ -118,6 +128,9 @@ pub struct ScriptSummary {
     pub attempts: usize,
     /// Final failure class.
     pub class: FailureClass,
+    /// Why it did not succeed (see the result's `reason`); absent on success.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reason: Option<String>,
     /// Requested device.
     pub device_requested: Device,
     /// Device jax really used (null when no backend was initialised).
@@ -171,6 +184,10 @@ impl ScriptSummary {
             peak_memory_mb: r.peak_memory_mb,
             attempts: r.attempts.len(),
             class: r.class,
+            reason: r
+                .reason
+                .clone()
+                .or_else(|| super::reason::FailureReason::of(r).map(|f| f.line())),
             device_requested: r.device_requested,
             device_used: r.device_used,
             fallback: r.fallback.is_some(),

@@ -4,6 +4,7 @@
 pub mod doctor;
 pub mod gnn;
 mod metrics;
+pub mod reason;
 
 mod vocab;
 
@@ -275,6 +276,14 @@ pub struct Fallback {
 pub struct ScriptResult {
     /// Version of this format.
     pub schema_version: u32,
+    /// The run this result belongs to: `run.run_id` of the `performance_metrics.json`
+    /// beside it. A file whose `run_id` differs is not this run's.
+    #[serde(default)]
+    pub run_id: String,
+    /// Set when `--resume`/`--rerun-failed` kept an earlier success instead of running
+    /// the script: the id of the run that ran it (empty when that run predates run ids).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub resumed_from: Option<String>,
     /// Unique id of the script in this run; also the results file's prefix.
     pub id: String,
     /// Absolute path of the script (lossy where the name is not UTF-8).
@@ -354,6 +363,15 @@ pub struct ScriptResult {
     pub stderr_bytes: u64,
     /// The last lines of standard error.
     pub stderr_tail: Vec<String>,
+    /// The last lines of standard output, kept only for a script that failed without
+    /// writing to standard error.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub stdout_tail: Vec<String>,
+    /// Why the script did not succeed, in the words every report uses: how it ended
+    /// (`exit code 3`, `killed by SIGABRT`, `no exit within 30s (timed out)`,
+    /// `out of memory at 1.0 GiB`) and the last line of its output. Absent on success.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reason: Option<String>,
     /// True when `--max-log-size` cut a log of the final attempt.
     pub log_truncated: bool,
     /// Processes left running after the script exited (all attempts), killed.

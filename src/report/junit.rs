@@ -1,125 +1,148 @@
-//! `junit.xml`: one testcase per script, so CI systems show runs natively. Failures
-//! carry their class, the deciding line and the stderr tail.
+//! `junit.xml`: one testcase per script, so CI systems show runs natively, written
+//! with the `quick-junit` crate (nextest's), which escapes and counts for us: the
+//! header's `tests`/`failures`/`skipped` are computed from the elements themselves.
+//!
+//! Like nextest: a failure's message is its reason ("exit code 3: …"), its text the
+//! output tail; `<system-out>`/`<system-err>` hold the last lines of output; earlier
+//! failed attempts of a script that finally succeeded are `<flakyFailure>`, of one
+//! that finally failed `<rerunFailure>`. Interrupted scripts are skipped; missing and
+//! refused render manifest entries are failures with a message.
 
-use std::fmt::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use super::record::{Records, ScriptRecord};
+use quick_junit::{
+    FlakyOrRerun, NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite,
+};
+
+use super::record::{AttemptRecord, Records, ScriptRecord};
 use super::{write_atomic, Reporter};
 use crate::error::ReportError;
 use crate::events::RunEvent;
 use crate::listing::{head, LISTED};
+use crate::model::reason::{last_lines, STDOUT_TAIL_LINES};
 use crate::model::{PerformanceMetrics, Status};
 
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            // XML 1.0 forbids most control characters, even escaped.
-            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('?'),
-            c => out.push(c),
+/// Renders the JUnit XML document.
+pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> Result<String, ReportError> {
+    let mut suite = TestSuite::new("jax-scripts");
+    suite.set_time(secs(m.run.wall_time_s));
+    if let Some(t) = timestamp(&m.run.started_at) {
+        suite.set_timestamp(t);
+    }
+    suite.add_test_cases(scripts.iter().map(|d| script_case(d)));
+    suite.add_test_cases(manifest_cases(
+        &m.missing_scripts,
+        "missing",
+        "listed in the render manifest but missing",
+    ));
+    suite.add_test_cases(manifest_cases(
+        &m.refused_scripts,
+        "refused",
+        "listed in the render manifest, outside --output-dir: refused, not run",
+    ));
+    let mut report = Report::new("jax-runner");
+    report.set_time(secs(m.run.wall_time_s));
+    report.add_test_suite(suite);
+    report.to_string().map_err(ReportError::Junit)
+}
+
+/// The testcase of one script.
+fn script_case(d: &ScriptRecord) -> TestCase {
+    let (earlier, _) = d.attempts.split_at(d.attempts.len().saturating_sub(1));
+    let reruns = earlier.iter().filter(|a| a.status != Status::Succeeded);
+    let line = d.reason_line().unwrap_or_else(|| d.status.as_str().into());
+    let mut status = match d.status {
+        Status::Succeeded => TestCaseStatus::success(),
+        Status::Interrupted => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(line).set_type(d.class.as_str());
+            s
+        }
+        Status::Failed | Status::TimedOut => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message(line)
+                .set_type(d.class.as_str())
+                .set_rerun_kind(FlakyOrRerun::Rerun);
+            if let Some(r) = &d.reason {
+                s.set_description(r.tail.join("\n"));
+            }
+            s
+        }
+    };
+    // For a success these are written as flakyFailure, for a failure as rerunFailure.
+    status.add_reruns(reruns.map(rerun));
+    let mut case = TestCase::new(d.id.as_str(), status);
+    let classname = d.relative_path.rsplit_once('/').map_or("", |(dir, _)| dir);
+    case.set_classname(classname)
+        .set_time(secs(d.execution_time_s));
+    if let Some(t) = d.started_at.as_deref().and_then(timestamp) {
+        case.set_timestamp(t);
+    }
+    if !d.succeeded() {
+        let (out, err) = output_tails(d);
+        if !out.is_empty() {
+            case.set_system_out(out.join("\n"));
+        }
+        if !err.is_empty() {
+            case.set_system_err(err.join("\n"));
         }
     }
-    out
+    case
+}
+
+/// An earlier attempt that failed.
+fn rerun(a: &AttemptRecord) -> TestRerun {
+    let mut r = TestRerun::new(NonSuccessKind::Failure);
+    r.set_time(secs(a.duration_s))
+        .set_type(a.class.as_str())
+        .set_message(
+            a.words
+                .clone()
+                .unwrap_or_else(|| a.status.as_str().to_string()),
+        )
+        .set_description(format!("attempt {}", a.number));
+    if let Some(t) = timestamp(&a.started_at) {
+        r.set_timestamp(t);
+    }
+    r
+}
+
+/// The last lines of a failed script's stdout and stderr.
+fn output_tails(d: &ScriptRecord) -> (Vec<String>, Vec<String>) {
+    let out = match &d.reason {
+        Some(r) if r.stream == "stdout" => r.tail.clone(),
+        _ => last_lines(&d.stdout_log, STDOUT_TAIL_LINES),
+    };
+    (out, d.stderr_tail.clone())
 }
 
 /// Testcases of render manifest entries that did not run: at most [`LISTED`] named,
 /// then one that counts the rest, so 200,000 missing entries stay a small file.
-fn manifest_cases(entries: &[String], kind: &str, message: &str) -> Vec<String> {
-    let case = |name: &str, message: &str| {
-        format!(
-            "    <testcase classname=\"manifest\" name=\"{}\" time=\"0\">\n      <failure type=\"{kind}\" message=\"{}\"/>\n    </testcase>",
-            esc(name),
-            esc(message)
-        )
+fn manifest_cases(entries: &[String], kind: &str, message: &str) -> Vec<TestCase> {
+    let case = |name: &str| {
+        let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+        status.set_message(message).set_type(kind);
+        let mut case = TestCase::new(name, status);
+        case.set_classname("manifest");
+        case
     };
     let (shown, rest) = head(entries, LISTED);
-    let mut cases: Vec<String> = shown.iter().map(|e| case(e, message)).collect();
+    let mut cases: Vec<TestCase> = shown.iter().map(|e| case(e)).collect();
     if rest > 0 {
-        let name = format!("and {rest} more (every one is in performance_metrics.json)");
-        cases.push(case(&name, message));
+        cases.push(case(&format!(
+            "and {rest} more (every one is in performance_metrics.json)"
+        )));
     }
     cases
 }
 
-/// Renders the JUnit XML document.
-pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
-    let missing = manifest_cases(
-        &m.missing_scripts,
-        "missing",
-        "listed in the render manifest but missing",
-    );
-    let refused = manifest_cases(
-        &m.refused_scripts,
-        "refused",
-        "listed in the render manifest, outside --output-dir: refused, not run",
-    );
-    let failures = scripts
-        .iter()
-        .filter(|d| matches!(d.status, Status::Failed | Status::TimedOut))
-        .count()
-        + refused.len();
-    let skipped = scripts
-        .iter()
-        .filter(|d| d.status == Status::Interrupted)
-        .count()
-        + missing.len();
-    let tests = scripts.len() + missing.len() + refused.len();
-    let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        s,
-        "<testsuites name=\"jax-runner\" tests=\"{tests}\" failures=\"{failures}\" time=\"{:.3}\">",
-        m.run.wall_time_s
-    );
-    let _ = writeln!(
-        s,
-        "  <testsuite name=\"jax-scripts\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{:.3}\" timestamp=\"{}\">",
-        m.run.wall_time_s,
-        esc(&m.run.started_at)
-    );
-    for d in scripts {
-        let _ = write!(
-            s,
-            "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
-            esc(d.relative_path.rsplit_once('/').map_or("", |(dir, _)| dir)),
-            esc(&d.id),
-            d.execution_time_s
-        );
-        match d.status {
-            Status::Succeeded => s.push_str("/>\n"),
-            Status::Interrupted => {
-                s.push_str(">\n      <skipped message=\"interrupted\"/>\n    </testcase>\n");
-            }
-            Status::Failed | Status::TimedOut => {
-                let message = d
-                    .matched_line
-                    .clone()
-                    .unwrap_or_else(|| d.status.as_str().to_string());
-                let _ = writeln!(
-                    s,
-                    ">\n      <failure type=\"{}\" message=\"{}\">{}</failure>",
-                    esc(d.class.as_str()),
-                    esc(&message),
-                    esc(&d.stderr_tail.join("\n"))
-                );
-                let _ = writeln!(
-                    s,
-                    "      <system-out>{}</system-out>\n    </testcase>",
-                    esc(&d.stdout_log)
-                );
-            }
-        }
-    }
-    for case in missing.iter().chain(&refused) {
-        let _ = writeln!(s, "{case}");
-    }
-    s.push_str("  </testsuite>\n</testsuites>\n");
-    s
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(if s.is_finite() { s.max(0.0) } else { 0.0 })
+}
+
+fn timestamp(rfc3339: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    chrono::DateTime::parse_from_rfc3339(rfc3339).ok()
 }
 
 /// Writes `junit.xml` into the results folder when the run ends.
@@ -142,7 +165,7 @@ impl Reporter for JunitReporter {
     fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
         self.records.handle(event);
         if let RunEvent::RunFinished { metrics } = event {
-            let xml = render(metrics, &self.records.ordered(metrics));
+            let xml = render(metrics, &self.records.ordered(metrics))?;
             write_atomic(&self.results_dir.join("junit.xml"), xml.as_bytes())?;
         }
         Ok(())
@@ -150,26 +173,4 @@ impl Reporter for JunitReporter {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{esc, manifest_cases, LISTED};
-
-    #[test]
-    fn many_missing_entries_make_a_bounded_document() {
-        let missing: Vec<String> = (0..200_000).map(|i| format!("gone/{i}.py")).collect();
-        let cases = manifest_cases(&missing, "missing", "gone");
-        assert_eq!(cases.len(), LISTED + 1);
-        assert!(
-            cases[LISTED].contains("and 199950 more"),
-            "{}",
-            cases[LISTED]
-        );
-    }
-
-    #[test]
-    fn escapes_markup_and_control_characters() {
-        assert_eq!(
-            esc("<a & 'b'>\u{1b}[31m"),
-            "&lt;a &amp; &apos;b&apos;&gt;?[31m"
-        );
-    }
-}
+mod tests;

@@ -129,12 +129,13 @@ impl Reporter for LogReporter {
         }
         match event {
             RunEvent::RunStarted {
+                run_id,
                 total,
                 jobs,
                 device,
                 interpreter,
             } => tracing::info!(
-                "running {total} script(s) on {}, {jobs} at a time, with {interpreter}",
+                "run {run_id}: running {total} script(s) on {}, {jobs} at a time, with {interpreter}",
                 device.as_str()
             ),
             RunEvent::Sample { .. } => {}
@@ -197,18 +198,10 @@ impl Reporter for LogReporter {
                     result.execution_time_s,
                     result.peak_memory_mb
                 );
-                let why = result
-                    .matched_line
-                    .as_deref()
-                    .or(result.stderr_tail.last().map(String::as_str))
-                    .unwrap_or("");
-                match result.status {
-                    Status::Succeeded => tracing::info!("{line}"),
-                    Status::TimedOut => tracing::warn!(
-                        "{line}: no exit within {}s, the process group was stopped",
-                        result.timeout_s
-                    ),
-                    _ => tracing::warn!("{line}: {}: {why}", result.class.as_str()),
+                match (result.status, &result.reason) {
+                    (Status::Succeeded, _) => tracing::info!("{line}"),
+                    (_, Some(why)) => tracing::warn!("{line}: {why}"),
+                    (_, None) => tracing::warn!("{line}: {}", result.class.as_str()),
                 }
                 if result.device_mismatch {
                     tracing::warn!(

@@ -1,4 +1,9 @@
 //! `execution_report.md`: the run's summary for people reading a repository.
+//!
+//! Nothing a script controls (its name and path, manifest entries, exceptions,
+//! output) reaches the Markdown as markup: names and paths go in code spans, output
+//! in fences longer than any backtick run inside it, and the rest is escaped, so a
+//! renderer shows `<img src=x onerror=…>` as text and never as an element.
 
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -22,44 +27,42 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
         m.run.device.as_str(), m.run.jobs
     );
     let _ = writeln!(s, "| | |\n| --- | --- |");
-    let _ = writeln!(s, "| started | {} |", m.run.started_at);
+    let _ = writeln!(s, "| run id | {} |", cell_code(&m.run.run_id));
+    let _ = writeln!(s, "| jax-runner | {} |", cell_text(&m.run.runner_version));
+    let _ = writeln!(s, "| started | {} |", cell_text(&m.run.started_at));
     let _ = writeln!(
         s,
         "| device | {} requested, {} used ({}) |",
         m.run.device_requested.as_str(),
         m.run.device.as_str(),
-        m.run.device_choice
+        cell_text(&m.run.device_choice)
     );
-    let _ = writeln!(
-        s,
-        "| python | {} |",
-        m.run.python_version.as_deref().unwrap_or("-")
-    );
-    let _ = writeln!(
-        s,
-        "| jax | {} |",
-        m.run.jax_version.as_deref().unwrap_or("-")
-    );
+    let or_dash = |v: &Option<String>| v.as_deref().map_or("-".into(), cell_text);
+    let _ = writeln!(s, "| python | {} |", or_dash(&m.run.python_version));
+    let _ = writeln!(s, "| jax | {} |", or_dash(&m.run.jax_version));
     let _ = writeln!(s, "| fallbacks | {} |", t.fallbacks);
     let _ = writeln!(s, "| device mismatches | {} |", t.device_mismatches);
     let _ = writeln!(s, "| leaked processes | {} |\n", t.leaks);
     let _ = writeln!(s, "## Scripts\n");
     let _ = writeln!(
         s,
-        "| script | status | class | device | attempts | wall (s) | peak RSS (MiB) |"
+        "| script | status | class | device | attempts | wall (s) | peak RSS (MiB) | reason |"
     );
-    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- | --- |");
     for d in scripts {
         let _ = writeln!(
             s,
-            "| `{}` | {} | {} | {} | {} | {:.2} | {:.0} |",
-            cell(&d.relative_path),
+            "| {} | {} | {} | {} | {} | {:.2} | {:.0} | {} |",
+            cell_code(&d.relative_path),
             d.status.as_str(),
             d.class.as_str(),
             d.device_used.map_or("-", |p| p.as_str()),
             d.attempts.len(),
             d.execution_time_s,
-            d.peak_memory_mb
+            d.peak_memory_mb,
+            d.reason
+                .as_ref()
+                .map_or(String::new(), |r| cell_text(&r.words)),
         );
     }
     for (status, entries) in [
@@ -68,12 +71,16 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
     ] {
         let (shown, rest) = head(entries, LISTED);
         for entry in shown {
-            let _ = writeln!(s, "| `{}` | {status} | - | - | 0 | - | - |", cell(entry));
+            let _ = writeln!(
+                s,
+                "| {} | {status} | - | - | 0 | - | - | listed in the render manifest |",
+                cell_code(entry)
+            );
         }
         if rest > 0 {
             let _ = writeln!(
                 s,
-                "| and {rest} more (in performance_metrics.json) | {status} | - | - | 0 | - | - |"
+                "| and {rest} more (in performance_metrics.json) | {status} | - | - | 0 | - | - | |"
             );
         }
     }
@@ -81,25 +88,95 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
     if !failures.is_empty() {
         let _ = writeln!(s, "\n## Failures");
         for d in failures {
-            let _ = writeln!(s, "\n### `{}`: {}\n", cell(&d.id), d.class.as_str());
-            if let Some(line) = &d.matched_line {
-                let _ = writeln!(s, "{}\n", cell(line));
-            }
-            if !d.stderr_tail.is_empty() {
-                let _ = writeln!(
-                    s,
-                    "```\n{}\n```",
-                    d.stderr_tail.join("\n").replace("```", "'''")
-                );
-            }
+            failure(&mut s, d);
         }
     }
     s
 }
 
-/// Table cells cannot hold pipes or newlines.
-fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+/// One failure: its id, the reason, the exception and the output tail.
+fn failure(s: &mut String, d: &ScriptRecord) {
+    let _ = writeln!(s, "\n### {}: {}\n", code_span(&d.id), d.class.as_str());
+    let Some(reason) = &d.reason else {
+        return;
+    };
+    let _ = writeln!(s, "{}\n", text(&reason.words));
+    if let Some(exception) = d.exception_text() {
+        let _ = writeln!(s, "Exception: {}\n", code_span(&exception));
+    }
+    if !reason.tail.is_empty() {
+        let _ = writeln!(s, "Last lines of {}:\n", reason.stream);
+        let _ = writeln!(s, "{}", fence(&reason.tail.join("\n")));
+    }
+}
+
+/// The longest run of backticks in `s`.
+fn longest_backtick_run(s: &str) -> usize {
+    s.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+/// `s` as an inline code span: delimited by more backticks than any run inside,
+/// padded where it starts or ends with a backtick, on one line.
+pub fn code_span(s: &str) -> String {
+    let one_line = s.replace(['\r', '\n'], " ");
+    let ticks = "`".repeat(longest_backtick_run(&one_line) + 1);
+    let pad = if one_line.starts_with('`') || one_line.ends_with('`') || one_line.is_empty() {
+        " "
+    } else {
+        ""
+    };
+    format!("{ticks}{pad}{one_line}{pad}{ticks}")
+}
+
+/// `s` as a fenced code block, its fence longer than any backtick run inside.
+pub fn fence(s: &str) -> String {
+    let ticks = "`".repeat((longest_backtick_run(s) + 1).max(3));
+    format!("{ticks}text\n{s}\n{ticks}")
+}
+
+/// `s` as plain text at the start of a line: [`inline`], and a start that would
+/// open a list is escaped too.
+pub fn text(s: &str) -> String {
+    let mut out = inline(s);
+    let digits = out.bytes().take_while(u8::is_ascii_digit).count();
+    match out.as_bytes().get(digits) {
+        Some(b'-' | b'+' | b'=') if digits == 0 => out.insert(0, '\\'),
+        Some(b'.' | b')') if digits > 0 => out.insert(digits, '\\'),
+        _ => {}
+    }
+    out
+}
+
+/// `s` as plain text inside a line: every character Markdown or HTML would read as
+/// markup is escaped (`<`, `>` and `&` as entities, the rest with a backslash), and
+/// line breaks become spaces.
+pub fn inline(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\r' | '\n' => out.push(' '),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '#' | '|' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A table cell of plain text (never at a line start).
+fn cell_text(s: &str) -> String {
+    inline(s)
+}
+
+/// A table cell holding a code span: GFM splits cells at `|` even inside code, so
+/// pipes are escaped there too (GFM drops the backslash again).
+fn cell_code(s: &str) -> String {
+    code_span(s).replace('|', "\\|")
 }
 
 /// Writes `execution_report.md` into the results folder when the run ends.
@@ -131,3 +208,6 @@ impl Reporter for MarkdownReporter {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

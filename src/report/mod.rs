@@ -14,6 +14,7 @@ mod ndjson;
 mod progress;
 mod record;
 pub mod summary;
+pub mod sweep;
 
 pub use atomic::{
     write_atomic, write_atomic_stream, write_atomic_with, write_json, write_json_with,
@@ -46,7 +47,8 @@ pub async fn dispatch(
     halt: Halt,
 ) -> Vec<ReportError> {
     let mut errors = Vec::new();
-    while let Some(event) = rx.recv().await {
+    while let Some(mut event) = rx.recv().await {
+        complete(&mut event);
         for r in reporters.iter_mut() {
             // A reporter that panics must not take the others (and the results) down.
             let outcome =
@@ -76,4 +78,18 @@ pub async fn dispatch(
         }
     }
     errors
+}
+
+/// Fills in, once for every reporter, what a finished script's event does not carry
+/// yet: why it failed, and the end of its standard output when that is what explains
+/// it (standard error was empty).
+fn complete(event: &mut RunEvent) {
+    if let RunEvent::ScriptFinished { result } = event {
+        if let Some(reason) = crate::model::reason::FailureReason::of(result) {
+            if reason.stream == "stdout" {
+                result.stdout_tail = reason.tail.clone();
+            }
+            result.reason = Some(reason.line());
+        }
+    }
 }

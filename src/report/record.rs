@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use crate::events::RunEvent;
+use crate::model::reason::{Ending, FailureReason};
 use crate::model::{Device, Platform};
 use crate::model::{ExceptionInfo, FailureClass, PerformanceMetrics, ScriptResult, Status};
 
@@ -26,6 +27,8 @@ pub struct AttemptRecord {
     pub status: Status,
     /// Its failure class.
     pub class: FailureClass,
+    /// How it ended, in the reports' words; `None` when it succeeded.
+    pub words: Option<String>,
 }
 
 /// One finished script, as every end-of-run report sees it.
@@ -79,6 +82,12 @@ pub struct ScriptRecord {
     pub stderr_bytes: u64,
     /// The last lines of standard error; empty for scripts that succeeded.
     pub stderr_tail: Vec<String>,
+    /// File holding the last attempt's standard error.
+    pub stderr_log: String,
+    /// The script's data folder.
+    pub data_dir: String,
+    /// Why it did not succeed; `None` when it did.
+    pub reason: Option<FailureReason>,
 }
 
 impl ScriptRecord {
@@ -104,6 +113,7 @@ impl ScriptRecord {
                     duration_s: a.duration_s,
                     status: a.status,
                     class: a.class,
+                    words: Ending::of_attempt(a, r).words(),
                 })
                 .collect(),
             execution_time_s: r.execution_time_s,
@@ -125,12 +135,20 @@ impl ScriptRecord {
             } else {
                 Vec::new()
             },
+            stderr_log: r.stderr_log.clone(),
+            data_dir: r.data_dir.clone(),
+            reason: FailureReason::of(r),
         }
     }
 
     /// True when the script ended as `succeeded`.
     pub fn succeeded(&self) -> bool {
         self.status == Status::Succeeded
+    }
+
+    /// The reason as one line (`exit code 3: ValueError: bad`); `None` on success.
+    pub fn reason_line(&self) -> Option<String> {
+        self.reason.as_ref().map(FailureReason::line)
     }
 
     /// The uncaught exception as one line: `ValueError: bad value`, or the type alone.

@@ -67,6 +67,7 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
         ],
         &rows,
     );
+    failure_lines(&mut out, m);
     let t = &m.totals;
     out.push_str(&format!(
         "\n{} of {} succeeded, {} failed ({} timed out, {} interrupted) in {:.2}s on {}{} with {} job(s)\n",
@@ -109,6 +110,32 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
     manifest_lines(&mut out, &m.missing_scripts, &m.refused_scripts);
     out.push_str(&format!("results: {}\n", m.run.results_dir));
     out
+}
+
+/// One line per script that did not succeed, with its reason, at most [`LISTED`].
+fn failure_lines(out: &mut String, m: &PerformanceMetrics) {
+    let failed: Vec<String> = m
+        .scripts
+        .iter()
+        .filter(|s| s.status != Status::Succeeded)
+        .map(|s| {
+            let why = s.reason.as_deref().unwrap_or(s.class.as_str());
+            format!("{}: {why}", s.id)
+        })
+        .collect();
+    if failed.is_empty() {
+        return;
+    }
+    out.push('\n');
+    let (shown, rest) = head(&failed, LISTED);
+    for line in shown {
+        out.push_str(&format!("failed: {line}\n"));
+    }
+    if rest > 0 {
+        out.push_str(&format!(
+            "failed: and {rest} more (every reason is in performance_metrics.json)\n"
+        ));
+    }
 }
 
 /// `missing:` and `refused:` lines for render manifest entries, at most

@@ -285,6 +285,8 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
     let lossy = |p: PathBuf| p.to_string_lossy().into_owned();
     ScriptResult {
         schema_version: SCHEMA_VERSION,
+        run_id: ctx.config.run_id.clone(),
+        resumed_from: None,
         id: script.id.clone(),
         script_path: script.path.to_string_lossy().into_owned(),
         script_path_hex: crate::model::lossless_hex(&script.path),
@@ -318,6 +320,8 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         stdout_bytes: 0,
         stderr_bytes: 0,
         stderr_tail: Vec::new(),
+        stdout_tail: Vec::new(),
+        reason: None,
         log_truncated: false,
         leaks: Vec::new(),
         data_dir: lossy(ctx.data_dir(&script.id)),

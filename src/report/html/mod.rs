@@ -22,6 +22,7 @@ use crate::model::PerformanceMetrics;
 /// Name of the page inside the results folder.
 pub const HTML_FILE: &str = "report.html";
 
+mod links;
 mod page;
 mod svg;
 
@@ -77,6 +78,7 @@ impl HtmlReporter {
             self.records.finishing_order(),
             &self.samples,
             &self.interpreter,
+            &self.results_dir,
         );
         let mut env = minijinja::Environment::new();
         // Explicit, although the default callback also picks HTML for `.html.j2`.
@@ -176,6 +178,8 @@ impl Samples {
 #[derive(Debug, Serialize)]
 struct Page {
     title: String,
+    /// The header's provenance line: run id and jax-runner version.
+    provenance: String,
     cards: Vec<Card>,
     run_info: Vec<(&'static str, String)>,
     by_class: Vec<(String, usize)>,
@@ -215,6 +219,10 @@ struct Row {
     split: String,
     attempts: usize,
     spark: Option<Sparkline>,
+    /// The final attempt's exit code, or the signal that killed it; `—` for neither.
+    exit: String,
+    /// Its logs and data folder, relative to the report.
+    links: Vec<links::Link>,
 }
 
 #[derive(Debug, Serialize)]
@@ -283,10 +291,16 @@ struct Failure {
     path: String,
     status: &'static str,
     class: &'static str,
+    /// How it ended, in every report's words (`exit code 3`).
+    reason: String,
     matched_line: Option<String>,
     exception: Option<String>,
-    stderr: String,
-    stderr_lines: usize,
+    /// The last lines of `tail_stream`.
+    tail: String,
+    tail_lines: usize,
+    /// `stderr`, or `stdout` when stderr was empty.
+    tail_stream: &'static str,
+    links: Vec<links::Link>,
 }
 
 /// Lower-case name of a serializable enum (`cpu`, `auto`, …), as the JSON files spell it.

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::links::script_links;
 use super::svg::{sparkline, timeline};
 use super::*;
 use crate::listing::{bounded_messages, LISTED};
@@ -18,15 +19,25 @@ pub(super) fn build_page(
     records: &[ScriptRecord],
     samples: &HashMap<String, Samples>,
     interpreter: &Option<String>,
+    report_dir: &std::path::Path,
 ) -> Page {
     let t = &metrics.totals;
     let by_id: HashMap<&str, &ScriptRecord> = records.iter().map(|f| (f.id.as_str(), f)).collect();
-    let rows = rows(metrics, records, &by_id, samples);
+    let mut rows = rows(metrics, records, &by_id, samples);
+    for r in &mut rows {
+        if let Some(f) = by_id.get(r.id.as_str()) {
+            r.links = script_links(report_dir, f);
+        }
+    }
     let failures = failures(&rows, &by_id);
     Page {
         title: format!(
             "jax-runner report: {} of {} succeeded",
             t.succeeded, t.total_scripts
+        ),
+        provenance: format!(
+            "run {} · jax-runner {}",
+            metrics.run.run_id, metrics.run.runner_version
         ),
         cards: cards(t),
         run_info: run_info(&metrics.run, interpreter),
@@ -71,6 +82,9 @@ fn cards(t: &Totals) -> Vec<Card> {
 fn run_info(run: &RunInfo, interpreter: &Option<String>) -> Vec<(&'static str, String)> {
     let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "—".to_string());
     let mut info = vec![
+        ("run id", run.run_id.clone()),
+        ("jax-runner", run.runner_version.clone()),
+        ("command", run.argv.join(" ")),
         ("wall time", fmt_secs(run.wall_time_s)),
         (
             "device",
@@ -153,6 +167,8 @@ fn row(s: &ScriptSummary, f: Option<&ScriptRecord>, samples: &HashMap<String, Sa
             .unwrap_or_else(|| "—".into()),
         attempts: s.attempts,
         spark: sparkline(&s.id, samples.get(&s.id)),
+        exit: f.map(exit_of).unwrap_or_else(|| "—".into()),
+        links: Vec::new(),
     }
 }
 
@@ -195,6 +211,18 @@ fn unlisted_row(f: &ScriptRecord, samples: &HashMap<String, Samples>) -> Row {
         split: "—".into(),
         attempts: f.attempts.len(),
         spark: sparkline(&f.id, samples.get(&f.id)),
+        exit: exit_of(f),
+        links: Vec::new(),
+    }
+}
+
+/// The exit column: the exit code, or the signal that ended the script.
+fn exit_of(f: &ScriptRecord) -> String {
+    match (f.return_code, &f.signal_name, f.signal) {
+        (Some(code), _, _) => code.to_string(),
+        (None, Some(name), _) => name.clone(),
+        (None, None, Some(n)) => crate::model::reason::signal_name(n),
+        (None, None, None) => "—".into(),
     }
 }
 
@@ -203,15 +231,19 @@ fn failures(rows: &[Row], by_id: &HashMap<&str, &ScriptRecord>) -> Vec<Failure> 
     rows.iter()
         .filter_map(|r| {
             let d = by_id.get(r.id.as_str()).filter(|d| !d.succeeded())?;
+            let reason = d.reason.as_ref();
             Some(Failure {
                 id: r.id.clone(),
                 path: r.path.clone(),
                 status: d.status.as_str(),
                 class: d.class.as_str(),
+                reason: reason.map_or_else(|| d.class.as_str().to_string(), |r| r.words.clone()),
                 matched_line: d.matched_line.clone(),
                 exception: d.exception_text(),
-                stderr: d.stderr_tail.join("\n"),
-                stderr_lines: d.stderr_tail.len(),
+                tail: reason.map(|r| r.tail.join("\n")).unwrap_or_default(),
+                tail_lines: reason.map_or(0, |r| r.tail.len()),
+                tail_stream: reason.map_or("stderr", |r| r.stream),
+                links: r.links.clone(),
             })
         })
         .collect()

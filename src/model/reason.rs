@@ -1,0 +1,180 @@
+//! Why a script did not succeed, in the words every report uses: "exit code 3",
+//! "killed by SIGABRT", "no exit within 30s (timed out)", "out of memory at 1.0 GiB",
+//! followed by the last lines of standard error, or of standard output when the script
+//! wrote nothing to standard error. The terminal, the HTML, Markdown and JUnit
+//! reports and the events all take their words from here, so they never disagree.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::time::Duration;
+
+use super::{Attempt, FailureClass, ScriptResult, Status};
+
+/// Lines of standard output kept when standard error is empty.
+pub const STDOUT_TAIL_LINES: usize = 20;
+/// Bytes read from the end of a stdout log to find those lines.
+const STDOUT_TAIL_BYTES: u64 = 16 * 1024;
+
+/// How one attempt (or a script's final attempt) ended: the facts the words need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ending {
+    pub status: Status,
+    pub class: FailureClass,
+    pub return_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The attempt time limit, seconds.
+    pub timeout_s: f64,
+    /// `--memory-limit` when set, else the peak the script reached, MiB.
+    pub memory_mb: f64,
+    /// False when the script never started.
+    pub started: bool,
+}
+
+impl Ending {
+    /// The final attempt of `r`.
+    pub fn of_result(r: &ScriptResult) -> Ending {
+        Ending {
+            status: r.status,
+            class: r.class,
+            return_code: r.return_code,
+            signal: r.signal,
+            timeout_s: r.timeout_s,
+            memory_mb: r.sandbox.memory_limit_mb.unwrap_or(r.peak_memory_mb),
+            started: !r.attempts.is_empty(),
+        }
+    }
+
+    /// One attempt of `r`.
+    pub fn of_attempt(a: &Attempt, r: &ScriptResult) -> Ending {
+        Ending {
+            status: a.status,
+            class: a.class,
+            return_code: a.return_code,
+            signal: a.signal,
+            timeout_s: r.timeout_s,
+            memory_mb: r.sandbox.memory_limit_mb.unwrap_or(a.peak_memory_mb),
+            started: true,
+        }
+    }
+
+    /// The words for this ending; `None` for a success.
+    pub fn words(&self) -> Option<String> {
+        Some(match (self.status, self.class) {
+            (Status::Succeeded, _) => return None,
+            (_, FailureClass::TimedOut) | (Status::TimedOut, _) => {
+                format!("no exit within {} (timed out)", duration(self.timeout_s))
+            }
+            (_, FailureClass::OutOfMemory) if self.memory_mb > 0.0 => {
+                format!("out of memory at {}", size(self.memory_mb))
+            }
+            (_, FailureClass::OutOfMemory) => "out of memory".into(),
+            (Status::Interrupted, _) if !self.started => "not started (interrupted)".into(),
+            _ => match (self.signal, self.return_code) {
+                (Some(sig), _) => format!("killed by {}", signal_name(sig)),
+                (None, Some(code)) => format!("exit code {code}"),
+                (None, None) if self.status == Status::Interrupted => "interrupted".into(),
+                (None, None) => format!("no exit code ({})", self.class.as_str()),
+            },
+        })
+    }
+}
+
+/// A failed script's reason: the words, then the output that explains them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailureReason {
+    /// How it ended ("exit code 3", …).
+    pub words: String,
+    /// The last lines of standard error, or of standard output when stderr is empty.
+    pub tail: Vec<String>,
+    /// `stderr` or `stdout`: where `tail` comes from.
+    pub stream: &'static str,
+}
+
+impl FailureReason {
+    /// The reason `r` failed; `None` when it succeeded. Reads the end of the stdout
+    /// log when stderr is empty and `r.stdout_tail` is not filled in yet.
+    pub fn of(r: &ScriptResult) -> Option<FailureReason> {
+        let words = Ending::of_result(r).words()?;
+        let (tail, stream) = if !r.stderr_tail.is_empty() {
+            (r.stderr_tail.clone(), "stderr")
+        } else if !r.stdout_tail.is_empty() {
+            (r.stdout_tail.clone(), "stdout")
+        } else {
+            (last_lines(&r.stdout_log, STDOUT_TAIL_LINES), "stdout")
+        };
+        Some(FailureReason {
+            words,
+            tail,
+            stream,
+        })
+    }
+
+    /// One line: the words and the last non-blank line of output
+    /// (`exit code 1: ValueError: bad`).
+    pub fn line(&self) -> String {
+        match self.tail.iter().rev().find(|l| !l.trim().is_empty()) {
+            Some(last) => format!("{}: {}", self.words, last.trim()),
+            None => self.words.clone(),
+        }
+    }
+}
+
+/// Seconds as people write a limit: `30s`, `5m`, `1h 30m`, `1s 500ms`.
+pub fn duration(secs: f64) -> String {
+    let millis = (secs.max(0.0) * 1000.0).round() as u64;
+    humantime::format_duration(Duration::from_millis(millis)).to_string()
+}
+
+/// MiB as people read memory: `512 MiB`, `1.0 GiB`.
+pub fn size(mb: f64) -> String {
+    if mb >= 1024.0 {
+        format!("{:.1} GiB", mb / 1024.0)
+    } else {
+        format!("{mb:.0} MiB")
+    }
+}
+
+/// A signal's name (`SIGABRT`), or `signal N` for one without a common name.
+pub fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_string()
+}
+
+/// The last `n` lines of the file at `path` (read from its last 16 KiB); none when
+/// it cannot be read.
+pub fn last_lines(path: &str, n: usize) -> Vec<String> {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(STDOUT_TAIL_BYTES);
+    let mut bytes = Vec::new();
+    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut bytes).is_err() {
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if start > 0 && !lines.is_empty() {
+        lines.remove(0); // cut in the middle
+    }
+    let from = lines.len().saturating_sub(n);
+    lines[from..].iter().map(|l| l.to_string()).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,61 @@
+use super::*;
+
+fn ending(status: Status, class: FailureClass) -> Ending {
+    Ending {
+        status,
+        class,
+        return_code: None,
+        signal: None,
+        timeout_s: 30.0,
+        memory_mb: 1024.0,
+        started: true,
+    }
+}
+
+#[test]
+fn each_ending_has_its_words() {
+    let mut e = ending(Status::Failed, FailureClass::ScriptError);
+    e.return_code = Some(3);
+    assert_eq!(e.words().as_deref(), Some("exit code 3"));
+    let mut e = ending(Status::Failed, FailureClass::KilledBySignal);
+    e.signal = Some(libc::SIGABRT);
+    assert_eq!(e.words().as_deref(), Some("killed by SIGABRT"));
+    let e = ending(Status::TimedOut, FailureClass::TimedOut);
+    assert_eq!(e.words().as_deref(), Some("no exit within 30s (timed out)"));
+    let mut e = ending(Status::Failed, FailureClass::OutOfMemory);
+    e.signal = Some(libc::SIGKILL);
+    assert_eq!(e.words().as_deref(), Some("out of memory at 1.0 GiB"));
+    let mut e = ending(Status::Interrupted, FailureClass::Interrupted);
+    e.started = false;
+    assert_eq!(e.words().as_deref(), Some("not started (interrupted)"));
+    let mut ok = ending(Status::Succeeded, FailureClass::Succeeded);
+    ok.return_code = Some(0);
+    assert_eq!(ok.words(), None);
+}
+
+#[test]
+fn sizes_durations_and_signals_read_like_people_write_them() {
+    assert_eq!(size(512.0), "512 MiB");
+    assert_eq!(size(1536.0), "1.5 GiB");
+    assert_eq!(duration(300.0), "5m");
+    assert_eq!(duration(5400.0), "1h 30m");
+    assert_eq!(signal_name(libc::SIGSEGV), "SIGSEGV");
+    assert_eq!(signal_name(63), "signal 63");
+}
+
+#[test]
+fn the_line_ends_with_the_last_output_line_and_stdout_stands_in_for_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("x.stdout.log");
+    let body: String = (0..3000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&log, body).unwrap();
+    let tail = last_lines(log.to_str().unwrap(), 3);
+    assert_eq!(tail, vec!["line 2997", "line 2998", "line 2999"]);
+    let reason = FailureReason {
+        words: "exit code 3".into(),
+        tail: vec!["ValueError: bad".into(), "  ".into()],
+        stream: "stderr",
+    };
+    assert_eq!(reason.line(), "exit code 3: ValueError: bad");
+    assert!(last_lines("/no/such/log", 3).is_empty());
+}

@@ -1,0 +1,115 @@
+//! The JUnit document from hand-made records: counts match the elements, output in
+//! `<system-out>`/`<system-err>`, retries as nextest writes them, bounded manifests.
+
+use serde_json::json;
+
+use super::*;
+use crate::model::{RunInfo, ScriptResult, ScriptSummary};
+
+fn attempt(n: u32, status: &str, class: &str, code: i32) -> serde_json::Value {
+    json!({"number": n, "device": "cpu", "slot": 0, "started_at": "2026-11-22T07:40:35.693Z",
+        "duration_s": 1.0, "status": status, "return_code": code, "signal": null,
+        "peak_memory_mb": 1.0, "cpu_user_s": 0.0, "cpu_system_s": 0.0, "class": class,
+        "stdout_log": "/no/o", "stderr_log": "/no/e"})
+}
+
+fn result(id: &str, status: &str, class: &str, attempts: Vec<serde_json::Value>) -> ScriptResult {
+    let ok = status == "succeeded";
+    serde_json::from_value(json!({
+        "schema_version": 1, "id": id, "script_path": format!("/out/m/{id}.py"),
+        "relative_path": format!("m/{id}.py"), "discovered_by": "jax_folder",
+        "success": ok, "status": status, "class": class,
+        "return_code": if ok { 0 } else { 3 }, "signal": null, "device_requested": "cpu",
+        "device_used": "cpu", "device_mismatch": false, "attempts": attempts,
+        "execution_time_s": 2.0, "peak_memory_mb": 1.0, "cpu_user_s": 0.0,
+        "cpu_system_s": 0.0, "timeout_s": 5.0, "started_at": "2026-11-22T07:40:35.693Z",
+        "finished_at": null, "stdout_log": "/no/o", "stderr_log": "/no/e",
+        "stdout_bytes": 0, "stderr_bytes": 4, "log_truncated": false, "leaks": [],
+        "stderr_tail": if ok { json!([]) } else { json!(["boom <&> ]]>"]) },
+        "data_dir": "/d",
+        "sandbox": {"kind": "none", "network": true, "home_visible": true, "environment": "inherited"}
+    }))
+    .unwrap()
+}
+
+fn metrics(results: &[ScriptResult], missing: Vec<String>) -> PerformanceMetrics {
+    let run: RunInfo = serde_json::from_value(json!({
+        "started_at": "2026-11-22T07:40:35.000Z", "finished_at": "x", "wall_time_s": 3.0,
+        "device_requested": "cpu", "device": "cpu", "jobs": 2, "interpreter": "/py",
+        "interpreter_source": "flag", "python_version": "3", "jax_version": null,
+        "jaxlib_version": null, "output_dir": "/out", "results_dir": "/r",
+        "compilation_cache": null, "interrupted": false, "retries": 1, "retry_on": [],
+        "fallback": "cpu", "runner_peak_rss_mb": 1.0, "device_choice": "requested"
+    }))
+    .unwrap();
+    let lines = results.iter().map(ScriptSummary::of).collect();
+    PerformanceMetrics::build(run, lines, missing, vec![])
+}
+
+fn xml(results: &[ScriptResult], missing: Vec<String>) -> String {
+    let records: Vec<ScriptRecord> = results.iter().map(ScriptRecord::of).collect();
+    let refs: Vec<&ScriptRecord> = records.iter().collect();
+    render(&metrics(results, missing), &refs).unwrap()
+}
+
+#[test]
+fn counts_match_the_elements_and_retries_show() {
+    let flaky = result(
+        "flaky",
+        "succeeded",
+        "succeeded",
+        vec![
+            attempt(1, "failed", "killed_by_signal", 1),
+            attempt(2, "succeeded", "succeeded", 0),
+        ],
+    );
+    let failed = result(
+        "failed",
+        "failed",
+        "script_error",
+        vec![
+            attempt(1, "failed", "script_error", 3),
+            attempt(2, "failed", "script_error", 3),
+        ],
+    );
+    let stopped = result("stopped", "interrupted", "interrupted", vec![]);
+    let doc = xml(&[flaky, failed, stopped], vec!["gone.py".into()]);
+    assert!(
+        doc.contains("tests=\"4\"") && doc.contains("failures=\"2\""),
+        "{doc}"
+    );
+    assert!(doc.contains("skipped=\"1\""), "{doc}");
+    assert_eq!(doc.matches("<failure").count(), 2, "{doc}");
+    assert_eq!(doc.matches("<skipped").count(), 1, "{doc}");
+    assert_eq!(doc.matches("<flakyFailure").count(), 1, "{doc}");
+    assert_eq!(doc.matches("<rerunFailure").count(), 1, "{doc}");
+    assert!(
+        doc.contains("message=\"exit code 3: boom &lt;&amp;&gt; ]]&gt;\""),
+        "{doc}"
+    );
+    assert!(doc.contains("message=\"not started (interrupted)"), "{doc}");
+    assert!(
+        doc.contains("listed in the render manifest but missing"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("<system-err>boom &lt;&amp;&gt; ]]&gt;</system-err>"),
+        "{doc}"
+    );
+    assert!(
+        !doc.contains("/no/o"),
+        "a log path instead of output: {doc}"
+    );
+}
+
+#[test]
+fn many_missing_entries_make_a_bounded_document() {
+    let missing: Vec<String> = (0..200_000).map(|i| format!("gone/{i}.py")).collect();
+    let cases = manifest_cases(&missing, "missing", "gone");
+    assert_eq!(cases.len(), LISTED + 1);
+    assert!(
+        cases[LISTED].name.as_str().contains("and 199950 more"),
+        "{:?}",
+        cases[LISTED].name
+    );
+}

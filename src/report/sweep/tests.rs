@@ -1,0 +1,119 @@
+use super::*;
+
+fn touch(p: &Path) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, "x").unwrap();
+}
+
+#[test]
+fn log_names_map_to_their_script() {
+    assert_eq!(log_owner("a.b.stdout.log"), Some("a.b"));
+    assert_eq!(log_owner("a.attempt2.stderr.log"), Some("a"));
+    assert_eq!(log_owner("a.attemptx.stderr.log"), Some("a.attemptx"));
+    assert_eq!(log_owner("notes.txt"), None);
+}
+
+#[test]
+fn files_of_gone_scripts_move_into_the_runs_history() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    for f in [
+        "keep_results.json",
+        "gone_results.json",
+        "logs/keep.stdout.log",
+        "logs/gone.stdout.log",
+        "logs/gone.attempt2.stderr.log",
+        "data/keep/out.json",
+        "data/gone/out.json",
+        "performance_metrics.json",
+    ] {
+        touch(&dir.join(f));
+    }
+    let sweep = Sweep {
+        results_dir: dir,
+        ids: HashSet::from(["keep"]),
+        gnn: None,
+        run_id: "r1",
+    };
+    let swept = sweep.run();
+    assert!(swept.errors.is_empty(), "{:?}", swept.errors);
+    assert_eq!(swept.moved.len(), 4, "{:?}", swept.moved);
+    for f in [
+        "keep_results.json",
+        "logs/keep.stdout.log",
+        "data/keep/out.json",
+    ] {
+        assert!(dir.join(f).exists(), "{f} was moved");
+    }
+    assert!(dir.join("performance_metrics.json").exists());
+    for f in [
+        "gone_results.json",
+        "logs/gone.stdout.log",
+        "logs/gone.attempt2.stderr.log",
+        "data/gone/out.json",
+    ] {
+        assert!(!dir.join(f).exists(), "{f} stayed");
+        assert!(
+            dir.join("history/r1").join(f).exists(),
+            "{f} not in history"
+        );
+    }
+    // A second sweep finds nothing and leaves the history alone.
+    let again = Sweep {
+        run_id: "r2",
+        ..sweep
+    }
+    .run();
+    assert!(again.moved.is_empty(), "{:?}", again.moved);
+}
+
+#[test]
+fn gnn_files_of_gone_scripts_move_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (results, step12) = (tmp.path().join("results"), tmp.path().join("12"));
+    let impl_dir = step12.join("m/jax");
+    let entry = GnnEntry {
+        model: "m".into(),
+        script_name: "A.py".into(),
+        file_key: "A.py".into(),
+        impl_dir: impl_dir.clone(),
+        data_dir: impl_dir.join("simulation_data/A"),
+    };
+    for f in [
+        "m/jax/execution_logs/A.py_results.json",
+        "m/jax/execution_logs/B.py_results.json",
+        "m/jax/simulation_data/A/x.json",
+        "m/jax/simulation_data/B/x.json",
+        "gone/jax/execution_logs/G.py_results.json",
+        "gone/pymdp/other.py",
+        "summaries/execution_summary.json",
+    ] {
+        touch(&step12.join(f));
+    }
+    let entries = HashMap::from([("a".to_string(), entry)]);
+    let swept = Sweep {
+        results_dir: &results,
+        ids: HashSet::from(["a"]),
+        gnn: Some((&step12, &entries)),
+        run_id: "r",
+    }
+    .run();
+    assert!(swept.errors.is_empty(), "{:?}", swept.errors);
+    let history = results.join("history/r/12_execute_output");
+    for f in [
+        "m/jax/execution_logs/B.py_results.json",
+        "m/jax/simulation_data/B/x.json",
+        "gone/jax/execution_logs/G.py_results.json",
+    ] {
+        assert!(!step12.join(f).exists(), "{f} stayed");
+        assert!(history.join(f).exists(), "{f} not in history");
+    }
+    for f in [
+        "m/jax/execution_logs/A.py_results.json",
+        "m/jax/simulation_data/A/x.json",
+        "gone/pymdp/other.py",
+        "summaries/execution_summary.json",
+    ] {
+        assert!(step12.join(f).exists(), "{f} was moved");
+    }
+}

@@ -1,0 +1,141 @@
+//! A reason for every failure, in the same words everywhere: the terminal summary,
+//! the HTML, Markdown and JUnit reports, the results and the events all say
+//! "exit code 3", "killed by SIGABRT", "no exit within 2s (timed out)", followed by
+//! the last lines of stderr, or of stdout when stderr is empty.
+
+mod common;
+
+use common::*;
+
+const EXIT3: &str = "print('computed 42', flush=True)\nimport sys\nsys.exit(3)\n";
+const ABORT: &str = "import os, signal\nimport sys\nprint('about to abort', file=sys.stderr, flush=True)\nos.kill(os.getpid(), signal.SIGABRT)\n";
+const HANG: &str = "import time\nprint('waiting forever', flush=True)\ntime.sleep(120)\n";
+
+#[test]
+fn every_report_gives_the_same_reason() {
+    let tree = Tree::new();
+    tree.write("m/jax/exits.py", EXIT3);
+    tree.write("m/jax/aborts.py", ABORT);
+    tree.write("m/jax/hangs.py", HANG);
+    let events = tree.root().join("events.ndjson");
+    let out = tree.run(&[
+        "--retries",
+        "0",
+        "--timeout",
+        "2s",
+        "--grace",
+        "1s",
+        "--events",
+        events.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let terminal = String::from_utf8_lossy(&out.stdout).into_owned() + &stderr(&out);
+    let results = tree.results_dir();
+    let html = std::fs::read_to_string(results.join("report.html")).unwrap();
+    let md = std::fs::read_to_string(results.join("execution_report.md")).unwrap();
+    let junit = std::fs::read_to_string(results.join("junit.xml")).unwrap();
+    let events = std::fs::read_to_string(events).unwrap();
+
+    let expected = [
+        ("exits", "exit code 3", "computed 42"),
+        ("aborts", "killed by SIGABRT", "about to abort"),
+        ("hangs", "no exit within 2s (timed out)", "waiting forever"),
+    ];
+    for (id, words, output) in expected {
+        let result = tree.result(id);
+        let reason = result["reason"].as_str().unwrap_or_default();
+        assert_eq!(reason, format!("{words}: {output}"), "{id}");
+        let line = tree.metrics()["scripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .unwrap()["reason"]
+            .clone();
+        assert_eq!(line, reason, "{id} in the metrics");
+        for (name, text) in [
+            ("terminal", &terminal),
+            ("report.html", &html),
+            ("execution_report.md", &md),
+            ("junit.xml", &junit),
+            ("events", &events),
+        ] {
+            assert!(text.contains(words), "{name} lacks {words:?} for {id}");
+            assert!(text.contains(output), "{name} lacks {output:?} for {id}");
+        }
+    }
+    // The stdout tail stands in for the empty stderr, and the HTML says which it is.
+    assert_eq!(tree.result("exits")["stdout_tail"][0], "computed 42");
+    assert!(html.contains("last lines of stdout"), "{html}");
+    assert!(!html.contains("No standard error output."));
+}
+
+#[test]
+fn the_html_links_each_script_to_its_logs_and_data_and_shows_its_exit() {
+    let tree = Tree::new();
+    tree.write("m/jax/exits.py", EXIT3);
+    tree.fixture("ok_plain.py", "m/jax/fine.py");
+    let out = tree.run(&["-q"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let results = tree.results_dir();
+    let html = std::fs::read_to_string(results.join("report.html")).unwrap();
+    assert!(
+        html.contains("<th data-type=\"str\">exit</th>"),
+        "no exit column"
+    );
+    assert!(
+        html.contains("<td class=\"exit\" data-v=\"3\">3</td>"),
+        "no exit code 3"
+    );
+    // minijinja writes `/` in attributes as `&#x2f;`, which a browser reads as `/`.
+    let html = html.replace("&#x2f;", "/");
+    let hrefs: Vec<&str> = html
+        .split("href=\"")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('"').unwrap()])
+        .collect();
+    for want in [
+        "logs/exits.stdout.log",
+        "logs/exits.stderr.log",
+        "data/exits",
+        "logs/fine.stdout.log",
+        "data/fine",
+    ] {
+        assert!(hrefs.contains(&want), "no link to {want}: {hrefs:?}");
+    }
+    for href in hrefs {
+        assert!(!href.starts_with('/'), "{href} is absolute");
+        assert!(results.join(href).exists(), "{href} leads nowhere");
+    }
+}
+
+#[test]
+fn a_hostile_exception_and_name_render_as_text_in_the_markdown() {
+    use pulldown_cmark::{Event, Options, Parser};
+    let tree = Tree::new();
+    tree.write(
+        "m/jax/ev`il <b>|[x](y)|.py",
+        "raise ValueError(\"<img src=x onerror=alert(1)>\")\n",
+    );
+    let out = tree.run(&["-q", "--retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let md = std::fs::read_to_string(tree.results_dir().join("execution_report.md")).unwrap();
+    assert!(md.contains("onerror=alert(1)"), "{md}");
+    let mut options = Options::empty();
+    options.insert(Options::ENABLE_TABLES);
+    let events: Vec<Event> = Parser::new_ext(&md, options).collect();
+    let raw: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e, Event::Html(_) | Event::InlineHtml(_)))
+        .collect();
+    assert!(raw.is_empty(), "raw HTML in the Markdown: {raw:?}\n{md}");
+    let mut html = String::new();
+    pulldown_cmark::html::push_html(&mut html, events.into_iter());
+    assert!(!html.contains("<img"), "a live <img> element:\n{html}");
+    assert!(!html.contains("<b>"), "a live <b> element:\n{html}");
+    assert!(!html.contains("<a "), "a live link:\n{html}");
+    assert!(
+        html.contains("&lt;img src=x onerror=alert(1)&gt;"),
+        "{html}"
+    );
+}
