@@ -53,8 +53,11 @@ pub enum RunEvent {
     AttemptFinished {
         /// Script id.
         id: String,
-        /// The attempt.
-        attempt: Box<Attempt>,
+        /// Its number, 1 for the first (the same field, of the same type, as in every
+        /// other event).
+        attempt: u32,
+        /// The attempt as recorded in the result.
+        details: Box<Attempt>,
     },
     /// A failed attempt will be retried after a delay.
     RetryScheduled {

@@ -4,7 +4,6 @@
 mod cli;
 
 use std::io::IsTerminal;
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -366,15 +365,18 @@ fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
         tracing::warn!("{w}");
     }
     if args.json {
-        let doc = serde_json::json!({
-            "schema_version": jax_runner::model::SCHEMA_VERSION,
-            "output_dir": root.to_string_lossy(),
-            "manifest": found.manifest.as_deref().map(Path::to_string_lossy),
-            "scripts": found.scripts.iter().map(Script::to_json).collect::<Vec<_>>(),
-            "missing": found.missing,
-            "refused": found.refused,
-            "warnings": found.warnings,
-        });
+        let doc = jax_runner::model::list::ListDocument {
+            schema_version: jax_runner::model::SCHEMA_VERSION,
+            output_dir: root.to_string_lossy().into_owned(),
+            manifest: found
+                .manifest
+                .as_deref()
+                .map(|m| m.to_string_lossy().into_owned()),
+            scripts: found.scripts.iter().map(Script::listed).collect(),
+            missing: found.missing.clone(),
+            refused: found.refused.clone(),
+            warnings: found.warnings.clone(),
+        };
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).expect("JSON values serialize")

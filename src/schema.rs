@@ -3,13 +3,14 @@
 
 use schemars::schema_for;
 
-/// The documents with a schema: results, metrics, events, doctor output and GNN's
-/// step-12 documents.
-pub const NAMES: [&str; 6] = [
+/// The documents with a schema: results, metrics, events, doctor output, `list --json`
+/// and GNN's step-12 documents.
+pub const NAMES: [&str; 7] = [
     "results",
     "metrics",
     "events",
     "doctor",
+    "list",
     "gnn_execution_summary",
     "gnn_script_result",
 ];
@@ -23,6 +24,7 @@ pub fn schema(name: &str) -> Option<serde_json::Value> {
         // `timestamp` and, for script events, `id`.
         "events" => schema_for!(crate::events::RunEvent),
         "doctor" => schema_for!(super::doctor::DoctorReport),
+        "list" => schema_for!(crate::model::list::ListDocument),
         // GNN's step-12 layout (`12_execute_output/`).
         "gnn_execution_summary" => schema_for!(crate::model::gnn::GnnSummary),
         "gnn_script_result" => schema_for!(crate::model::gnn::GnnScriptDocument),

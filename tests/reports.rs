@@ -77,6 +77,10 @@ fn every_file_a_run_writes_matches_its_schema_and_the_reports_are_there() {
         {
             assert!(line["id"].is_string(), "script events carry the id: {line}");
         }
+        // `attempt` has one type wherever it appears: the attempt's number.
+        if let Some(a) = line.get("attempt") {
+            assert!(a.is_u64(), "attempt is a number in every event: {line}");
+        }
     }
     let kinds: Vec<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
     assert_eq!(kinds.first(), Some(&"run_started"));
@@ -108,6 +112,23 @@ fn every_file_a_run_writes_matches_its_schema_and_the_reports_are_there() {
     assert!(junit.contains("type=\"script_error\""), "{junit}");
     assert!(junit.contains("tests=\"2\""), "{junit}");
     assert!(junit.contains("failures=\"1\""), "{junit}");
+}
+
+/// `list --json` has a committed schema like every other document, and matches it.
+#[test]
+fn list_json_matches_its_schema() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    let out = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .args(["list", "--json", "--output-dir"])
+        .arg(t.root())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_valid(&validator("list"), &doc, "list --json");
+    assert_eq!(doc["scripts"][0]["id"], "ok_plain");
 }
 
 #[test]

@@ -40,12 +40,15 @@ pub struct Script {
 impl Script {
     /// The script as `list --json` shows it: with `path_hex`, the path's bytes in hex,
     /// where the path is not UTF-8 (then `path` is lossy).
-    pub fn to_json(&self) -> serde_json::Value {
-        let mut v = serde_json::to_value(self).expect("a script serializes");
-        if let Some(hex) = crate::model::lossless_hex(&self.path) {
-            v["path_hex"] = hex.into();
+    pub fn listed(&self) -> crate::model::list::ListedScript {
+        crate::model::list::ListedScript {
+            id: self.id.clone(),
+            path: self.path.to_string_lossy().into_owned(),
+            relative_path: self.relative_path.to_string_lossy().into_owned(),
+            discovered_by: self.discovered_by,
+            size_bytes: self.size_bytes,
+            path_hex: crate::model::lossless_hex(&self.path),
         }
-        v
     }
 }
 

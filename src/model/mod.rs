@@ -3,6 +3,7 @@
 
 pub mod doctor;
 pub mod gnn;
+pub mod list;
 mod metrics;
 pub mod reason;
 

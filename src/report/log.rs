@@ -149,7 +149,11 @@ impl Reporter for LogReporter {
                 "start  {id} (attempt {attempt}, {}) {path}",
                 device.as_str()
             ),
-            RunEvent::AttemptFinished { id, attempt } => tracing::debug!(
+            RunEvent::AttemptFinished {
+                id,
+                details: attempt,
+                ..
+            } => tracing::debug!(
                 "attempt {} of {id}: {} in {:.2}s, {}, peak {:.1} MiB{}",
                 attempt.number,
                 attempt.class.as_str(),

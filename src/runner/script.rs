@@ -111,7 +111,8 @@ pub async fn run_script(
         let reason = attempt.matched_line.clone();
         events.emit(RunEvent::AttemptFinished {
             id: script.id.clone(),
-            attempt: Box::new(attempt.clone()),
+            attempt: attempt.number,
+            details: Box::new(attempt.clone()),
         });
         result.attempts.push(attempt);
         if class == FailureClass::Succeeded || *stop.borrow() != Stop::Run || ctx.halt.is_raised() {

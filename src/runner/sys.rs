@@ -72,29 +72,9 @@ pub fn kill_pid(pid: libc::pid_t, signal: libc::c_int) {
     }
 }
 
-/// The conventional name of a signal number.
-pub fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGUSR2 => "SIGUSR2",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGXCPU => "SIGXCPU",
-        _ => return format!("SIG{signal}"),
-    };
-    name.to_string()
-}
+/// The conventional name of a signal number (one list, in the model: the reports
+/// use the same words).
+pub use crate::model::reason::signal_name;
 
 #[cfg(test)]
 mod tests {
@@ -126,6 +106,5 @@ mod tests {
         let exit = wait4(pid).unwrap();
         assert_eq!(exit.signal, Some(libc::SIGKILL));
         assert_eq!(signal_name(9), "SIGKILL");
-        assert_eq!(signal_name(64), "SIG64");
     }
 }
