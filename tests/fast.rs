@@ -51,8 +51,20 @@ fn resume_keeps_unchanged_successes_and_reruns_the_rest() {
     let fail_before = started(&t, "fail");
     std::fs::write(&changing, "print('changed')\n").unwrap();
 
-    assert_eq!(code(&t.run(&["--resume"])), 1);
+    let out = t.run(&["--resume"]);
+    assert_eq!(code(&out), 1);
     assert_eq!(started(&t, "plain"), plain_before, "unchanged success kept");
+    // The summary table says which scripts did not run now.
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = |id: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(id))
+            .unwrap_or_else(|| panic!("no row for {id}: {table}"))
+            .to_string()
+    };
+    assert!(row("plain").starts_with("kept "), "{table}");
+    assert!(row("changing").starts_with("ok "), "{table}");
     assert_ne!(
         started(&t, "changing"),
         changing_before,

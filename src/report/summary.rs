@@ -46,7 +46,13 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
         .iter()
         .map(|s| {
             vec![
-                mark(s.status).to_string(),
+                // A script kept from an earlier run by --resume/--rerun-failed did not
+                // run now: it says so, instead of passing for a fresh success.
+                if s.resumed {
+                    "kept".to_string()
+                } else {
+                    mark(s.status).to_string()
+                },
                 s.id.clone(),
                 s.device_used.map_or("-", |d| d.as_str()).to_string(),
                 s.attempts.to_string(),
