@@ -230,6 +230,11 @@ fn gpu_requested_without_any_gpu_runs_on_cpu_from_the_start() {
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        !err.contains("script(s) on gpu"),
+        "no 'running on gpu' before the fallback: {err}"
+    );
     let r = t.result("ok_jax");
     assert_eq!(attempts(&r).len(), 1);
     assert_eq!(attempts(&r)[0]["device"], "cpu");

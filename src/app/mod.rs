@@ -19,7 +19,7 @@ use crate::error::{ConfigError, DiscoveryError, Error, ReportError};
 use crate::events::{EventSender, RunEvent};
 use crate::halt::{Halt, HaltReason};
 use crate::lock::FileLock;
-use crate::model::{Device, PerformanceMetrics, RunInfo, ScriptSummary};
+use crate::model::{Device, PerformanceMetrics, Platform, RunInfo, ScriptSummary};
 use crate::paths::rfc3339;
 use crate::report::Reporter;
 use crate::runner::{self, RunContext, Stop};
@@ -135,7 +135,12 @@ async fn execute(
         run_id: config.run_id.clone(),
         total,
         jobs: prepared.plan.jobs,
-        device: prepared.plan.platform,
+        // A GPU already known to be unusable sends every script to the CPU from the
+        // start: the run says so, not "on gpu" followed by a fallback.
+        device: match (&prepared.plan.gpu_unusable, config.fallback_to_cpu) {
+            (Some(_), true) => Platform::Cpu,
+            _ => prepared.plan.platform,
+        },
         interpreter: interp.path.display().to_string(),
     });
     let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
