@@ -32,6 +32,9 @@ pub struct RunConfig {
     pub output_dir: PathBuf,
     /// Where results, logs and metrics go (absolute, created).
     pub results_dir: PathBuf,
+    /// The folders this run created for `results_dir` (innermost first): a run that
+    /// finds nothing to run removes them again rather than leave empty reports.
+    pub created_dirs: Vec<PathBuf>,
     pub device: Device,
     pub recursive: bool,
     /// Parallel scripts; `None` picks the default for the platform.
@@ -140,7 +143,7 @@ impl RunConfig {
     pub fn from_options(opts: RunOptions) -> Result<Self, ConfigError> {
         let output_dir = validate_output_dir(&opts.output_dir)?;
         let tree = PipelineTree::of(&output_dir);
-        let results_dir = results_dir(opts.results_dir.as_deref(), &tree)?;
+        let (results_dir, created_dirs) = results_dir(opts.results_dir.as_deref(), &tree)?;
         let jobs = match opts.jobs {
             None => None,
             Some(n) => Some(
@@ -180,6 +183,7 @@ impl RunConfig {
             preflight: opts.preflight,
             output_dir,
             results_dir,
+            created_dirs,
             device: opts.device,
             recursive: opts.recursive,
             jobs,
@@ -201,14 +205,26 @@ fn invalid(option: &'static str, value: impl ToString, reason: &str) -> ConfigEr
 }
 
 /// `--results-dir`, or the tree's default: created, and canonical.
-fn results_dir(given: Option<&Path>, tree: &PipelineTree) -> Result<PathBuf, ConfigError> {
+fn results_dir(
+    given: Option<&Path>,
+    tree: &PipelineTree,
+) -> Result<(PathBuf, Vec<PathBuf>), ConfigError> {
     let dir = given.map_or_else(|| tree.default_results_dir(), absolute);
     let failed = |source| ConfigError::ResultsDir {
         path: dir.clone(),
         source,
     };
+    let missing: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|a| !a.exists())
+        .map(Path::to_path_buf)
+        .collect();
     std::fs::create_dir_all(&dir).map_err(failed)?;
-    dir.canonicalize().map_err(failed)
+    let created = missing
+        .iter()
+        .filter_map(|d| d.canonicalize().ok())
+        .collect();
+    Ok((dir.canonicalize().map_err(failed)?, created))
 }
 
 /// Limits that cannot work: a zero timeout, a tiny log cap or memory limit, no

@@ -290,6 +290,15 @@ fn start_and_run(
             "no JAX scripts found under {}: scripts are *.py files in a folder named jax, or files that import jax",
             config.output_dir.display()
         );
+        // Nothing to report on: folders this run made hold only its empty reports, so
+        // they go again (innermost first; a folder that was there stays).
+        for dir in &config.created_dirs {
+            let _ = if *dir == config.results_dir {
+                std::fs::remove_dir_all(dir)
+            } else {
+                std::fs::remove_dir(dir)
+            };
+        }
         EXIT_NO_SCRIPTS
     } else if m.all_succeeded() {
         0
