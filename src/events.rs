@@ -22,6 +22,10 @@ pub enum RunEvent {
         device: Platform,
         /// Interpreter path.
         interpreter: String,
+        /// Wall seconds the run should take, from the previous run's durations spread
+        /// over the jobs; absent when the history knows none of the scripts.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        expected_s: Option<f64>,
     },
     /// An attempt of a script starts.
     ScriptStarted {

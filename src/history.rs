@@ -60,6 +60,33 @@ impl History {
         order
     }
 
+    /// Seconds `scripts` should take in all, one after another, from the previous run's
+    /// durations (scripts it did not have are estimated as in [`History::schedule`]);
+    /// `None` when the history knows none of them.
+    pub fn expected_total(&self, scripts: &[Script]) -> Option<f64> {
+        let known: Vec<(f64, u64)> = scripts
+            .iter()
+            .filter_map(|s| Some((*self.seconds.get(&s.id)?, s.size_bytes.max(1))))
+            .collect();
+        if known.is_empty() {
+            return None;
+        }
+        let mut rates: Vec<f64> = known.iter().map(|(t, b)| t / *b as f64).collect();
+        rates.sort_by(f64::total_cmp);
+        let rate = rates[rates.len() / 2];
+        Some(
+            scripts
+                .iter()
+                .map(|s| {
+                    self.seconds
+                        .get(&s.id)
+                        .copied()
+                        .unwrap_or(s.size_bytes.max(1) as f64 * rate)
+                })
+                .sum(),
+        )
+    }
+
     /// The largest peak memory the previous run saw, MiB.
     pub fn max_peak_mb(&self) -> Option<f64> {
         self.peak_mb.values().copied().reduce(f64::max)
@@ -158,6 +185,17 @@ mod tests {
             .map(|i| scripts[i].id.as_str())
             .collect();
         assert_eq!(order, vec!["new_big", "long", "short", "new_small"]);
+    }
+
+    #[test]
+    fn the_expected_total_counts_known_durations_and_estimates_newcomers() {
+        let mut h = History::default();
+        assert_eq!(h.expected_total(&[script("a", 100)]), None, "nothing known");
+        h.seconds.insert("a".into(), 2.0);
+        h.seconds.insert("b".into(), 4.0);
+        // Median rate of 1000-byte a (2 ms/byte) and b (4 ms/byte): 4 ms/byte.
+        let scripts = vec![script("a", 1000), script("b", 1000), script("new", 500)];
+        assert_eq!(h.expected_total(&scripts), Some(2.0 + 4.0 + 2.0));
     }
 
     #[test]

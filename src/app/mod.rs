@@ -142,6 +142,9 @@ async fn execute(
             _ => prepared.plan.platform,
         },
         interpreter: interp.path.display().to_string(),
+        expected_s: exec
+            .expected_s
+            .map(|total| total / prepared.plan.jobs.max(1) as f64),
     });
     let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
     for (i, mut previous) in exec.kept {

@@ -52,6 +52,9 @@ pub struct Execution {
     pub kept: Vec<(usize, ScriptResult)>,
     /// The scripts to run, longest expected first, with their discovery index.
     pub order: Vec<(usize, Script)>,
+    /// Seconds the scripts to run should take in all, one after another, when the
+    /// history knows enough to say.
+    pub expected_s: Option<f64>,
     pub fingerprints: HashMap<String, String>,
     pub data_dirs: HashMap<String, PathBuf>,
 }
@@ -255,6 +258,7 @@ async fn execution(
     // Longest expected first, so a long script does not start last and leave the
     // other slots idle at the end.
     let scripts: Vec<Script> = to_run.iter().map(|(_, s)| s.clone()).collect();
+    let expected_s = history.expected_total(&scripts);
     let order = history
         .schedule(&scripts)
         .into_iter()
@@ -265,6 +269,7 @@ async fn execution(
         sandbox_info,
         kept,
         order,
+        expected_s,
         fingerprints,
         data_dirs,
     }

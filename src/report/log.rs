@@ -134,6 +134,7 @@ impl Reporter for LogReporter {
                 jobs,
                 device,
                 interpreter,
+                ..
             } => tracing::info!(
                 "run {run_id}: running {total} script(s) on {}, {jobs} at a time, with {interpreter}",
                 device.as_str()

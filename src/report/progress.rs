@@ -35,6 +35,8 @@ pub struct ProgressReporter {
     failed: u64,
     /// When the run started, for the estimate of what is left.
     started: std::time::Instant,
+    /// The run's expected wall seconds from the history, if it knew.
+    expected_s: Option<f64>,
 }
 
 impl ProgressReporter {
@@ -56,17 +58,20 @@ impl ProgressReporter {
             running: HashMap::new(),
             failed: 0,
             started: std::time::Instant::now(),
+            expected_s: None,
         }
     }
 }
 
-/// What is left at the pace so far: unknown (`—`) until a script has finished, never
-/// the `0s` a rate of zero would give.
-fn eta(elapsed: Duration, done: u64, total: u64) -> String {
-    if done == 0 {
-        return "—".into();
-    }
-    let left = elapsed.as_secs_f64() / done as f64 * total.saturating_sub(done) as f64;
+/// What is left: at the pace so far once a script has finished; before that, what the
+/// history expects less the time gone, or unknown (`—`), never the `0s` a rate of
+/// zero would give.
+fn eta(elapsed: Duration, done: u64, total: u64, expected_s: Option<f64>) -> String {
+    let left = match (done, expected_s) {
+        (0, Some(expected)) => (expected - elapsed.as_secs_f64()).max(1.0),
+        (0, None) => return "—".into(),
+        _ => elapsed.as_secs_f64() / done as f64 * total.saturating_sub(done) as f64,
+    };
     match left.round() as u64 {
         s if s >= 3600 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
         s if s >= 60 => format!("{}m{:02}s", s / 60, s % 60),
@@ -83,9 +88,13 @@ impl Default for ProgressReporter {
 impl Reporter for ProgressReporter {
     fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
         match event {
-            RunEvent::RunStarted { total, .. } => {
+            RunEvent::RunStarted {
+                total, expected_s, ..
+            } => {
+                self.expected_s = *expected_s;
                 self.overall.set_length(*total as u64);
-                self.overall.set_message("ETA —");
+                self.overall
+                    .set_message(format!("ETA {}", eta(Duration::ZERO, 0, 1, *expected_s)));
                 self.overall = self.mp.add(self.overall.clone());
                 self.overall.enable_steady_tick(Duration::from_millis(250));
                 self.started = std::time::Instant::now();
@@ -134,6 +143,7 @@ impl Reporter for ProgressReporter {
                     self.started.elapsed(),
                     self.overall.position(),
                     self.overall.length().unwrap_or(0),
+                    self.expected_s,
                 );
                 self.overall
                     .set_message(format!("{} failed  ETA {eta}", self.failed));
@@ -156,10 +166,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_estimate_is_unknown_until_a_script_finishes() {
-        assert_eq!(eta(Duration::from_secs(5), 0, 10), "—");
-        assert_eq!(eta(Duration::from_secs(10), 2, 10), "40s");
-        assert_eq!(eta(Duration::from_secs(60), 1, 3), "2m00s");
-        assert_eq!(eta(Duration::from_secs(10), 10, 10), "0s");
+    fn without_history_the_estimate_is_unknown_until_a_script_finishes() {
+        assert_eq!(eta(Duration::from_secs(5), 0, 10, None), "—");
+        assert_eq!(eta(Duration::from_secs(10), 2, 10, None), "40s");
+        assert_eq!(eta(Duration::from_secs(60), 1, 3, None), "2m00s");
+        assert_eq!(eta(Duration::from_secs(10), 10, 10, None), "0s");
+    }
+
+    #[test]
+    fn before_the_first_script_ends_the_history_gives_the_estimate() {
+        assert_eq!(eta(Duration::from_secs(20), 0, 10, Some(100.0)), "1m20s");
+        // Past the expectation: still running, never "0s".
+        assert_eq!(eta(Duration::from_secs(200), 0, 10, Some(100.0)), "1s");
+        // Once a script has finished, the pace seen wins.
+        assert_eq!(eta(Duration::from_secs(10), 5, 10, Some(1000.0)), "10s");
     }
 }

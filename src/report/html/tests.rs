@@ -144,6 +144,7 @@ fn sample_events() -> Vec<RunEvent> {
         jobs: 2,
         device: crate::model::Platform::Cpu,
         interpreter: "/venv/bin/python".into(),
+        expected_s: None,
     }];
     for i in 0..5 {
         events.push(RunEvent::Sample {
