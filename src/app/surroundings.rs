@@ -112,11 +112,15 @@ pub(super) async fn warm_start(
     let pass = sandbox.as_ref().map(|_| config.pass_env.as_slice());
     let env = zygote_env(shim_dir.as_deref(), pass);
     let python = interp.path.clone();
-    let started =
-        tokio::task::spawn_blocking(move || Zygote::start(&python, &env, sandbox.as_ref()))
+    // Forked from this worker thread, which lives as long as the run (see
+    // `Zygote::launch`); only the wait for it goes to the blocking pool.
+    let started = match Zygote::launch(&python, &env, sandbox.as_ref()) {
+        Ok(zygote) => tokio::task::spawn_blocking(move || zygote.wait_ready().map(|()| zygote))
             .await
             .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
+            .and_then(|r| r.map_err(|e| e.to_string())),
+        Err(e) => Err(e.to_string()),
+    };
     started.map(Arc::new).map_err(|reason| {
         warnings.push(format!(
             "warm start unavailable, scripts start cold: {reason}"

@@ -182,12 +182,15 @@ def serve():
         ready["sandbox"] = probe_sandbox()
     CONTROL.sendall(json.dumps(ready).encode() + b"\n")
     buf = b""
+    # A long request can arrive in more than one read; its descriptors come with the
+    # first, so they are kept until the line they belong to is complete.
+    pending_fds = []
     while True:
         data, fds, _flags, _addr = socket.recv_fds(CONTROL, 65536, 4)
         if not data:
             return  # the runner is gone
         buf += data
-        pending_fds = list(fds)
+        pending_fds.extend(fds)
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             req = json.loads(line)

@@ -83,8 +83,13 @@ struct Reply {
 
 impl Zygote {
     /// Starts the zygote with `python` and the given environment (inside the sandbox
-    /// when `sandbox` is given), and waits until it has imported jax.
-    pub fn start(
+    /// when `sandbox` is given); [`Zygote::wait_ready`] then waits for it.
+    ///
+    /// Call it from a thread that lives as long as the run (a runtime worker, never a
+    /// blocking-pool thread): the zygote's death signal is tied to the *thread* that
+    /// forks it, and a pool thread that retires after ten idle seconds would take the
+    /// zygote with it in the middle of the run.
+    pub fn launch(
         python: &Path,
         env: &[(OsString, OsString)],
         sandbox: Option<&ZygoteSandbox>,
@@ -147,7 +152,13 @@ impl Zygote {
             )),
             sandboxed: sandbox.is_some(),
         };
-        let mut guard = zygote.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
+        Ok(zygote)
+    }
+
+    /// Waits (blocking, up to two minutes) until the zygote has imported jax and, inside
+    /// the sandbox, its test child could build a script's namespaces.
+    pub fn wait_ready(&self) -> Result<(), ZygoteError> {
+        let mut guard = self.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
         guard.1.get_ref().set_read_timeout(Some(READY_TIMEOUT)).ok();
         let mut line = String::new();
         let read = guard.1.read_line(&mut line);
@@ -156,10 +167,10 @@ impl Zygote {
             Ok(0) => Err(ZygoteError::Exited),
             Ok(_) => match serde_json::from_str::<Ready>(&line) {
                 Ok(r) if r.ready => match r.sandbox {
-                    Some(report) if sandbox.is_some() && report != "ok" => {
+                    Some(report) if self.sandboxed && report != "ok" => {
                         Err(ZygoteError::SandboxProbe(report))
                     }
-                    _ => Ok(zygote),
+                    _ => Ok(()),
                 },
                 _ => Err(ZygoteError::Protocol(line.trim().to_string())),
             },
