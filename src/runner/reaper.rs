@@ -57,8 +57,12 @@ fn own_children() -> Vec<u32> {
 }
 
 fn environ_has(pid: u32, entry: &[u8]) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry))
+    environ_any(pid, |e| e == entry)
+}
+
+/// Whether one of `pid`'s environment entries (as the process started) passes `test`.
+fn environ_any(pid: u32, test: impl Fn(&[u8]) -> bool) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| env.split(|b| *b == 0).any(test))
 }
 
 fn command_line(pid: u32) -> String {
@@ -174,7 +178,7 @@ pub fn kill_tokened(prefix: &str) {
             .flatten()
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| environ_starts(*pid, &entry))
+            .filter(|pid| environ_any(*pid, |e| e.starts_with(&entry)))
             .collect();
         if found.is_empty() {
             return;
@@ -185,13 +189,6 @@ pub fn kill_tokened(prefix: &str) {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-}
-
-/// Whether one of `pid`'s environment entries starts with `prefix`.
-fn environ_starts(pid: u32, prefix: &[u8]) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .map(|env| env.split(|b| *b == 0).any(|e| e.starts_with(prefix)))
-        .unwrap_or(false)
 }
 
 /// Reaps leftovers that were reparented to the runner (others are not ours to reap).
