@@ -28,7 +28,7 @@ pub struct Sentinel {
 pub fn start(token_prefix: &str, parents: &[PathBuf]) -> Option<Sentinel> {
     remove_stale(parents);
     let exe = std::env::current_exe().ok()?;
-    let (read, write) = super::zygote::pipe().ok()?;
+    let (read, write) = super::sys::pipe().ok()?;
     let mut cmd = Command::new(exe);
     cmd.arg(ARG)
         .arg(std::process::id().to_string())
@@ -112,4 +112,26 @@ fn attempt_cgroups(parent: &Path, prefix: &str) -> Vec<PathBuf> {
         .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
         .map(|e| e.path())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_cgroups_of_runners_that_are_gone_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Beyond any pid_max: no such process.
+        let dead = tmp.path().join("jax-runner-4294967-a-1");
+        let live = tmp
+            .path()
+            .join(format!("jax-runner-{}-b-1", std::process::id()));
+        let other = tmp.path().join("not-ours");
+        for d in [&dead, &live, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        remove_stale(&[tmp.path().to_path_buf()]);
+        assert!(!dead.exists(), "a dead runner's cgroup goes");
+        assert!(live.exists() && other.exists(), "the rest stays");
+    }
 }

@@ -1,6 +1,7 @@
 //! Thin, safe wrappers over the Unix calls the runner needs: wait4 with the kernel's
 //! resource accounting, and signals to whole process groups.
 
+use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 /// How a process ended and what it cost, from `wait4`.
@@ -75,6 +76,18 @@ pub fn kill_pid(pid: libc::pid_t, signal: libc::c_int) {
 /// The conventional name of a signal number (one list, in the model: the reports
 /// use the same words).
 pub use crate::model::reason::signal_name;
+
+/// A pipe whose ends close on exec: (read end, write end).
+pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -116,7 +116,7 @@ impl Zygote {
         };
         // The program comes on stdin (`python -`), not as `-c` text: `ps` then shows a
         // short command line. It fits a pipe's buffer, so writing it cannot block.
-        let (program, program_w) = pipe().map_err(start_error)?;
+        let (program, program_w) = super::sys::pipe().map_err(start_error)?;
         std::fs::File::from(program_w)
             .write_all(ZYGOTE.as_bytes())
             .map_err(start_error)?;
@@ -284,18 +284,6 @@ fn send_with_fds(sock: &mut UnixStream, data: &[u8], fds: &[RawFd]) -> std::io::
         return Err(std::io::Error::last_os_error());
     }
     sock.write_all(&data[sent as usize..])
-}
-
-/// A pipe whose ends close on exec: (read end, write end).
-pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    use std::os::fd::FromRawFd;
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two fds we then own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both fds were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// An owned warm-start request, or why this attempt must start cold.

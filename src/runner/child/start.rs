@@ -122,11 +122,11 @@ async fn start_warm(
     zygote: &Arc<Zygote>,
     request: zygote::WarmRequest,
 ) -> std::io::Result<Result<(libc::pid_t, OwnedFd, OwnedFd), ZygoteError>> {
-    let (out_r, out_w) = zygote::pipe()?;
-    let (err_r, err_w) = zygote::pipe()?;
+    let (out_r, out_w) = sys::pipe()?;
+    let (err_r, err_w) = sys::pipe()?;
     let null = std::fs::File::open("/dev/null")?;
     let go = if request.sandboxed() {
-        Some(zygote::pipe()?)
+        Some(sys::pipe()?)
     } else {
         None
     };

@@ -90,7 +90,7 @@ async fn the_scanner_sees_lines_split_across_reads() {
 async fn a_stop_keeps_what_the_pipe_holds() {
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("out.log");
-    let (read, write) = crate::runner::zygote::pipe().unwrap();
+    let (read, write) = crate::runner::sys::pipe().unwrap();
     let chunk = vec![b'x'; 60 * 1024];
     std::fs::File::from(write.try_clone().unwrap())
         .write_all(&chunk)
