@@ -225,29 +225,3 @@ fn a_python_that_is_not_one_gets_a_short_error() {
     );
     assert!(err.len() < 600, "{err}");
 }
-
-/// A run that finds no script leaves no folder of empty reports behind, but never
-/// removes a results folder that was there before it.
-#[test]
-fn a_run_that_finds_nothing_leaves_no_empty_reports() {
-    let t = Tree::new();
-    std::fs::create_dir_all(t.root().join("notes")).unwrap();
-    let out = t.run(&[]);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("no JAX scripts found"),
-        "{}",
-        stderr(&out)
-    );
-    assert!(
-        !t.root().join("execution_results").exists(),
-        "the run made the folder and removed it"
-    );
-    std::fs::create_dir_all(t.results_dir()).unwrap();
-    std::fs::write(t.results_dir().join("keep.txt"), "mine").unwrap();
-    assert_eq!(code(&t.run(&[])), 3);
-    assert!(
-        t.results_dir().join("keep.txt").is_file(),
-        "a folder that was there stays"
-    );
-}

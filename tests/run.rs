@@ -222,7 +222,14 @@ fn two_scripts_with_the_same_stem_get_distinct_results() {
 fn an_empty_tree_exits_3_and_says_why() {
     let t = Tree::new();
     t.write("notes/readme.md", "nothing to run\n");
-    // A results folder from an earlier run whose scripts are gone since.
+    let out = t.run(&[]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(
+        !t.root().join("execution_results").exists(),
+        "a results folder the run made for nothing is removed again"
+    );
+    // A results folder from an earlier run whose scripts are gone since: it stays,
+    // and its metrics say what this run found.
     t.fixture("ok_plain.py", "m/jax/gone.py");
     assert_eq!(code(&t.run(&[])), 0);
     std::fs::remove_dir_all(t.root().join("m")).unwrap();
