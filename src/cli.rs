@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use jax_runner::config::values::{parse_duration, parse_size};
 use jax_runner::config::{RunOptions, WarmStart};
 use jax_runner::model::{Device, Reuse, SandboxMode};
 
@@ -36,6 +37,8 @@ pub struct Cli {
     pub run: RunArgs,
     #[command(flatten)]
     pub verbosity: Verbosity,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -169,6 +172,13 @@ pub struct DiscoverArgs {
     /// Where results go [default: DIR/execution_results/jax]; never searched.
     #[arg(long, value_name = "DIR")]
     pub results_dir: Option<PathBuf>,
+    /// Take only scripts whose id or path (relative to --output-dir) matches PATTERN:
+    /// a glob when it has *, ? or [, else a substring (repeatable: any may match).
+    #[arg(long = "filter", short = 'k', value_name = "PATTERN")]
+    pub filter: Vec<String>,
+    /// Leave out scripts whose id or path matches PATTERN, as for --filter (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -284,7 +294,7 @@ pub struct RunArgs {
     /// Record a jax.profiler trace of each script in its data folder (Perfetto,
     /// TensorBoard).
     #[arg(help_heading = "Speed", long)]
-    pub profile: bool,
+    pub jax_trace: bool,
     /// Results layout: auto adds GNN's step-12 layout (12_execute_output/) when the
     /// tree holds 11_render_output; gnn always adds it; plain never does.
     #[arg(help_heading = "Reports", long, value_enum, default_value = "auto")]
@@ -299,6 +309,34 @@ pub struct RunArgs {
     /// problems then show up script by script and fall back there.
     #[arg(help_heading = "Device", long)]
     pub no_preflight: bool,
+    /// Start no script after the first failure (running ones finish); the rest are
+    /// reported as skipped. The same as --max-fail 1.
+    #[arg(help_heading = "Failures", long, conflicts_with = "max_fail")]
+    pub fail_fast: bool,
+    /// Start no script after N failures; the rest are reported as skipped.
+    #[arg(help_heading = "Failures", long, value_name = "N")]
+    pub max_fail: Option<usize>,
+    /// Print the plan (order, device, sandbox, start, timeout, what --resume keeps)
+    /// and exit: nothing is written and no script starts.
+    #[arg(help_heading = "Execution", long)]
+    pub dry_run: bool,
+    /// Also show each script's output on the terminal as it comes, prefixed with its
+    /// id (the logs still get every line).
+    #[arg(help_heading = "Reports", long)]
+    pub no_capture: bool,
+}
+
+/// `--config` and `--profile`: where the run's options may also come from.
+#[derive(Debug, Clone, Args)]
+pub struct ProfileArgs {
+    /// A jax-runner.toml to read [default: ./jax-runner.toml when it exists; also
+    /// JAX_RUNNER_CONFIG].
+    #[arg(long, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+    /// The config file's [profile.NAME] to use on top of [profile.default] (also
+    /// JAX_RUNNER_PROFILE). For a jax.profiler trace, see --jax-trace.
+    #[arg(long, value_name = "NAME", global = true)]
+    pub profile: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -374,40 +412,6 @@ impl Verbosity {
     }
 }
 
-/// Sizes such as `512K`, `50M`, `1G` (binary units) or plain bytes.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, unit) = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((t, ""), |i| t.split_at(i));
-    let mult: u64 = match unit
-        .trim()
-        .to_ascii_uppercase()
-        .trim_end_matches("IB")
-        .trim_end_matches('B')
-    {
-        "" => 1,
-        "K" => 1 << 10,
-        "M" => 1 << 20,
-        "G" => 1 << 30,
-        "T" => 1 << 40,
-        _ => return Err(format!("unknown unit in {s:?} (use K, M, G or T)")),
-    };
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size such as 50M or 1G"))?;
-    Ok((value * mult as f64) as u64)
-}
-
-/// A duration option's value. The options that take one accept values starting with
-/// `-`, so `--timeout -5s` gets this message instead of clap's "unexpected argument".
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    if s.trim_start().starts_with('-') {
-        return Err("must be positive: use a duration such as 90s, 5m or 1h".into());
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (use a duration such as 90s, 5m or 1h)"))
-}
-
 impl DiscoverArgs {
     pub fn recursive(&self) -> bool {
         !self.no_recursive
@@ -448,7 +452,20 @@ impl RunArgs {
             } else {
                 Reuse::None
             },
-            profile: self.profile,
+            jax_trace: self.jax_trace,
+            filters: self.discover.filter.clone(),
+            excludes: self.discover.exclude.clone(),
+            max_fail: if self.fail_fast {
+                Some(1)
+            } else {
+                self.max_fail
+            },
+            dry_run: self.dry_run,
+            no_capture: self.no_capture,
+            // Filled in by `layers` from the config file.
+            overrides: Vec::new(),
+            settings: Default::default(),
+            profile: None,
             // Only --backend ray uses the address (RAY_ADDRESS may be set for other tools).
             ray_address: (self.backend == BackendArg::Ray)
                 .then(|| self.ray_address.clone().unwrap_or_default()),
@@ -469,7 +486,7 @@ impl RunArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_size, Cli};
+    use super::Cli;
     use clap::Parser;
 
     #[test]
@@ -488,15 +505,5 @@ mod tests {
             );
         }
         assert!(Cli::try_parse_from(["jax-runner", "--timeout", "5s"]).is_ok());
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("1024"), Ok(1024));
-        assert_eq!(parse_size("50M"), Ok(50 << 20));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
-        assert_eq!(parse_size("1.5KiB"), Ok(1536));
-        assert!(parse_size("lots").is_err());
-        assert!(parse_size("5Q").is_err());
     }
 }

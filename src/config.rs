@@ -7,8 +7,16 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::model::FailureClass;
-use crate::model::{Device, Reuse, SandboxMode};
+use crate::model::{Device, Reuse, SandboxMode, Setting};
 use crate::retry::RetryPolicy;
+
+pub mod overrides;
+pub mod profile;
+pub mod select;
+pub mod values;
+
+pub use overrides::{settings_for, Override, ScriptSettings};
+pub use select::Selection;
 
 /// Where the persistent XLA compilation cache lives, if anywhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,14 +78,39 @@ pub struct RunConfig {
     pub warm_start: WarmStart,
     /// `--resume` / `--rerun-failed`.
     pub reuse: Reuse,
-    /// `--profile`: a jax.profiler trace per script.
-    pub profile: bool,
+    /// `--jax-trace`: a jax.profiler trace per script.
+    pub jax_trace: bool,
     /// `--backend ray`: the cluster's dashboard address and token.
     pub ray: Option<RayOptions>,
+    /// `-k/--filter` and `--exclude`: the scripts this run takes.
+    pub selection: Selection,
+    /// `--fail-fast` (1) or `--max-fail N`: no script starts after this many failures.
+    pub max_fail: Option<NonZeroUsize>,
+    /// `--dry-run`: print the plan; write nothing, start nothing.
+    pub dry_run: bool,
+    /// `--no-capture`: each script's output also goes to the terminal as it comes.
+    pub no_capture: bool,
+    /// Per-script settings from the profile's overrides, first match first.
+    pub overrides: Vec<Override>,
+    /// Each option's effective value and source (see [`Setting`]).
+    pub settings: std::collections::BTreeMap<String, Setting>,
+    /// The `jax-runner.toml` profile in use, when a file was read.
+    pub profile: Option<String>,
     /// This run's unique id (see [`crate::paths::run_id`]).
     pub run_id: String,
     /// The runner's command line, as it was started.
     pub argv: Vec<String>,
+}
+
+impl RunConfig {
+    /// Whether any script may run on a GPU: the run's device or an override's.
+    pub fn may_use_gpu(&self) -> bool {
+        self.device != Device::Cpu
+            || self
+                .overrides
+                .iter()
+                .any(|o| o.device.is_some_and(|d| d != Device::Cpu))
+    }
 }
 
 /// Where a Ray cluster is.
@@ -132,18 +165,52 @@ pub struct RunOptions {
     pub gnn_layout: Option<bool>,
     pub warm_start: WarmStart,
     pub reuse: Reuse,
-    pub profile: bool,
+    pub jax_trace: bool,
     /// `Some(address)` for `--backend ray`.
     pub ray_address: Option<String>,
     pub ray_token: Option<String>,
+    /// `-k/--filter` patterns.
+    pub filters: Vec<String>,
+    /// `--exclude` patterns.
+    pub excludes: Vec<String>,
+    /// `--max-fail N`; `--fail-fast` is 1.
+    pub max_fail: Option<usize>,
+    pub dry_run: bool,
+    pub no_capture: bool,
+    /// The profile's `[[overrides]]` tables, as read.
+    pub overrides: Vec<profile::OverrideEntry>,
+    /// Where each option's value came from.
+    pub settings: std::collections::BTreeMap<String, Setting>,
+    /// The profile in use, when a config file was read.
+    pub profile: Option<String>,
 }
 
 impl RunConfig {
-    /// Validates the options; creates the results folder.
+    /// Validates the options; creates the results folder (a dry run creates nothing).
     pub fn from_options(opts: RunOptions) -> Result<Self, ConfigError> {
         let output_dir = validate_output_dir(&opts.output_dir)?;
         let tree = PipelineTree::of(&output_dir);
-        let (results_dir, created_dirs) = results_dir(opts.results_dir.as_deref(), &tree)?;
+        let (results_dir, created_dirs) = match opts.dry_run {
+            true => (
+                opts.results_dir
+                    .as_deref()
+                    .map_or_else(|| tree.default_results_dir(), absolute),
+                Vec::new(),
+            ),
+            false => results_dir(opts.results_dir.as_deref(), &tree)?,
+        };
+        let max_fail = match opts.max_fail {
+            None => None,
+            Some(n) => Some(
+                NonZeroUsize::new(n)
+                    .ok_or_else(|| invalid("--max-fail", n, "must be at least 1"))?,
+            ),
+        };
+        let overrides = opts
+            .overrides
+            .iter()
+            .map(Override::parse)
+            .collect::<Result<Vec<_>, _>>()?;
         let jobs = match opts.jobs {
             None => None,
             Some(n) => Some(
@@ -175,6 +242,13 @@ impl RunConfig {
             pass_env: opts.env_pass,
             warm_start: opts.warm_start,
             reuse: opts.reuse,
+            jax_trace: opts.jax_trace,
+            selection: Selection::parse(&opts.filters, &opts.excludes)?,
+            max_fail,
+            dry_run: opts.dry_run,
+            no_capture: opts.no_capture,
+            overrides,
+            settings: opts.settings,
             profile: opts.profile,
             gnn_layout: opts.gnn_layout.unwrap_or(tree.is_gnn),
             step12_dir: tree.step12_dir(),
@@ -265,8 +339,12 @@ fn retry_on(names: Option<&[String]>) -> Result<BTreeSet<FailureClass>, ConfigEr
     let Some(names) = names else {
         return Ok(RetryPolicy::default_retry_on());
     };
-    let retryable =
-        |c: &FailureClass| !matches!(c, FailureClass::Succeeded | FailureClass::Interrupted);
+    let retryable = |c: &FailureClass| {
+        !matches!(
+            c,
+            FailureClass::Succeeded | FailureClass::Interrupted | FailureClass::Skipped
+        )
+    };
     names
         .iter()
         .flat_map(|n| n.split(','))
@@ -323,7 +401,7 @@ fn ray_options(opts: &RunOptions) -> Result<Option<RayOptions>, ConfigError> {
     }
 }
 
-fn valid_env_name(name: &str) -> bool {
+pub(crate) fn valid_env_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -425,9 +503,17 @@ pub(crate) fn test_options(dir: &Path) -> RunOptions {
         gnn_layout: None,
         warm_start: WarmStart::Off,
         reuse: Reuse::None,
-        profile: false,
+        jax_trace: false,
         ray_address: None,
         ray_token: None,
+        filters: vec![],
+        excludes: vec![],
+        max_fail: None,
+        dry_run: false,
+        no_capture: false,
+        overrides: vec![],
+        settings: Default::default(),
+        profile: None,
     }
 }
 

@@ -39,6 +39,33 @@ pub enum ConfigError {
         value: String,
         reason: String,
     },
+    #[error("failed to read the config file {path}")]
+    ConfigRead {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to parse the config file {path}: {message}")]
+    ConfigSyntax { path: PathBuf, message: String },
+    #[error("{path}:{line}: `{key}` {reason}")]
+    ConfigKey {
+        path: PathBuf,
+        line: usize,
+        key: String,
+        reason: String,
+    },
+    #[error("invalid value {value:?} in the variable {name}: {reason}")]
+    Variable {
+        name: String,
+        value: String,
+        reason: String,
+    },
+    #[error("profile `{name}` is not in {path} (it has: {known}): add [profile.{name}] or pick another with --profile")]
+    UnknownProfile {
+        name: String,
+        path: PathBuf,
+        known: String,
+    },
 }
 
 /// Discovery failed as a whole (single unreadable entries are warnings, not errors).

@@ -86,6 +86,23 @@ pub enum RunEvent {
         /// The result, as written to `<id>_results.json`.
         result: Box<ScriptResult>,
     },
+    /// A line a script wrote, sent only with `--no-capture` (the logs get every line
+    /// either way).
+    Output {
+        /// Script id.
+        id: String,
+        /// Attempt number.
+        attempt: u32,
+        /// `stdout` or `stderr`.
+        stream: Stream,
+        /// The line, without its end (decoded lossily).
+        line: String,
+    },
+    /// The plan of a `--dry-run`, one event per script in run order; nothing runs.
+    Planned {
+        /// What would happen to the script.
+        script: Box<crate::model::PlannedScript>,
+    },
     /// A problem that does not stop the run.
     Warning {
         /// What happened.
@@ -96,6 +113,14 @@ pub enum RunEvent {
         /// As written to `performance_metrics.json`.
         metrics: Box<PerformanceMetrics>,
     },
+}
+
+/// Which of a script's output streams a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    Stdout,
+    Stderr,
 }
 
 /// The sending side of the stream; cheap to clone into tasks.

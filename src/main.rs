@@ -2,17 +2,15 @@
 //! summary, and map the outcome to the documented exit codes.
 
 mod cli;
+mod layers;
+mod term;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::Parser;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{filter, Layer};
 
 use cli::{Cli, Command, FlavorArg};
 use jax_runner::config::{validate_output_dir, RunConfig};
@@ -24,6 +22,7 @@ use jax_runner::python::{self, setup::Flavor, Resolver};
 use jax_runner::report::{self, summary};
 use jax_runner::runner::Stop;
 use jax_runner::{app, config};
+use term::{init_logging, COLOR};
 
 const EXIT_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
@@ -42,19 +41,27 @@ fn main() -> ExitCode {
             .collect();
         return ExitCode::from(jax_runner::runner::sentinel::run(&rest) as u8);
     }
-    let cli = Cli::parse();
+    let layered = match layers::parse(std::env::args_os().collect()) {
+        Ok(layered) => layered,
+        Err(layers::LayerError::Clap(e)) => e.exit(),
+        Err(layers::LayerError::Config(e)) => {
+            eprintln!("error: {}", chain(&e));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let cli = &layered.cli;
     let level = cli.verbosity.level();
     let color = cli.verbosity.color();
     let _ = COLOR.set(color);
     console::set_colors_enabled_stderr(color);
-    let outcome = match cli.command {
-        None => run(&cli.run, level),
-        Some(Command::Run(args)) => run(&args, level),
-        Some(Command::List(args)) => list(&args, level),
+    let outcome = match &cli.command {
+        None => run(&cli.run, &layered, level),
+        Some(Command::Run(args)) => run(args, &layered, level),
+        Some(Command::List(args)) => list(args, level),
         Some(Command::Setup(args)) => setup(args.flavor, level),
-        Some(Command::Doctor(args)) => doctor(&args, level),
+        Some(Command::Doctor(args)) => doctor(args, level),
         Some(Command::Schema { name }) => {
-            let schema = jax_runner::schema::schema(&name).expect("clap checked the name");
+            let schema = jax_runner::schema::schema(name).expect("clap checked the name");
             println!(
                 "{}",
                 serde_json::to_string_pretty(&schema).expect("JSON values serialize")
@@ -63,14 +70,14 @@ fn main() -> ExitCode {
         }
         Some(Command::Completions { shell }) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(shell, &mut cmd, "jax-runner", &mut std::io::stdout());
+            clap_complete::generate(*shell, &mut cmd, "jax-runner", &mut std::io::stdout());
             Ok(0)
         }
         Some(Command::RenderWorkload {
             count,
             out,
             templates,
-        }) => match jax_runner::render::render_workload(&templates, &out, count) {
+        }) => match jax_runner::render::render_workload(templates, out, *count) {
             Ok(paths) => {
                 println!("rendered {} script(s) into {}", paths.len(), out.display());
                 Ok(0)
@@ -113,109 +120,10 @@ fn chain(err: &dyn std::error::Error) -> String {
     jax_runner::error::chain(err).join("\n  caused by: ")
 }
 
-/// One terminal log line: printed above the progress bars when they show (so they
-/// are not torn), straight to stderr otherwise.
-struct TermLine(Vec<u8>);
-
-impl std::io::Write for TermLine {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Drop for TermLine {
-    fn drop(&mut self) {
-        let line = String::from_utf8_lossy(&self.0);
-        if !report::print_above_bars(&line) {
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), &self.0);
-        }
-    }
-}
-
-/// Whether the terminal gets colours (`--color`, `NO_COLOR`), decided once in `main`.
-static COLOR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-
-/// Terminal logging at `level`, plus `execution_log.txt` when a run has a results folder
-/// (created only when the run starts: see [`report::RunLogFile`]). The guard flushes
-/// the log file when dropped. The log file's writer never drops a line: under load the
-/// runner waits for the disk rather than lose what the log is for.
-fn init_logging(
-    level: tracing::Level,
-    log_file: Option<report::RunLogFile>,
-) -> Option<tracing_appender::non_blocking::WorkerGuard> {
-    let terminal = tracing_subscriber::fmt::layer()
-        .with_writer(|| TermLine(Vec::new()))
-        .with_ansi(*COLOR.get().unwrap_or(&false))
-        .event_format(CargoStyle {
-            color: *COLOR.get().unwrap_or(&false),
-        })
-        .with_filter(filter::Targets::new().with_target("jax_runner", level));
-    let (file_layer, guard) = match log_file {
-        Some(file) => {
-            let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-                .lossy(false)
-                .finish(file);
-            let layer = tracing_subscriber::fmt::layer()
-                .with_writer(writer)
-                .with_ansi(false)
-                .with_target(false)
-                .with_filter(
-                    filter::Targets::new().with_target("jax_runner", tracing::Level::DEBUG),
-                );
-            (Some(layer), Some(guard))
-        }
-        None => (None, None),
-    };
-    tracing_subscriber::registry()
-        .with(terminal)
-        .with(file_layer)
-        .init();
-    guard
-}
-
-/// Terminal lines as cargo writes them: `error:` and `warning:` tags, `debug:` for
-/// `-v`, plain text for what a run says as it goes.
-struct CargoStyle {
-    color: bool,
-}
-
-impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for CargoStyle
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
-{
-    fn format_event(
-        &self,
-        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
-        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
-        event: &tracing::Event<'_>,
-    ) -> std::fmt::Result {
-        let (tag, ansi) = match *event.metadata().level() {
-            tracing::Level::ERROR => (Some("error"), "1;31"),
-            tracing::Level::WARN => (Some("warning"), "1;33"),
-            tracing::Level::INFO => (None, ""),
-            tracing::Level::DEBUG => (Some("debug"), "2"),
-            tracing::Level::TRACE => (Some("trace"), "2"),
-        };
-        match (tag, self.color) {
-            (Some(tag), true) => write!(writer, "\x1b[{ansi}m{tag}:\x1b[0m ")?,
-            (Some(tag), false) => write!(writer, "{tag}: ")?,
-            (None, _) => {}
-        }
-        ctx.field_format().format_fields(writer.by_ref(), event)?;
-        writeln!(writer)
-    }
-}
-
 /// A run. The signal handlers come first, before the lock, discovery and the
 /// interpreter probe: a SIGINT, SIGTERM or SIGHUP during start-up ends it with 130
 /// and leaves the previous run's files as they were.
-fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
+fn run(args: &cli::RunArgs, layered: &layers::Layered, level: tracing::Level) -> Result<u8, Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -226,7 +134,11 @@ fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
         let signals = Signals::install().map_err(Error::Runtime)?;
         runtime.spawn(forward_signals(signals, stop_tx));
     }
-    let outcome = start_and_run(&runtime, args, level, stop_rx);
+    let mut options = args.options();
+    options.settings = layered.settings.clone();
+    options.profile = layered.profile.clone();
+    options.overrides = layered.overrides.clone();
+    let outcome = start_and_run(&runtime, args, options, level, stop_rx);
     if matches!(outcome, Err(Error::Interrupted)) {
         // A start-up step may still run on a blocking thread (the interpreter probe,
         // a first run's environment build): leave without waiting for it.
@@ -238,10 +150,15 @@ fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
 fn start_and_run(
     runtime: &tokio::runtime::Runtime,
     args: &cli::RunArgs,
+    options: config::RunOptions,
     level: tracing::Level,
     stop: watch::Receiver<Stop>,
 ) -> Result<u8, Error> {
-    let config = Arc::new(RunConfig::from_options(args.options())?);
+    let config = Arc::new(RunConfig::from_options(options)?);
+    if config.dry_run {
+        init_logging(level, None);
+        return dry_run(runtime, &config, args.events.as_deref(), stop);
+    }
     let events_to_stdout = args.events.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let progress = match args.progress {
         cli::ProgressArg::On => true,
@@ -269,6 +186,9 @@ fn start_and_run(
     }
     if progress {
         edge.push(Box::new(report::ProgressReporter::new()));
+    }
+    if config.no_capture {
+        edge.push(Box::new(report::EchoReporter));
     }
     let report = runtime.block_on(app::run(config.clone(), edge, stop, halt))?;
     let m = &report.metrics;
@@ -305,6 +225,47 @@ fn start_and_run(
     } else {
         EXIT_FAILED
     })
+}
+
+/// `--dry-run`: the plan as a table, or as `planned` events with `--events`.
+fn dry_run(
+    runtime: &tokio::runtime::Runtime,
+    config: &Arc<RunConfig>,
+    events: Option<&std::path::Path>,
+    stop: watch::Receiver<Stop>,
+) -> Result<u8, Error> {
+    use jax_runner::report::Reporter;
+    let prepared = runtime.block_on(app::dry_run(config.clone(), stop))?;
+    for w in &prepared.warnings {
+        tracing::warn!("{w}");
+    }
+    let Some(plan) = &prepared.dry else {
+        tracing::warn!(
+            "no JAX scripts found under {}: nothing would run",
+            config.output_dir.display()
+        );
+        return Ok(EXIT_NO_SCRIPTS);
+    };
+    if let Some(path) = events {
+        let mut out = report::NdjsonReporter::open(path)?;
+        for script in &plan.scripts {
+            out.handle(&jax_runner::events::RunEvent::Planned {
+                script: Box::new(script.clone()),
+            })?;
+        }
+    }
+    if events.map_or(true, |p| p.as_os_str() != "-") {
+        print!(
+            "{}",
+            summary::dry_run_table(
+                &plan.scripts,
+                plan.jobs,
+                plan.cold_reason.as_deref(),
+                &prepared.discovery
+            )
+        );
+    }
+    Ok(0)
 }
 
 /// The signals that stop a run: Ctrl-C, SIGTERM, and SIGHUP (a closed terminal or
@@ -361,11 +322,13 @@ fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
         .as_deref()
         .map(config::absolute)
         .unwrap_or_else(|| tree.default_results_dir());
-    let found = app::discover_in(
+    let mut found = app::discover_in(
         &root,
         args.discover.recursive(),
         &[results, tree.step12_dir()],
     )?;
+    let selection = config::Selection::parse(&args.discover.filter, &args.discover.exclude)?;
+    app::select(&mut found, &selection);
     for w in jax_runner::listing::bounded_messages(
         &found.warnings,
         LISTED,

@@ -1,5 +1,5 @@
 //! History-aware runs: longest expected first, `--resume`, `--rerun-failed`, and
-//! `--profile`.
+//! `--jax-trace`.
 
 mod common;
 
@@ -93,7 +93,7 @@ fn resume_keeps_unchanged_successes_and_reruns_the_rest() {
 fn profile_writes_a_trace_and_the_result_names_it() {
     let t = Tree::new();
     t.fixture("ok_jax.py", "m/jax/ok_jax.py");
-    let out = t.run(&["--profile"]);
+    let out = t.run(&["--jax-trace"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let r = t.result("ok_jax");
     let trace = r["jax"]["profile_trace"]

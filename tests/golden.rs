@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// Keys added to the contract after the golden file was written (additions keep
 /// `schema_version`); everything else must match.
-const ADDED_SINCE: [&str; 18] = [
+const ADDED_SINCE: [&str; 21] = [
     "cold_start_reason",
     // issue 14: the effective capabilities the runner saw, where the time went.
     "capabilities",
@@ -42,6 +42,11 @@ const ADDED_SINCE: [&str; 18] = [
     // issue 16: why a script failed, and its stdout tail when stderr was empty.
     "reason",
     "stdout_tail",
+    // issue 17: where each option's value came from; the profile's per-script
+    // overrides; scripts --fail-fast never started.
+    "settings",
+    "overrides",
+    "skipped",
 ];
 
 /// Keys whose values change from run to run.

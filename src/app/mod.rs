@@ -2,6 +2,7 @@
 //! and *report* (the metrics and the end of the event stream). Reporters are built in
 //! one place ([`reporters`]); the edge adds the ones only it knows (terminal, NDJSON).
 
+mod dry;
 mod prepare;
 mod reporters;
 mod surroundings;
@@ -11,9 +12,10 @@ use std::time::{Instant, SystemTime};
 
 use tokio::sync::watch;
 
-pub use prepare::{choose_sandbox, prepare, Execution, Prepared};
+pub use dry::DryPlan;
+pub use prepare::{choose_sandbox, prepare, Execution, Prepared, Schedule};
 
-use crate::config::RunConfig;
+use crate::config::{RunConfig, Selection};
 use crate::discovery::{DiscoverOptions, Discovery};
 use crate::error::{ConfigError, DiscoveryError, Error, ReportError};
 use crate::events::{EventSender, RunEvent};
@@ -90,6 +92,18 @@ pub async fn run(
     })
 }
 
+/// `--dry-run`: *prepare* only, with the plan in [`Prepared::dry`]. Nothing is
+/// written and no script starts.
+pub async fn dry_run(
+    config: Arc<RunConfig>,
+    mut stop: watch::Receiver<Stop>,
+) -> Result<Prepared, Error> {
+    tokio::select! {
+        prepared = prepare(&config) => prepared,
+        _ = stop.wait_for(|s| *s != Stop::Run) => Err(Error::Interrupted),
+    }
+}
+
 /// Moves the files of scripts this run does not consider into its history folder;
 /// returns what to warn about.
 fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
@@ -143,11 +157,12 @@ async fn execute(
         },
         interpreter: interp.path.display().to_string(),
         expected_s: exec
+            .schedule
             .expected_s
             .map(|total| total / prepared.plan.jobs.max(1) as f64),
     });
     let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
-    for (i, mut previous) in exec.kept {
+    for (i, mut previous) in exec.schedule.kept {
         // Kept, not run: it says which run ran it, and belongs to this one.
         let ran_in = std::mem::replace(&mut previous.run_id, config.run_id.clone());
         previous.resumed_from = previous.resumed_from.take().or(Some(ran_in));
@@ -164,13 +179,16 @@ async fn execute(
         backend: exec.backend,
         gpu_broken: Mutex::new(prepared.plan.gpu_unusable.clone()),
         sandbox_info: exec.sandbox_info,
-        data_dirs: exec.data_dirs,
-        fingerprints: exec.fingerprints,
+        data_dirs: exec.schedule.data_dirs,
+        fingerprints: exec.schedule.fingerprints,
         halt: halt.clone(),
+        fail_budget: runner::budget::FailBudget::new(
+            config.max_fail.map(std::num::NonZeroUsize::get),
+        ),
     });
-    let scripts = exec.order.iter().map(|(_, s)| s.clone()).collect();
+    let scripts = exec.schedule.order.iter().map(|(_, s)| s.clone()).collect();
     let ran = runner::run_all(ctx, scripts, events.clone(), stop.clone()).await;
-    for ((i, _), line) in exec.order.iter().zip(ran) {
+    for ((i, _), line) in exec.schedule.order.iter().zip(ran) {
         summaries[*i] = Some(line);
     }
     summaries.into_iter().flatten().collect()
@@ -223,6 +241,8 @@ fn run_info(
         runner_peak_rss_mb: runner_peak_rss_mb(),
         halted: None,
         device_choice: plan.reason.clone(),
+        settings: config.settings.clone(),
+        profile: config.profile.clone(),
     }
 }
 
@@ -254,13 +274,46 @@ pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
     }
 }
 
-/// Discovers scripts for `config`.
+/// Discovers scripts for `config`, keeping those `-k/--filter` and `--exclude` select.
 pub fn discover(config: &RunConfig) -> Result<Discovery, DiscoveryError> {
-    discover_in(
+    let mut found = discover_in(
         &config.output_dir,
         config.recursive,
         &[config.results_dir.clone(), config.step12_dir.clone()],
-    )
+    )?;
+    select(&mut found, &config.selection);
+    Ok(found)
+}
+
+/// Keeps the scripts `selection` selects. Manifest entries that are missing or refused
+/// are matched by their path (and file stem, as an id), so `-k one_model` is not failed
+/// by another model's missing script.
+pub fn select(found: &mut Discovery, selection: &Selection) {
+    if selection.is_all() {
+        return;
+    }
+    let before = found.scripts.len();
+    found
+        .scripts
+        .retain(|s| selection.selects(&s.id, &s.relative_path));
+    let by_path = |entry: &str| {
+        let path = std::path::Path::new(entry);
+        let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+        selection.selects(&stem, path)
+    };
+    let keep: Vec<bool> = found.missing.iter().map(|m| by_path(m)).collect();
+    let mut flags = keep.iter();
+    found.missing.retain(|_| *flags.next().unwrap_or(&true));
+    let mut flags = keep.iter();
+    found
+        .missing_paths
+        .retain(|_| *flags.next().unwrap_or(&true));
+    found.refused.retain(|r| by_path(r));
+    tracing::info!(
+        "{} of {before} script(s) selected by {}",
+        found.scripts.len(),
+        selection.describe()
+    );
 }
 
 /// Discovers scripts under `output_dir`, never entering the runner's own outputs

@@ -39,8 +39,10 @@ pub struct Prepared {
     pub compilation_cache: Option<PathBuf>,
     /// What to say before the run starts.
     pub warnings: Vec<String>,
-    /// What to run, when there is anything.
+    /// What to run, when there is anything (never for a dry run).
     pub execution: Option<Execution>,
+    /// A dry run's plan: what would run, in what order, and how.
+    pub dry: Option<super::dry::DryPlan>,
 }
 
 /// What the runner needs.
@@ -48,6 +50,12 @@ pub struct Prepared {
 pub struct Execution {
     pub backend: Arc<dyn Backend>,
     pub sandbox_info: SandboxInfo,
+    pub schedule: Schedule,
+}
+
+/// Which scripts run, in what order, and what each is keyed by.
+#[derive(Debug)]
+pub struct Schedule {
     /// Earlier successes `--resume`/`--rerun-failed` keep, by discovery index.
     pub kept: Vec<(usize, ScriptResult)>,
     /// The scripts to run, longest expected first, with their discovery index.
@@ -57,6 +65,8 @@ pub struct Execution {
     pub expected_s: Option<f64>,
     pub fingerprints: HashMap<String, String>,
     pub data_dirs: HashMap<String, PathBuf>,
+    /// Why a script is kept, or runs again, where an earlier result was weighed.
+    pub why: HashMap<String, String>,
 }
 
 /// Prepares a run of `config`.
@@ -127,23 +137,29 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
     let gnn = config
         .gnn_layout
         .then(|| crate::report::gnn::plan(&config.step12_dir, &discovery.scripts));
-    let execution = match &interpreter {
-        Some(interp) => Some(
-            execution(
-                Inputs {
-                    config,
-                    interp,
-                    discovery: &discovery,
-                    history: &history,
-                    gnn: gnn.as_ref(),
-                },
-                bwrap,
-                compilation_cache.clone(),
-                &mut warnings,
-            )
-            .await,
-        ),
-        None => None,
+    let inputs = interpreter.as_ref().map(|interp| Inputs {
+        config,
+        interp,
+        discovery: &discovery,
+        history: &history,
+        gnn: gnn.as_ref(),
+    });
+    let (execution, dry) = match inputs {
+        Some(inputs) if config.dry_run => {
+            let dry = super::dry::DryPlan::new(
+                config,
+                &plan,
+                &bwrap,
+                &discovery.scripts,
+                schedule(&inputs),
+            );
+            (None, Some(dry))
+        }
+        Some(inputs) => {
+            let exec = execution(inputs, bwrap, compilation_cache.clone(), &mut warnings).await;
+            (Some(exec), None)
+        }
+        None => (None, None),
     };
     Ok(Prepared {
         discovery,
@@ -154,10 +170,12 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         compilation_cache,
         warnings,
         execution,
+        dry,
     })
 }
 
 /// What the run's execution is decided from.
+#[derive(Clone, Copy)]
 struct Inputs<'a> {
     config: &'a Arc<RunConfig>,
     interp: &'a Interpreter,
@@ -176,9 +194,8 @@ async fn execution(
     let Inputs {
         config,
         interp,
-        discovery,
-        history,
         gnn,
+        ..
     } = inputs;
     let shim_dir = match telemetry::install(&crate::paths::cache_dir()) {
         Ok(dir) => Some(dir),
@@ -236,6 +253,23 @@ async fn execution(
             })
         }
     };
+    Execution {
+        backend,
+        sandbox_info,
+        schedule: schedule(&inputs),
+    }
+}
+
+/// Which scripts run in what order: `--resume`/`--rerun-failed` keep what stands, the
+/// rest go longest expected first.
+fn schedule(inputs: &Inputs<'_>) -> Schedule {
+    let Inputs {
+        config,
+        interp,
+        discovery,
+        history,
+        gnn,
+    } = *inputs;
     let data_dirs: HashMap<String, PathBuf> = discovery
         .scripts
         .iter()
@@ -252,9 +286,19 @@ async fn execution(
     let fingerprints: HashMap<String, String> = discovery
         .scripts
         .iter()
-        .map(|s| (s.id.clone(), history::fingerprint(s, &inputs)))
+        .map(|s| {
+            // A profile override's device or variables change what the script does.
+            let settings = crate::config::settings_for(config, &s.id, &s.relative_path);
+            let mut own = inputs.clone();
+            for key in ["device", "env"] {
+                if let Some(set) = settings.overridden.get(key) {
+                    own.push(("override", format!("{key}={}", set.value)));
+                }
+            }
+            (s.id.clone(), history::fingerprint(s, &own))
+        })
         .collect();
-    let (kept, to_run) = reuse(config, discovery, &fingerprints, &data_dirs);
+    let (kept, to_run, why) = reuse(config, discovery, &fingerprints, &data_dirs);
     // Longest expected first, so a long script does not start last and leave the
     // other slots idle at the end.
     let scripts: Vec<Script> = to_run.iter().map(|(_, s)| s.clone()).collect();
@@ -264,19 +308,23 @@ async fn execution(
         .into_iter()
         .map(|k| to_run[k].clone())
         .collect();
-    Execution {
-        backend,
-        sandbox_info,
+    Schedule {
         kept,
         order,
         expected_s,
         fingerprints,
         data_dirs,
+        why,
     }
 }
 
-/// Splits the scripts into earlier successes that stand and scripts to run.
-type Split = (Vec<(usize, ScriptResult)>, Vec<(usize, Script)>);
+/// Splits the scripts into earlier successes that stand and scripts to run, with why
+/// (by id) where there was an earlier result to weigh.
+type Split = (
+    Vec<(usize, ScriptResult)>,
+    Vec<(usize, Script)>,
+    HashMap<String, String>,
+);
 
 /// `--resume`/`--rerun-failed`: a kept success must match and still have its outputs
 /// where it says.
@@ -286,21 +334,25 @@ fn reuse(
     fingerprints: &HashMap<String, String>,
     data_dirs: &HashMap<String, PathBuf>,
 ) -> Split {
-    let (mut kept, mut to_run) = (Vec::new(), Vec::new());
+    let (mut kept, mut to_run, mut why) = (Vec::new(), Vec::new(), HashMap::new());
     for (i, s) in discovery.scripts.iter().enumerate() {
-        let previous = (config.reuse != Reuse::None)
-            .then(|| history::previous_result(&config.results_dir, &s.id))
-            .flatten()
-            .filter(|p| history::keeps(config.reuse, p, &fingerprints[&s.id]))
-            .filter(|p| match history::outputs_intact(p, &data_dirs[&s.id]) {
-                Ok(()) => true,
-                Err(why) => {
-                    tracing::info!("{} runs again: {why}", s.id);
-                    false
-                }
-            });
-        match previous {
-            Some(p) => kept.push((i, p)),
+        let verdict = match config.reuse {
+            Reuse::None => None,
+            _ => Some(match history::previous_result(&config.results_dir, &s.id) {
+                None => Err("no earlier result".to_string()),
+                Some(p) => weigh(config.reuse, p, &fingerprints[&s.id], &data_dirs[&s.id]),
+            }),
+        };
+        match verdict {
+            Some(Ok((p, reason))) => {
+                why.insert(s.id.clone(), reason);
+                kept.push((i, p));
+            }
+            Some(Err(reason)) => {
+                tracing::info!("{} runs again: {reason}", s.id);
+                why.insert(s.id.clone(), reason);
+                to_run.push((i, s.clone()));
+            }
             None => to_run.push((i, s.clone())),
         }
     }
@@ -311,7 +363,30 @@ fn reuse(
             to_run.len()
         );
     }
-    (kept, to_run)
+    (kept, to_run, why)
+}
+
+/// Whether an earlier result stands, and why (or why not), in words.
+fn weigh(
+    reuse: Reuse,
+    previous: ScriptResult,
+    fingerprint: &str,
+    data_dir: &std::path::Path,
+) -> Result<(ScriptResult, String), String> {
+    let run = match previous.run_id.as_str() {
+        "" => "an earlier run".to_string(),
+        id => format!("run {id}"),
+    };
+    if !history::keeps(reuse, &previous, fingerprint) {
+        return Err(match previous.status {
+            crate::model::Status::Succeeded => {
+                format!("the script or what it runs with changed since {run}")
+            }
+            status => format!("it ended {} in {run}", status.as_str()),
+        });
+    }
+    history::outputs_intact(&previous, data_dir)?;
+    Ok((previous, format!("succeeded in {run}")))
 }
 
 /// The interpreter, resolved off the async threads (a first run builds a venv).

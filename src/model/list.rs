@@ -42,3 +42,33 @@ pub struct ListedScript {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path_hex: Option<String>,
 }
+
+/// One script of a `--dry-run`'s plan: what a run with the same options would do
+/// with it. Nothing was started to find out.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct PlannedScript {
+    /// Position in the run's order, from 1 (scripts kept by `--resume` come first).
+    pub order: usize,
+    /// Its id.
+    pub id: String,
+    /// Path relative to `--output-dir`.
+    pub relative_path: String,
+    /// `run`, or `keep` for an earlier result `--resume`/`--rerun-failed` keeps.
+    pub action: String,
+    /// Why it is kept, or why it runs again when an earlier result exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The platform it would start on.
+    pub device: super::Platform,
+    /// `bwrap` or `none`.
+    pub sandbox: String,
+    /// `warm` (forked from the zygote, if it starts) or `cold`.
+    pub start: String,
+    /// Its time limit, seconds.
+    pub timeout_s: f64,
+    /// Retries after a failed first attempt.
+    pub retries: u32,
+    /// Settings a profile override changed for it.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub overrides: std::collections::BTreeMap<String, super::Setting>,
+}

@@ -68,6 +68,13 @@ pub struct RunInfo {
     pub halted: Option<String>,
     /// How the platform was chosen (`requested`, `auto: the GPU works`, …).
     pub device_choice: String,
+    /// Every run option's effective value and where it came from (command line,
+    /// `JAX_RUNNER_*` variable, `jax-runner.toml` profile, or default), by long name.
+    #[serde(default)]
+    pub settings: std::collections::BTreeMap<String, super::Setting>,
+    /// The `jax-runner.toml` profile in use, when a config file was read.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub profile: Option<String>,
 }
 
 /// Counts over the run.
@@ -83,6 +90,9 @@ pub struct Totals {
     pub timed_out: usize,
     /// Of those, interrupted.
     pub interrupted: usize,
+    /// Of those, never started because `--fail-fast`/`--max-fail` stopped the run.
+    #[serde(default)]
+    pub skipped: usize,
     /// Scripts the render manifest lists that do not exist.
     pub missing: usize,
     /// Render manifest entries refused because they resolve outside `--output-dir`.
@@ -218,6 +228,7 @@ impl PerformanceMetrics {
             failed: scripts.len() - succeeded,
             timed_out: count(Status::TimedOut),
             interrupted: count(Status::Interrupted),
+            skipped: count(Status::Skipped),
             missing: missing_scripts.len(),
             refused: 0,
             avg_execution_time: if ran.is_empty() {

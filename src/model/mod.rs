@@ -6,12 +6,15 @@ pub mod gnn;
 pub mod list;
 mod metrics;
 pub mod reason;
+mod settings;
 
 mod vocab;
 
 use serde::{Deserialize, Serialize};
 
+pub use list::PlannedScript;
 pub use metrics::{PerformanceMetrics, RunInfo, ScriptSummary, Totals};
+pub use settings::Setting;
 pub use vocab::{Device, ExceptionInfo, FailureClass, Leak, Platform, RayJob, Reuse, SandboxMode};
 
 /// Bumped whenever a field changes meaning or disappears (additions keep it).
@@ -25,6 +28,8 @@ pub enum Status {
     Failed,
     TimedOut,
     Interrupted,
+    /// Never started: `--fail-fast`/`--max-fail` stopped the run first.
+    Skipped,
 }
 
 impl Status {
@@ -34,6 +39,7 @@ impl Status {
             Status::Failed => "failed",
             Status::TimedOut => "timed_out",
             Status::Interrupted => "interrupted",
+            Status::Skipped => "skipped",
         }
     }
 }
@@ -389,6 +395,11 @@ pub struct ScriptResult {
     /// environment): `--resume` keeps a success whose fingerprint still matches.
     #[serde(default)]
     pub fingerprint: String,
+    /// Settings a `[[profile.NAME.overrides]]` table changed for this script (`timeout`,
+    /// `retries`, `device`, `memory-limit`, `env`), with their values and the table's
+    /// place; absent when none did.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty", default)]
+    pub overrides: std::collections::BTreeMap<String, Setting>,
 }
 
 /// The hex form of a path's bytes, when the path is not valid UTF-8 (see

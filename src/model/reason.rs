@@ -68,6 +68,9 @@ impl Ending {
             }
             (_, FailureClass::OutOfMemory) => "out of memory".into(),
             (Status::Interrupted, _) if !self.started => "not started (interrupted)".into(),
+            (Status::Skipped, _) => {
+                "not started (the run stopped early: --fail-fast/--max-fail)".into()
+            }
             _ => match (self.signal, self.return_code) {
                 (Some(sig), _) => format!("killed by {}", signal_name(sig)),
                 (None, Some(code)) => format!("exit code {code}"),

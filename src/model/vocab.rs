@@ -93,10 +93,12 @@ pub enum FailureClass {
     BrokenInstall,
     KilledBySignal,
     Interrupted,
+    /// Never started: `--fail-fast`/`--max-fail` stopped the run first.
+    Skipped,
 }
 
 impl FailureClass {
-    pub const ALL: [FailureClass; 8] = [
+    pub const ALL: [FailureClass; 9] = [
         FailureClass::Succeeded,
         FailureClass::ScriptError,
         FailureClass::TimedOut,
@@ -105,6 +107,7 @@ impl FailureClass {
         FailureClass::BrokenInstall,
         FailureClass::KilledBySignal,
         FailureClass::Interrupted,
+        FailureClass::Skipped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -117,6 +120,7 @@ impl FailureClass {
             FailureClass::BrokenInstall => "broken_install",
             FailureClass::KilledBySignal => "killed_by_signal",
             FailureClass::Interrupted => "interrupted",
+            FailureClass::Skipped => "skipped",
         }
     }
 

@@ -226,6 +226,8 @@ impl Reporter for LogReporter {
                 }
             }
             RunEvent::Warning { message } => tracing::warn!("{message}"),
+            // --no-capture lines are the echo reporter's; a plan is printed by the edge.
+            RunEvent::Output { .. } | RunEvent::Planned { .. } => {}
             RunEvent::RunFinished { metrics } => {
                 let t = &metrics.totals;
                 tracing::info!(

@@ -4,6 +4,7 @@
 //! record per script, collected by `record::Records`.
 
 mod atomic;
+mod echo;
 pub mod gnn;
 mod html;
 mod json;
@@ -19,6 +20,7 @@ pub mod sweep;
 pub use atomic::{
     write_atomic, write_atomic_stream, write_atomic_with, write_json, write_json_with,
 };
+pub use echo::EchoReporter;
 pub use gnn::GnnReporter;
 pub use html::HtmlReporter;
 pub use json::JsonReporter;

@@ -48,6 +48,9 @@ pub fn event_line(event: &RunEvent) -> serde_json::Value {
         if let RunEvent::ScriptFinished { result } = event {
             map.insert("id".into(), result.id.clone().into());
         }
+        if let RunEvent::Planned { script } = event {
+            map.insert("id".into(), script.id.clone().into());
+        }
     }
     value
 }

@@ -10,6 +10,7 @@ fn mark(status: Status) -> &'static str {
         Status::Failed => "FAILED",
         Status::TimedOut => "TIMEOUT",
         Status::Interrupted => "INTERRUPTED",
+        Status::Skipped => "SKIPPED",
     }
 }
 
@@ -184,6 +185,68 @@ pub fn discovery_table(d: &Discovery) -> String {
         .collect();
     let mut out = table(&["ID", "FOUND BY", "PATH"], &rows);
     out.push_str(&format!("\n{} script(s)\n", d.scripts.len()));
+    manifest_lines(&mut out, &d.missing, &d.refused);
+    out
+}
+
+/// The plan `--dry-run` prints: each script in run order, how it would run, and what
+/// `--resume`/`--rerun-failed` would keep (with why).
+pub fn dry_run_table(
+    scripts: &[crate::model::PlannedScript],
+    jobs: usize,
+    cold_reason: Option<&str>,
+    d: &Discovery,
+) -> String {
+    let rows: Vec<Vec<String>> = scripts
+        .iter()
+        .map(|p| {
+            // Settings from one override share its place: `timeout 5s, device cpu
+            // (override "*pomdp*" in profile ci (jax-runner.toml:8))`.
+            let mut by_source: Vec<(&str, Vec<String>)> = Vec::new();
+            for (key, set) in &p.overrides {
+                let item = format!("{key} {}", set.value);
+                match by_source.iter_mut().find(|(s, _)| *s == set.source) {
+                    Some((_, items)) => items.push(item),
+                    None => by_source.push((&set.source, vec![item])),
+                }
+            }
+            let notes = p.why.iter().cloned().chain(
+                by_source
+                    .into_iter()
+                    .map(|(source, items)| format!("{} ({source})", items.join(", "))),
+            );
+            let note = notes.collect::<Vec<_>>().join("; ");
+            vec![
+                p.order.to_string(),
+                p.id.clone(),
+                p.action.clone(),
+                p.device.as_str().to_string(),
+                p.sandbox.clone(),
+                p.start.clone(),
+                humantime::format_duration(std::time::Duration::from_secs_f64(p.timeout_s))
+                    .to_string(),
+                p.retries.to_string(),
+                note,
+            ]
+        })
+        .collect();
+    let header = [
+        "#", "ID", "ACTION", "DEVICE", "SANDBOX", "START", "TIMEOUT", "RETRIES", "NOTE",
+    ];
+    let mut out = table(&header, &rows);
+    let run = scripts.iter().filter(|p| p.action == "run").count();
+    out.push_str(&format!(
+        "
+dry run: {run} script(s) would run, {} kept, {jobs} at once; nothing was started or written
+",
+        scripts.len() - run
+    ));
+    if let Some(why) = cold_reason {
+        out.push_str(&format!(
+            "cold starts: {why}
+"
+        ));
+    }
     manifest_lines(&mut out, &d.missing, &d.refused);
     out
 }

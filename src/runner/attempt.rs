@@ -33,6 +33,8 @@ pub struct AttemptRequest<'a> {
     pub stderr_log: &'a Path,
     /// Where resource samples go.
     pub events: &'a EventSender,
+    /// The script's timeout, memory limit and variables, after the profile's overrides.
+    pub settings: &'a crate::config::ScriptSettings,
 }
 
 /// What a finished attempt brings back, whatever ran it.
@@ -98,6 +100,8 @@ pub struct AttemptSpec {
     pub cgroup: Option<std::sync::Arc<super::limits::AttemptCgroup>>,
     /// Where to report resource samples (about once a second).
     pub samples: Option<SampleSink>,
+    /// `--no-capture`: each output line also goes into the event stream.
+    pub echo: bool,
 }
 
 /// A sandboxed attempt: bwrap's command for a cold start, the same mounts as steps

@@ -39,7 +39,7 @@ impl Shared {
         let _ = std::fs::remove_file(&report);
         let profile_dir = self
             .config
-            .profile
+            .jax_trace
             .then(|| req.data_dir.join(format!("profile-attempt{}", req.number)));
         let runner = env::child_env(&env::EnvSpec {
             platform: req.platform,
@@ -62,9 +62,10 @@ impl Shared {
             }
         }
         vars.extend(runner.into_iter().map(|(k, v)| (OsString::from(k), v)));
+        // The run's `--env`, with a profile override's on top.
         vars.extend(
-            self.config
-                .extra_env
+            req.settings
+                .env
                 .iter()
                 .map(|(k, v)| (OsString::from(k), OsString::from(v))),
         );
@@ -120,15 +121,15 @@ impl Local {
         // Always one where the host allows: it holds everything the script starts (see
         // `AttemptCgroup::create`), limits or not. The sentinel finds it by this name.
         let name = format!("{}-{}-{}", std::process::id(), req.script.id, req.number);
+        let memory_limit = req.settings.memory_limit;
         let cgroup =
-            limits::AttemptCgroup::create(&sanitize(&name), config.max_procs, config.memory_limit);
+            limits::AttemptCgroup::create(&sanitize(&name), config.max_procs, memory_limit);
         let by = |kernel: bool| if kernel { "cgroup" } else { "watchdog" };
         let enforced = Enforced {
             max_procs: config
                 .max_procs
                 .map(|_| by(cgroup.as_ref().is_some_and(|c| c.enforces_pids()))),
-            memory_limit: config
-                .memory_limit
+            memory_limit: memory_limit
                 .map(|_| by(cgroup.as_ref().is_some_and(|c| c.enforces_memory()))),
         };
         let cgroup = cgroup.map(Arc::new);
@@ -144,7 +145,7 @@ impl Local {
             cwd,
             env_clear: self.sandbox.is_some(),
             env_remove: env::REMOVED,
-            memory_limit: config.memory_limit,
+            memory_limit,
             max_procs: config.max_procs,
             cgroup,
             samples: Some(SampleSink {
@@ -152,9 +153,10 @@ impl Local {
                 id: req.script.id.clone(),
                 attempt: req.number,
             }),
+            echo: config.no_capture,
             stdout_log: req.stdout_log.to_path_buf(),
             stderr_log: req.stderr_log.to_path_buf(),
-            timeout: config.timeout,
+            timeout: req.settings.timeout,
             grace: config.grace,
             max_log_bytes: config.max_log_bytes,
             token: self.shared.token(req),
@@ -223,7 +225,7 @@ impl SandboxSetup {
             readable,
             writable,
             cwd: PathBuf::from("/"),
-            gpu: config.device != crate::model::Device::Cpu,
+            gpu: config.may_use_gpu(),
             userns: true,
             ..Default::default()
         };
@@ -294,7 +296,7 @@ impl Backend for Ray {
                 ),
                 stdout_log: req.stdout_log,
                 stderr_log: req.stderr_log,
-                timeout: self.shared.config.timeout,
+                timeout: req.settings.timeout,
             };
             let (mut outcome, job) = ray::run_attempt(&self.client, &spec, stop)
                 .await

@@ -11,12 +11,13 @@ use tokio::sync::watch;
 use tokio::time::{sleep_until, Instant as TokioInstant};
 
 use super::attempt::{AttemptError, AttemptOutcome, AttemptSpec, Start, StoppedBy};
-use super::output::{drain, DrainOptions, Drained, Drainer};
+use super::output::{drain, DrainOptions, Drained, Drainer, LineEcho};
 use super::reaper;
 use super::sys::{self, Exit};
 use super::tree::TreeSampler;
 use super::zygote::Zygote;
 use super::Stop;
+use crate::events::Stream;
 use crate::model::Leak;
 
 /// Samples go out every this many memory samples (100 ms each).
@@ -53,14 +54,27 @@ pub async fn run_attempt(
     let started_at = SystemTime::now();
     let started = Instant::now();
     let (pid, child_stdout, child_stderr, start) = start(spec, zygote).await?;
+    let echo = |stream: Stream| {
+        spec.samples
+            .as_ref()
+            .filter(|_| spec.echo)
+            .map(|s| LineEcho {
+                events: s.events.clone(),
+                id: s.id.clone(),
+                attempt: s.attempt,
+                stream,
+            })
+    };
     let out_opts = DrainOptions {
         max_bytes: spec.max_log_bytes,
+        echo: echo(Stream::Stdout),
         ..Default::default()
     };
     let err_opts = DrainOptions {
         tail_lines: STDERR_TAIL_LINES,
         max_bytes: spec.max_log_bytes,
         scan: true,
+        echo: echo(Stream::Stderr),
     };
     let out_task = drain(child_stdout, stdout_file, out_opts);
     let err_task = drain(child_stderr, stderr_file, err_opts);

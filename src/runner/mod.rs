@@ -4,6 +4,7 @@
 
 pub mod attempt;
 pub mod backends;
+pub mod budget;
 pub mod capacity;
 mod child;
 pub mod classify;
@@ -69,6 +70,8 @@ pub struct RunContext {
     pub fingerprints: std::collections::HashMap<String, String>,
     /// Raised when the runner's own files cannot be written: nothing starts after.
     pub halt: Halt,
+    /// `--fail-fast`/`--max-fail`: spent, it lets no script start.
+    pub fail_budget: budget::FailBudget,
 }
 
 /// A script's data folder outside GNN's layout: `RESULTS/data/<id>`.
@@ -125,9 +128,11 @@ pub async fn run_all(
     stop: watch::Receiver<Stop>,
 ) -> Vec<ScriptSummary> {
     let slots = slots::Slots::new(ctx.plan.jobs);
+    let budget = &ctx.fail_budget;
     let mut tasks = JoinSet::new();
     let mut results: Vec<Option<ScriptSummary>> = vec![None; scripts.len()];
     let mut not_started = Vec::new();
+    let mut skipped = Vec::new();
 
     for (index, script) in scripts.into_iter().enumerate() {
         let mut stop_rx = stop.clone();
@@ -141,9 +146,17 @@ pub async fn run_all(
                 not_started.push((index, script));
                 continue;
             }
+            _ = budget.spent() => {
+                skipped.push((index, script));
+                continue;
+            }
         };
         if *stop.borrow() != Stop::Run || ctx.halt.is_raised() {
             not_started.push((index, script));
+            continue;
+        }
+        if budget.is_spent() {
+            skipped.push((index, script));
             continue;
         }
         let (ctx, events, stop, slots) = (ctx.clone(), events.clone(), stop.clone(), slots.clone());
@@ -167,9 +180,18 @@ pub async fn run_all(
         ),
         _ => "the run was interrupted".into(),
     };
-    for (index, script) in not_started {
+    let skip_why = budget.reason();
+    let unstarted = not_started
+        .into_iter()
+        .map(|s| (s, &why, false))
+        .chain(skipped.into_iter().map(|s| (s, &skip_why, true)));
+    for ((index, script), why, skip) in unstarted {
         let mut result = script::base_result(&ctx, &script);
         result.stderr_tail = vec![format!("[jax-runner] not started: {why}")];
+        if skip {
+            result.status = crate::model::Status::Skipped;
+            result.class = crate::model::FailureClass::Skipped;
+        }
         results[index] = Some(ScriptSummary::of(&result));
         events.emit(RunEvent::ScriptFinished {
             result: Box::new(result),

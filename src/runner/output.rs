@@ -22,7 +22,7 @@ const MAX_LATE_BYTES: usize = 64 * 1024 * 1024;
 const MAX_PENDING_LINE: usize = 8 * 1024;
 
 /// How to drain one stream.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct DrainOptions {
     /// Last lines to keep for the result (0 = none).
     pub tail_lines: usize,
@@ -30,6 +30,30 @@ pub struct DrainOptions {
     pub max_bytes: Option<u64>,
     /// Feed every line to a [`StderrScan`].
     pub scan: bool,
+    /// `--no-capture`: send every line into the event stream as it comes.
+    pub echo: Option<LineEcho>,
+}
+
+/// Where `--no-capture` sends a stream's lines.
+#[derive(Debug, Clone)]
+pub struct LineEcho {
+    pub events: crate::events::EventSender,
+    pub id: String,
+    pub attempt: u32,
+    pub stream: crate::events::Stream,
+}
+
+impl LineEcho {
+    fn line(&self, bytes: &[u8]) {
+        self.events.emit(crate::events::RunEvent::Output {
+            id: self.id.clone(),
+            attempt: self.attempt,
+            stream: self.stream,
+            line: String::from_utf8_lossy(bytes)
+                .trim_end_matches('\r')
+                .to_string(),
+        });
+    }
 }
 
 /// What a drained stream left behind.
@@ -151,7 +175,12 @@ pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions
         let mut buf = vec![0u8; 64 * 1024];
         let mut tail: VecDeque<u8> = VecDeque::new();
         let mut pending: Vec<u8> = Vec::new();
+        let mut echoed: Vec<u8> = Vec::new();
+        let echo = opts.echo.clone();
         let mut take = |chunk: &[u8], out: &mut Drained| {
+            if let Some(echo) = &echo {
+                split_lines(&mut echoed, chunk, |line| echo.line(line));
+            }
             out.bytes += chunk.len() as u64;
             log.write(chunk);
             if opts.tail_lines > 0 {
@@ -186,6 +215,9 @@ pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions
         }
         if opts.scan && !pending.is_empty() {
             out.scan.line(&pending);
+        }
+        if let (Some(echo), false) = (&opts.echo, echoed.is_empty()) {
+            echo.line(&echoed);
         }
         let (cut, error) = log.finish();
         out.cut_bytes = cut;
@@ -227,13 +259,19 @@ fn read_what_is_there(rx: &pipe::Receiver, buf: &mut [u8], mut take: impl FnMut(
 }
 
 fn scan_lines(scan: &mut StderrScan, pending: &mut Vec<u8>, chunk: &[u8]) {
+    split_lines(pending, chunk, |line| scan.line(line));
+}
+
+/// Calls `each` with every whole line of `chunk`, joined to the partial line left in
+/// `pending` by the chunk before; keeps the new partial line (bounded) in `pending`.
+fn split_lines(pending: &mut Vec<u8>, chunk: &[u8], mut each: impl FnMut(&[u8])) {
     let mut rest = chunk;
     while let Some(pos) = rest.iter().position(|b| *b == b'\n') {
         if pending.is_empty() {
-            scan.line(&rest[..pos]);
+            each(&rest[..pos]);
         } else {
             pending.extend_from_slice(&rest[..pos]);
-            scan.line(pending);
+            each(pending);
             pending.clear();
         }
         rest = &rest[pos + 1..];

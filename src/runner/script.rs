@@ -31,6 +31,11 @@ pub async fn run_script(
 ) -> ScriptSummary {
     let mut lease = Some(lease);
     let config = &ctx.config;
+    let settings = crate::config::settings_for(config, &script.id, &script.relative_path);
+    let retry = crate::retry::RetryPolicy {
+        retries: settings.retries,
+        ..config.retry.clone()
+    };
     let mut result = base_result(ctx, script);
     let data_dir = ctx.data_dir(&script.id);
     let prepared =
@@ -38,7 +43,7 @@ pub async fn run_script(
     if let Err(e) = &prepared {
         ctx.halt.check(&data_dir, e);
     }
-    let mut platform = ctx.plan.platform;
+    let mut platform = settings.platform(ctx.plan.platform);
     if platform == Platform::Gpu && config.fallback_to_cpu {
         if let Some(reason) = ctx.gpu_unusable() {
             platform = Platform::Cpu;
@@ -64,6 +69,7 @@ pub async fn run_script(
             stdout_log: &stdout_log,
             stderr_log: &stderr_log,
             events,
+            settings: &settings,
         };
         let outcome = match &prepared {
             Ok(()) => run_when_the_runner_can(ctx, request, &stop).await,
@@ -128,11 +134,11 @@ pub async fn run_script(
             fall_back(&mut result, events, reason);
             continue;
         }
-        if !config.retry.should_retry(class, retries_done) {
+        if !retry.should_retry(class, retries_done) {
             break;
         }
         retries_done += 1;
-        let delay = config.retry.delay(retries_done);
+        let delay = retry.delay(retries_done);
         events.emit(RunEvent::RetryScheduled {
             id: script.id.clone(),
             attempt: number,
@@ -148,6 +154,9 @@ pub async fn run_script(
     finish(&mut result);
     result.data_files = crate::paths::relative_files(&data_dir, 10_000);
     let summary = ScriptSummary::of(&result);
+    // Counted while this script still holds its slot, so the next script cannot take
+    // the slot before the failure counts.
+    ctx.fail_budget.record(summary.status);
     events.emit(RunEvent::ScriptFinished {
         result: Box::new(result),
     });
@@ -283,6 +292,7 @@ fn record(
 /// A result before any attempt: what the run never got to stays like this.
 pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
     let (stdout_log, stderr_log) = ctx.log_paths(&script.id, 1);
+    let settings = crate::config::settings_for(&ctx.config, &script.id, &script.relative_path);
     let lossy = |p: PathBuf| p.to_string_lossy().into_owned();
     ScriptResult {
         schema_version: SCHEMA_VERSION,
@@ -301,7 +311,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         return_code: None,
         signal: None,
         signal_name: None,
-        device_requested: ctx.config.device,
+        device_requested: settings.device,
         device_used: None,
         fallback: None,
         device_mismatch: false,
@@ -313,7 +323,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         peak_memory_mb: 0.0,
         cpu_user_s: 0.0,
         cpu_system_s: 0.0,
-        timeout_s: ctx.config.timeout.as_secs_f64(),
+        timeout_s: settings.timeout.as_secs_f64(),
         started_at: None,
         finished_at: None,
         stdout_log: lossy(stdout_log),
@@ -327,12 +337,16 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         leaks: Vec::new(),
         data_dir: lossy(ctx.data_dir(&script.id)),
         data_files: Vec::new(),
-        sandbox: ctx.sandbox_info.clone(),
+        sandbox: crate::model::SandboxInfo {
+            memory_limit_mb: settings.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
+            ..ctx.sandbox_info.clone()
+        },
         fingerprint: ctx
             .fingerprints
             .get(&script.id)
             .cloned()
             .unwrap_or_default(),
+        overrides: settings.overridden,
     }
 }
 

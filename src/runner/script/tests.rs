@@ -142,6 +142,7 @@ fn context_with(
         data_dirs: Default::default(),
         fingerprints: Default::default(),
         halt: Default::default(),
+        fail_budget: crate::runner::budget::FailBudget::new(None),
     }
 }
 

@@ -1,0 +1,75 @@
+//! Parsers for option values that the command line, the environment and a profile
+//! share: sizes (`50M`, `1G`), durations (`90s`, `5m`) and devices.
+
+use std::time::Duration;
+
+use crate::model::Device;
+
+/// A size such as `512K`, `50M`, `1.5G` or a plain byte count.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, unit) = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((t, ""), |i| t.split_at(i));
+    let mult: u64 = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return Err(format!("unknown unit in {s:?} (use K, M, G or T)")),
+    };
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size such as 50M or 1G"))?;
+    Ok((value * mult as f64) as u64)
+}
+
+/// A positive duration. Values starting with `-` get this message rather than a
+/// parser's "unexpected argument".
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if s.trim_start().starts_with('-') {
+        return Err("must be positive: use a duration such as 90s, 5m or 1h".into());
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{e} (use a duration such as 90s, 5m or 1h)"))
+}
+
+/// A device name as `--device` takes it (`cuda` and `rocm` mean `gpu`).
+pub fn parse_device(s: &str) -> Result<Device, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(Device::Auto),
+        "cpu" => Ok(Device::Cpu),
+        "gpu" | "cuda" | "rocm" => Ok(Device::Gpu),
+        "tpu" => Ok(Device::Tpu),
+        other => Err(format!(
+            "{other:?} is not a device: use auto, cpu, gpu or tpu"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("512").unwrap(), 512);
+        assert_eq!(parse_size("1K").unwrap(), 1024);
+        assert_eq!(parse_size("50M").unwrap(), 50 << 20);
+        assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
+        assert!(parse_size("3Q").is_err());
+    }
+
+    #[test]
+    fn durations_and_devices() {
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert!(parse_duration("-5s").unwrap_err().contains("positive"));
+        assert_eq!(parse_device("CUDA").unwrap(), Device::Gpu);
+        assert!(parse_device("npu").unwrap_err().contains("auto, cpu, gpu"));
+    }
+}

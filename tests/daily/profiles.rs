@@ -1,0 +1,168 @@
+//! `jax-runner.toml`: profiles, overrides, `JAX_RUNNER_*` variables, precedence and
+//! provenance, and errors that name the file and line.
+
+use super::*;
+
+const CONFIG: &str = r#"[profile.default]
+timeout = "2m"
+retries = 0
+
+[profile.ci]
+timeout = "3m"
+fail-fast = true
+env = { FROM_PROFILE = "ci" }
+
+[[profile.ci.overrides]]
+filter = "*sleeper*"
+timeout = "1s"
+env = { SEED = "42" }
+"#;
+
+/// A tree with a sleeper (which times out under the override) and a script that
+/// reports two variables, with `jax-runner.toml` written in the folder the runner
+/// starts in.
+fn tree() -> (Tree, tempfile::TempDir) {
+    let t = Tree::new();
+    t.write("s/jax/sleeper.py", "import time\ntime.sleep(30)\n");
+    t.write(
+        "r/jax/reporter.py",
+        "import os\nprint('SEED=%s FROM_PROFILE=%s' % (os.environ.get('SEED'), os.environ.get('FROM_PROFILE')))\n",
+    );
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::write(cwd.path().join("jax-runner.toml"), CONFIG).unwrap();
+    (t, cwd)
+}
+
+fn setting<'a>(m: &'a Value, key: &str) -> (&'a str, &'a str) {
+    let s = &m["run"]["settings"][key];
+    (s["value"].as_str().unwrap(), s["source"].as_str().unwrap())
+}
+
+#[test]
+fn a_profile_and_its_overrides_apply_and_say_where_from() {
+    let (t, cwd) = tree();
+    let out = t
+        .cmd()
+        .current_dir(cwd.path())
+        .args(["--profile", "ci", "--sandbox", "off"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "the sleeper times out: {}", stderr(&out));
+    let m = t.metrics();
+    assert_eq!(m["run"]["profile"], "ci");
+    let (value, source) = setting(&m, "timeout");
+    assert_eq!(value, "3m");
+    assert!(
+        source.starts_with("profile ci (") && source.ends_with("jax-runner.toml:6)"),
+        "{source}"
+    );
+    let (_, source) = setting(&m, "retries");
+    assert!(source.starts_with("profile default ("), "{source}");
+    assert_eq!(setting(&m, "device").1, "command line");
+    assert_eq!(setting(&m, "grace"), ("10s", "default"));
+    // The override: the sleeper got 1s and SEED; the reporter neither.
+    let sleeper = t.result("sleeper");
+    assert_eq!(sleeper["status"], "timed_out");
+    assert_eq!(sleeper["timeout_s"], 1.0);
+    let o = &sleeper["overrides"]["timeout"];
+    assert_eq!(o["value"], "1s");
+    assert!(
+        o["source"]
+            .as_str()
+            .unwrap()
+            .contains("override \"*sleeper*\" in profile ci"),
+        "{o}"
+    );
+    let reporter = t.result("reporter");
+    assert_eq!(reporter["timeout_s"], 180.0);
+    assert!(reporter.get("overrides").is_none());
+    let log = std::fs::read_to_string(t.results_dir().join("logs/reporter.stdout.log")).unwrap();
+    assert!(log.contains("SEED=None FROM_PROFILE=ci"), "{log}");
+}
+
+#[test]
+fn command_line_beats_environment_beats_profile() {
+    let (t, cwd) = tree();
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let out = t
+            .cmd()
+            .current_dir(cwd.path())
+            .envs(env.iter().copied())
+            .args(["-k", "reporter"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        t.metrics()
+    };
+    let m = run(&[], &[]);
+    assert_eq!(setting(&m, "timeout").0, "2m");
+    let m = run(&[("JAX_RUNNER_TIMEOUT", "5m")], &[]);
+    assert_eq!(
+        setting(&m, "timeout"),
+        ("5m", "environment (JAX_RUNNER_TIMEOUT)")
+    );
+    assert_eq!(t.result("reporter")["timeout_s"], 300.0);
+    let m = run(&[("JAX_RUNNER_TIMEOUT", "5m")], &["--timeout", "7m"]);
+    assert_eq!(setting(&m, "timeout"), ("7m", "command line"));
+    // A variable selects the profile too, and a flag takes a boolean.
+    let m = run(
+        &[
+            ("JAX_RUNNER_PROFILE", "ci"),
+            ("JAX_RUNNER_NO_PREFLIGHT", "true"),
+        ],
+        &[],
+    );
+    assert_eq!(m["run"]["profile"], "ci");
+    assert_eq!(
+        setting(&m, "no-preflight"),
+        ("true", "environment (JAX_RUNNER_NO_PREFLIGHT)")
+    );
+    // A command-line option beats a profile's per-script override of the same option.
+    let out = t
+        .cmd()
+        .current_dir(cwd.path())
+        .args(["--profile", "ci", "-k", "sleeper", "--timeout", "2s"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1);
+    assert_eq!(t.result("sleeper")["timeout_s"], 2.0);
+}
+
+#[test]
+fn bad_keys_and_values_name_their_file_and_line() {
+    let (t, cwd) = tree();
+    let cases = [
+        (
+            "[profile.default]\njobs = 2\ntimout = \"1s\"\n",
+            ":3:",
+            "timout",
+        ),
+        ("[profile.default]\ntimeout = \"soon\"\n", ":2:", "timeout"),
+        (
+            "[profile.default]\n[[profile.default.overrides]]\nfilter = \"x\"\njobs = 3\n",
+            ":4:",
+            "jobs",
+        ),
+        ("[profiles.default]\njobs = 1\n", ":1:", "profiles"),
+    ];
+    for (text, line, key) in cases {
+        let file = cwd.path().join("bad.toml");
+        std::fs::write(&file, text).unwrap();
+        let out = t
+            .cmd()
+            .args(["--config", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 2, "{text}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("bad.toml{line}")) && err.contains(key),
+            "{text}\n{err}"
+        );
+        assert!(!t.root().join("execution_results").exists(), "{text}");
+    }
+    let out = t.cmd().env("JAX_RUNNER_JOBS", "many").output().unwrap();
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("JAX_RUNNER_JOBS"), "{}", stderr(&out));
+}
