@@ -123,8 +123,12 @@ fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
     };
     let swept = sweep.run();
     if !swept.moved.is_empty() {
+        let why = match config.selection.is_all() {
+            true => String::new(),
+            false => format!(" (not selected by {})", config.selection.describe()),
+        };
         tracing::info!(
-            "moved {} file(s) of scripts this run does not have into {}",
+            "moved {} file(s) of scripts this run does not have{why} into {}",
             swept.moved.len(),
             sweep.history().display()
         );

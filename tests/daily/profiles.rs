@@ -166,3 +166,33 @@ fn bad_keys_and_values_name_their_file_and_line() {
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("JAX_RUNNER_JOBS"), "{}", stderr(&out));
 }
+
+#[test]
+fn the_readme_sample_config_is_valid_for_every_profile() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/pomdp_solver.py");
+    t.fixture("ok_plain.py", "m/jax/model_large.py");
+    let sample = repo().join("docs/jax-runner.toml");
+    for profile in ["default", "ci", "quick"] {
+        let out = t
+            .cmd()
+            .args(["--config", sample.to_str().unwrap(), "--profile", profile])
+            .args(["--dry-run", "--events", "-"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{profile}: {}", stderr(&out));
+        let planned: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(planned.len(), 2, "{profile}");
+        let large = planned.iter().find(|e| e["id"] == "model_large").unwrap();
+        let timeout = large["script"]["timeout_s"].as_f64().unwrap();
+        let want = match profile {
+            "ci" => 3600.0,
+            "quick" => 120.0,
+            _ => 1200.0,
+        };
+        assert_eq!(timeout, want, "{profile}");
+    }
+}
