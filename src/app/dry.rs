@@ -7,7 +7,7 @@ use crate::model::PlannedScript;
 use crate::plan::Plan;
 use crate::runner::sandbox::Bwrap;
 
-use super::prepare::Schedule;
+use super::schedule::Schedule;
 
 /// What a run would do with each script, in run order.
 #[derive(Debug, Clone)]

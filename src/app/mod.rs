@@ -5,6 +5,7 @@
 mod dry;
 mod prepare;
 mod reporters;
+mod schedule;
 mod surroundings;
 
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,8 @@ use std::time::{Instant, SystemTime};
 use tokio::sync::watch;
 
 pub use dry::DryPlan;
-pub use prepare::{choose_sandbox, prepare, Execution, Prepared, Schedule};
+pub use prepare::{choose_sandbox, prepare, Execution, Prepared};
+pub use schedule::Schedule;
 
 use crate::config::{RunConfig, Selection};
 use crate::discovery::{DiscoverOptions, Discovery};

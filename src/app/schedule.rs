@@ -1,0 +1,194 @@
+//! Which scripts of a run go, in what order, and what each is keyed by: the
+//! fingerprints `--resume` compares, the data folders, what `--resume` and
+//! `--rerun-failed` keep (and why), and the longest-first order from the history.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::config::RunConfig;
+use crate::discovery::{Discovery, Script};
+use crate::history::{self, History};
+use crate::model::{Reuse, ScriptResult};
+use crate::python::Interpreter;
+use crate::report::gnn::GnnEntry;
+
+/// Which scripts run, in what order, and what each is keyed by.
+#[derive(Debug)]
+pub struct Schedule {
+    /// Earlier successes `--resume`/`--rerun-failed` keep, by discovery index.
+    pub kept: Vec<(usize, ScriptResult)>,
+    /// The scripts to run, longest expected first, with their discovery index.
+    pub order: Vec<(usize, Script)>,
+    /// Seconds the scripts to run should take in all, one after another, when the
+    /// history knows enough to say.
+    pub expected_s: Option<f64>,
+    pub fingerprints: HashMap<String, String>,
+    pub data_dirs: HashMap<String, PathBuf>,
+    /// Why a script is kept, or runs again, where an earlier result was weighed.
+    pub why: HashMap<String, String>,
+}
+
+/// What the run's execution is decided from.
+#[derive(Clone, Copy)]
+pub(super) struct Inputs<'a> {
+    pub config: &'a Arc<RunConfig>,
+    pub interp: &'a Interpreter,
+    pub discovery: &'a Discovery,
+    pub history: &'a History,
+    pub gnn: Option<&'a HashMap<String, GnnEntry>>,
+}
+
+/// Which scripts run in what order: `--resume`/`--rerun-failed` keep what stands, the
+/// rest go longest expected first.
+pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
+    let Inputs {
+        config,
+        interp,
+        discovery,
+        history,
+        gnn,
+    } = *inputs;
+    let data_dirs: HashMap<String, PathBuf> = discovery
+        .scripts
+        .iter()
+        .map(|s| {
+            let dir = match gnn.and_then(|g| g.get(&s.id)) {
+                // GNN's layout points GNN_OUTPUT_DIR at 12_execute_output/…/simulation_data.
+                Some(e) => e.data_dir.clone(),
+                None => crate::runner::default_data_dir(&config.results_dir, &s.id),
+            };
+            (s.id.clone(), dir)
+        })
+        .collect();
+    let inputs = fingerprint_inputs(config, interp);
+    let fingerprints: HashMap<String, String> = discovery
+        .scripts
+        .iter()
+        .map(|s| {
+            // A profile override's device or variables change what the script does.
+            let settings = crate::config::settings_for(config, &s.id, &s.relative_path);
+            let mut own = inputs.clone();
+            for key in ["device", "env"] {
+                if let Some(set) = settings.overridden.get(key) {
+                    own.push(("override", format!("{key}={}", set.value)));
+                }
+            }
+            (s.id.clone(), history::fingerprint(s, &own))
+        })
+        .collect();
+    let (kept, to_run, why) = reuse(config, discovery, &fingerprints, &data_dirs);
+    // Longest expected first, so a long script does not start last and leave the
+    // other slots idle at the end.
+    let scripts: Vec<Script> = to_run.iter().map(|(_, s)| s.clone()).collect();
+    let expected_s = history.expected_total(&scripts);
+    let order = history
+        .schedule(&scripts)
+        .into_iter()
+        .map(|k| to_run[k].clone())
+        .collect();
+    Schedule {
+        kept,
+        order,
+        expected_s,
+        fingerprints,
+        data_dirs,
+        why,
+    }
+}
+
+/// Splits the scripts into earlier successes that stand and scripts to run, with why
+/// (by id) where there was an earlier result to weigh.
+type Split = (
+    Vec<(usize, ScriptResult)>,
+    Vec<(usize, Script)>,
+    HashMap<String, String>,
+);
+
+/// `--resume`/`--rerun-failed`: a kept success must match and still have its outputs
+/// where it says.
+fn reuse(
+    config: &RunConfig,
+    discovery: &Discovery,
+    fingerprints: &HashMap<String, String>,
+    data_dirs: &HashMap<String, PathBuf>,
+) -> Split {
+    let (mut kept, mut to_run, mut why) = (Vec::new(), Vec::new(), HashMap::new());
+    for (i, s) in discovery.scripts.iter().enumerate() {
+        let verdict = match config.reuse {
+            Reuse::None => None,
+            _ => Some(match history::previous_result(&config.results_dir, &s.id) {
+                None => Err("no earlier result".to_string()),
+                Some(p) => weigh(config.reuse, p, &fingerprints[&s.id], &data_dirs[&s.id]),
+            }),
+        };
+        match verdict {
+            Some(Ok((p, reason))) => {
+                why.insert(s.id.clone(), reason);
+                kept.push((i, p));
+            }
+            Some(Err(reason)) => {
+                tracing::info!("{} runs again: {reason}", s.id);
+                why.insert(s.id.clone(), reason);
+                to_run.push((i, s.clone()));
+            }
+            None => to_run.push((i, s.clone())),
+        }
+    }
+    if !kept.is_empty() {
+        tracing::info!(
+            "kept {} earlier success(es), running {} script(s)",
+            kept.len(),
+            to_run.len()
+        );
+    }
+    (kept, to_run, why)
+}
+
+/// Whether an earlier result stands, and why (or why not), in words.
+fn weigh(
+    reuse: Reuse,
+    previous: ScriptResult,
+    fingerprint: &str,
+    data_dir: &std::path::Path,
+) -> Result<(ScriptResult, String), String> {
+    let run = match previous.run_id.as_str() {
+        "" => "an earlier run".to_string(),
+        id => format!("run {id}"),
+    };
+    if !history::keeps(reuse, &previous, fingerprint) {
+        return Err(match previous.status {
+            crate::model::Status::Succeeded => {
+                format!("the script or what it runs with changed since {run}")
+            }
+            status => format!("it ended {} in {run}", status.as_str()),
+        });
+    }
+    history::outputs_intact(&previous, data_dir)?;
+    Ok((previous, format!("succeeded in {run}")))
+}
+
+/// What, besides its source, a script's result depends on (see
+/// [`history::fingerprint`]).
+fn fingerprint_inputs(config: &RunConfig, interp: &Interpreter) -> Vec<(&'static str, String)> {
+    let mut inputs = vec![
+        ("interpreter", interp.path.display().to_string()),
+        ("python", interp.info.python_version.clone()),
+        ("jax", interp.info.jax_version.clone().unwrap_or_default()),
+        (
+            "jaxlib",
+            interp.info.jaxlib_version.clone().unwrap_or_default(),
+        ),
+        ("device", config.device.as_str().to_string()),
+    ];
+    let mut env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| {
+            (k.starts_with("JAX_") || k.starts_with("XLA_") || k == "CUDA_VISIBLE_DEVICES")
+                && !k.starts_with("JAX_RUNNER_")
+        })
+        .chain(config.extra_env.iter().cloned())
+        .collect();
+    env.sort();
+    inputs.extend(env.into_iter().map(|(k, v)| ("env", format!("{k}={v}"))));
+    inputs
+}

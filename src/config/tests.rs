@@ -1,0 +1,77 @@
+use super::*;
+use crate::model::FailureClass;
+use crate::model::Platform;
+
+fn opts(dir: &Path) -> RunOptions {
+    test_options(dir)
+}
+
+#[test]
+fn missing_output_dir_names_the_path() {
+    let err = RunConfig::from_options(opts(Path::new("/no/such/folder"))).unwrap_err();
+    assert!(matches!(err, ConfigError::OutputDirMissing { .. }));
+    assert!(err.to_string().contains("/no/such/folder"));
+}
+
+#[test]
+fn default_results_dir_is_created_inside_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = RunConfig::from_options(opts(tmp.path())).unwrap();
+    assert!(cfg.results_dir.ends_with("execution_results/jax"));
+    assert!(cfg.results_dir.is_dir());
+    assert_eq!(cfg.compilation_cache, CompilationCache::Off);
+}
+
+#[test]
+fn zero_jobs_and_zero_timeout_are_rejected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut o = opts(tmp.path());
+    o.jobs = Some(0);
+    assert!(RunConfig::from_options(o).is_err());
+    let mut o = opts(tmp.path());
+    o.timeout = Duration::ZERO;
+    assert!(RunConfig::from_options(o).is_err());
+}
+
+#[test]
+fn retry_classes_and_fallback_are_validated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut o = opts(tmp.path());
+    o.retry_on = Some(vec!["timed_out,out_of_memory".into()]);
+    let cfg = RunConfig::from_options(o).unwrap();
+    assert!(cfg.retry.retry_on.contains(&FailureClass::TimedOut));
+    assert!(!cfg.retry.retry_on.contains(&FailureClass::KilledBySignal));
+    let mut o = opts(tmp.path());
+    o.retry_on = Some(vec!["flaky".into()]);
+    let err = RunConfig::from_options(o).unwrap_err().to_string();
+    assert!(err.contains("script_error"), "{err}");
+    // --fallback is a value enum now: clap refuses `tpu` (tests/cli.rs).
+}
+
+#[test]
+fn env_options_are_validated() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut o = opts(tmp.path());
+    o.env = vec!["SEED=7".into(), "EMPTY=".into()];
+    let cfg = RunConfig::from_options(o).unwrap();
+    assert_eq!(
+        cfg.extra_env,
+        vec![("SEED".into(), "7".into()), ("EMPTY".into(), String::new())]
+    );
+    for bad in ["NOEQUALS", "1X=2", "A-B=1"] {
+        let mut o = opts(tmp.path());
+        o.env = vec![bad.into()];
+        assert!(RunConfig::from_options(o).is_err(), "{bad}");
+    }
+    let mut o = opts(tmp.path());
+    o.memory_limit = Some(1024);
+    assert!(RunConfig::from_options(o).is_err());
+}
+
+#[test]
+fn auto_resolves_by_gpu_count() {
+    assert_eq!(Device::Auto.resolve(0), Platform::Cpu);
+    assert_eq!(Device::Auto.resolve(2), Platform::Gpu);
+    assert_eq!(Device::Gpu.resolve(0), Platform::Gpu);
+    assert_eq!(Platform::Gpu.jax_platforms(), "cuda");
+}
