@@ -1,8 +1,16 @@
 //! `report.html` opened in headless Chromium: the page's script runs without errors,
 //! the table, timeline and failures are there, and nothing from a script can inject
-//! markup. Chromium is required: `.ci/run` installs it (`apt-get install chromium`).
+//! markup. At 3, 41 and 1,000 scripts the page stays readable: failures first, cards
+//! that add up, a filter, labels that fit, every failure marked; each is screenshot.
+//! Chromium is required: `.ci/run` installs it (`apt-get install chromium`).
+//! `JAX_RUNNER_KEEP_SCREENSHOTS=DIR` keeps the screenshots (and the synthetic pages)
+//! for a person to look at.
 
 mod common;
+#[path = "html/dom.rs"]
+mod dom;
+#[path = "html/synth.rs"]
+mod synth;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -36,9 +44,10 @@ struct Rendered {
     stderr: String,
 }
 
-/// Runs headless Chromium with `mode` (`--dump-dom`, `--screenshot=…`) on `page`,
-/// killing it (by its own PID) if it runs past the timeout.
-fn headless(page: &Path, mode: &[String]) -> Rendered {
+/// Runs headless Chromium with `mode` (`--dump-dom`, `--screenshot=…`) on `page`
+/// with `fragment` (`#q=…`) after its URL, killing it (by its own PID) if it runs
+/// past the timeout.
+fn headless(page: &Path, fragment: &str, mode: &[String]) -> Rendered {
     let scratch = tempfile::tempdir().unwrap();
     let profile = scratch.path().join("profile");
     let out_path = scratch.path().join("stdout");
@@ -58,7 +67,7 @@ fn headless(page: &Path, mode: &[String]) -> Rendered {
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(mode)
-        .arg(format!("file://{}", page.display()))
+        .arg(format!("file://{}{fragment}", page.display()))
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(&err_path).unwrap())
@@ -93,8 +102,13 @@ fn headless(page: &Path, mode: &[String]) -> Rendered {
 
 /// Dumps the DOM after scripts ran and checks the console stayed clean.
 fn dump_dom(page: &Path) -> String {
-    let r = headless(page, &["--dump-dom".to_string()]);
-    for bad in ["Uncaught", "SyntaxError"] {
+    dump_dom_at(page, "")
+}
+
+/// The same, with `fragment` after the page's URL.
+fn dump_dom_at(page: &Path, fragment: &str) -> String {
+    let r = headless(page, fragment, &["--dump-dom".to_string()]);
+    for bad in ["Uncaught", "SyntaxError", "Content Security Policy"] {
         assert!(
             !r.stderr.contains(bad),
             "the page logged a JavaScript error ({bad}):\n{}",
@@ -102,6 +116,20 @@ fn dump_dom(page: &Path) -> String {
         );
     }
     r.dom
+}
+
+/// Screenshots `page` in a window `width` pixels wide into `png`, and checks it.
+fn screenshot(page: &Path, fragment: &str, png: &Path, width: u32, height: u32) {
+    headless(
+        page,
+        fragment,
+        &[
+            format!("--screenshot={}", png.display()),
+            format!("--window-size={width},{height}"),
+            "--hide-scrollbars".to_string(),
+        ],
+    );
+    dom::assert_screenshot(png, width);
 }
 
 /// The `<body …>` start tag of a dumped DOM.
@@ -122,16 +150,7 @@ fn assert_rendered(dom: &str) {
     assert!(dom.contains("id=\"scripts\""), "no scripts table");
 }
 
-/// A numeric attribute of a start tag.
-fn attr(tag: &str, name: &str) -> f64 {
-    let key = format!(" {name}=\"");
-    let start = tag
-        .find(&key)
-        .unwrap_or_else(|| panic!("no {name} in {tag}"))
-        + key.len();
-    let end = start + tag[start..].find('"').unwrap();
-    tag[start..end].parse().unwrap()
-}
+use dom::attr;
 
 /// A worker runs one attempt at a time: bars sharing a row must not overlap.
 fn assert_no_overlap_within_a_slot(dom: &str) {
@@ -187,6 +206,9 @@ fn chromium_renders_the_report_of_a_real_run() {
     assert!(dom.contains("deliberate failure for tests"));
     assert!(dom.contains("<pre class=\"stderr\">"));
     assert!(dom.contains("script_error"));
+    dom::assert_readable(&dom, 2);
+    assert_eq!(dom::rows(&dom)[0].id, "fail", "the failure comes first");
+    screenshot(&page, "", &t.root().join("report-real.png"), 1400, 1000);
 }
 
 // ---------------------------------------------------------------------------------
@@ -305,4 +327,170 @@ fn chromium_renders_a_report_built_from_events_without_injection() {
         2,
         "one sparkline per script"
     );
+}
+
+#[test]
+fn the_hostile_scripts_detail_opens_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reporter = HtmlReporter::new(dir.path().to_path_buf());
+    for e in events() {
+        reporter.handle(&e).unwrap();
+    }
+    let page = dir.path().join("report.html");
+    let dom = dump_dom_at(&page, &format!("#script={}", percent(HOSTILE_ID)));
+    assert_rendered(&dom);
+    assert!(!body_tag(&dom).contains("pwned"), "{}", body_tag(&dom));
+    let panel = detail_panel(&dom);
+    assert!(!panel.starts_with("<aside id=\"detail\" hidden"), "{panel}");
+    assert!(panel.contains("evil&lt;img src=x"), "{panel}");
+    assert!(!panel.contains("<img"), "{panel}");
+}
+
+// ---------------------------------------------------------------------------------
+// Synthetic runs of 3, 41 and 1,000 scripts.
+
+/// Every byte but unreserved ones percent-encoded, for a URL fragment.
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The `<aside id="detail" …>…</aside>` of a dumped DOM.
+fn detail_panel(dom: &str) -> &str {
+    let start = dom.find("<aside id=\"detail\"").expect("a detail panel");
+    &dom[start..start + dom[start..].find("</aside>").unwrap()]
+}
+
+/// Writes, dumps, screenshots and checks the report of `n` synthetic scripts.
+fn check_synthetic(n: usize, jobs: usize) -> (tempfile::TempDir, PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let page = synth::write_report(dir.path(), n, jobs);
+    let dom = dump_dom(&page);
+    assert_rendered(&dom);
+    dom::assert_readable(&dom, n);
+    let png = dir.path().join(format!("report-{n}.png"));
+    screenshot(&page, "", &png, 1400, 1800);
+    if let Some(keep) = std::env::var_os("JAX_RUNNER_KEEP_SCREENSHOTS") {
+        std::fs::copy(&page, Path::new(&keep).join(format!("report-{n}.html"))).unwrap();
+    }
+    (dir, page, dom)
+}
+
+#[test]
+fn three_scripts_are_readable() {
+    let (_dir, _page, dom) = check_synthetic(3, 2);
+    // Short bars of short ids: the labels are there.
+    let labelled = dom::bars(&dom)
+        .iter()
+        .filter(|b| b.label_w.is_some())
+        .count();
+    assert!(labelled >= 2, "{labelled} labelled bars");
+}
+
+#[test]
+fn forty_one_scripts_are_readable() {
+    let (_dir, _page, dom) = check_synthetic(41, 4);
+    let rows = dom::rows(&dom);
+    assert!(
+        rows[0].status != "succeeded",
+        "failures first: {:?}",
+        rows[0]
+    );
+    // Of 41 long ids on 4 lanes, only bars wide enough keep theirs.
+    let bars = dom::bars(&dom);
+    let labelled = bars.iter().filter(|b| b.label_w.is_some()).count();
+    assert!(labelled < bars.len(), "every bar labelled: {labelled}");
+}
+
+#[test]
+fn a_thousand_scripts_are_readable_and_the_page_stays_small() {
+    let (_dir, page, dom) = check_synthetic(1000, 8);
+    let size = std::fs::metadata(&page).unwrap().len();
+    let body = body_tag(&dom);
+    eprintln!(
+        "report.html of 1000 scripts: {size} bytes; script {} ms, ready {} ms after navigation",
+        dom::attr_str(body, "data-script-ms").unwrap_or("?"),
+        dom::attr_str(body, "data-ready-ms").unwrap_or("?"),
+    );
+    assert!(
+        size < 2 << 20,
+        "report.html of 1000 scripts is {size} bytes"
+    );
+    // Sparklines only for scripts with samples, never a placeholder.
+    let sparks = dom.matches("<svg class=\"spark\"").count();
+    assert!(sparks > 0 && sparks < 1000, "{sparks} sparklines");
+}
+
+#[test]
+fn the_filter_in_the_url_hides_what_does_not_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = synth::write_report(dir.path(), 41, 4);
+    let all = dom::rows(&dump_dom(&page));
+
+    let dom = dump_dom_at(&page, "#q=timed_out");
+    let rows = dom::rows(&dom);
+    let shown: Vec<&str> = rows
+        .iter()
+        .filter(|r| !r.hidden)
+        .map(|r| r.id.as_str())
+        .collect();
+    let want: Vec<&str> = all
+        .iter()
+        .filter(|r| r.status == "timed_out")
+        .map(|r| r.id.as_str())
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(shown, want);
+    assert!(dom.contains(&format!("data-shown=\"{}\"", want.len())));
+    assert!(
+        dom.contains(" class=\"bar dim\""),
+        "non-matching bars are dimmed"
+    );
+
+    // Every word must match, in any case: the first failed script's model and "FAILED".
+    let model = &all.iter().find(|r| r.status == "failed").unwrap().id[..8];
+    let dom = dump_dom_at(&page, &format!("#q=FAILED+{}", percent(model)));
+    let shown: Vec<String> = dom::rows(&dom)
+        .into_iter()
+        .filter(|r| !r.hidden)
+        .map(|r| r.id)
+        .collect();
+    let want: Vec<String> = all
+        .iter()
+        .filter(|r| r.status == "failed" && r.id.contains(model))
+        .map(|r| r.id.clone())
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(shown, want);
+}
+
+#[test]
+fn a_scripts_detail_opens_from_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = synth::write_report(dir.path(), 41, 4);
+    let rows = dom::rows(&dump_dom(&page));
+    let failed = rows.iter().find(|r| r.status == "failed").unwrap();
+    let fragment = format!("#script={}", percent(&failed.id));
+    let dom = dump_dom_at(&page, &fragment);
+    let panel = detail_panel(&dom);
+    assert!(
+        panel.starts_with("<aside id=\"detail\" aria-live"),
+        "{panel}"
+    );
+    assert!(panel.contains(&format!(">{}</h3>", failed.id)), "{panel}");
+    assert!(panel.contains("exit code 1: ValueError: belief does not sum to &lt;1&gt;"));
+    assert!(panel.contains("<td>script_error</td>") || panel.contains("<td>failed</td>"));
+    assert!(
+        panel.contains(">stderr</a>") && panel.contains(">data</a>"),
+        "{panel}"
+    );
+    assert!(panel.contains(">failure details</a>"), "{panel}");
+    // The row and its bars are selected.
+    assert!(dom.contains(&format!("data-i=\"{}\" class=\"failed sel\"", failed.i)));
+    let png = dir.path().join("report-41-detail.png");
+    screenshot(&page, &fragment, &png, 1400, 1000);
 }
