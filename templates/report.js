@@ -88,6 +88,15 @@
     document.body.setAttribute("data-shown", String(count));
   };
   if (filterBox) { filterBox.addEventListener("input", applyFilter); }
+  // A status card filters by its status; a second click clears the filter.
+  each(document.querySelectorAll(".card[data-status]"), function (card) {
+    card.addEventListener("click", function () {
+      if (!filterBox) { return; }
+      var status = card.getAttribute("data-status");
+      filterBox.value = filterBox.value === status ? "" : status;
+      applyFilter();
+    });
+  });
 
   // ---- The per-script view.
   var panel = document.getElementById("detail");
@@ -157,6 +166,15 @@
       if (e.target.closest("a")) { return; }
       var tr = e.target.closest("tr");
       if (tr) { show(tr.getAttribute("data-i")); }
+    });
+    // Rows open from the keyboard too.
+    rows.forEach(function (r) { r.tabIndex = 0; });
+    table.tBodies[0].addEventListener("keydown", function (e) {
+      var tr = e.target.closest("tr");
+      if (tr && e.target === tr && (e.key === "Enter" || e.key === " ")) {
+        e.preventDefault();
+        show(tr.getAttribute("data-i"));
+      }
     });
   }
   var svg = document.getElementById("timeline");

@@ -27,7 +27,8 @@ use serde_json::json;
 fn chromium_renders_the_report_of_a_real_run() {
     let t = Tree::new();
     t.fixture("ok_jax.py", "m/jax/ok_jax.py");
-    t.fixture("fail_exception.py", "m/jax/fail.py");
+    // Discovered after ok_jax: shown before it all the same.
+    t.fixture("fail_exception.py", "m/jax/z_fail.py");
     let out = t.run(&[]);
     assert_eq!(code(&out), 1, "one script fails: {}", stderr(&out));
 
@@ -43,7 +44,7 @@ fn chromium_renders_the_report_of_a_real_run() {
     let dom = dump_dom(&page);
     assert_rendered(&dom);
     assert!(dom.contains("ok_jax"), "ok_jax missing from the page");
-    assert!(dom.contains(">fail<"), "fail missing from the page");
+    assert!(dom.contains(">z_fail<"), "z_fail missing from the page");
     // Both attempts are bars on the timeline, and the failure shows its traceback.
     assert_eq!(dom.matches("<rect class=\"attempt").count(), 2, "{dom}");
     assert!(dom.contains("class=\"attempt succeeded\""));
@@ -53,7 +54,7 @@ fn chromium_renders_the_report_of_a_real_run() {
     assert!(dom.contains("<pre class=\"stderr\">"));
     assert!(dom.contains("script_error"));
     dom::assert_readable(&dom, 2);
-    assert_eq!(dom::rows(&dom)[0].id, "fail", "the failure comes first");
+    assert_eq!(dom::rows(&dom)[0].id, "z_fail", "the failure comes first");
     screenshot(&page, "", &t.root().join("report-real.png"), 1400, 1000);
 }
 
@@ -246,6 +247,14 @@ fn forty_one_scripts_are_readable() {
         "failures first: {:?}",
         rows[0]
     );
+    // The script stopped before it started is counted, listed, and has no bar.
+    let unstarted = rows
+        .iter()
+        .find(|r| r.attempts == 0)
+        .expect("an unstarted row");
+    assert_eq!(unstarted.status, "interrupted");
+    assert!(dom::bars(&dom).iter().all(|b| b.i != unstarted.i));
+    assert!(dom.contains("not started (interrupted)"));
     // Of 41 long ids on 4 lanes, only bars wide enough keep theirs.
     let bars = dom::bars(&dom);
     let labelled = bars.iter().filter(|b| b.label_w.is_some()).count();

@@ -54,11 +54,14 @@ enum End {
     /// Fails once, then succeeds.
     Flaky,
     Interrupted,
+    /// Interrupted before it started: no attempt, nothing on the timeline.
+    NotStarted,
 }
 
 fn end_of(i: usize, n: usize) -> End {
     match i {
-        _ if n > 3 && i == n - 1 => End::Interrupted,
+        _ if n > 3 && i == n - 1 => End::NotStarted,
+        _ if n > 3 && i == n - 2 => End::Interrupted,
         _ if i % 23 == 5 => End::Fails,
         _ if i % 31 == 9 => End::FailsFast,
         _ if i % 37 == 14 => End::TimesOut,
@@ -93,8 +96,10 @@ fn attempt(number: u32, slot: usize, start: SystemTime, secs: f64, status: &str)
 }
 
 fn result(id: &str, attempts: Vec<Value>, end: End, wall: f64) -> ScriptResult {
-    let last = attempts.last().cloned().unwrap_or(json!({}));
-    let status = last["status"].as_str().unwrap_or("interrupted").to_string();
+    let last = attempts.last().cloned().unwrap_or(json!({
+        "status": "interrupted", "class": "interrupted", "return_code": null, "signal": null
+    }));
+    let status = last["status"].as_str().unwrap().to_string();
     let ok = status == "succeeded";
     let tail: Vec<String> = if ok {
         vec![]
@@ -158,6 +163,7 @@ pub fn events(n: usize, jobs: usize) -> Vec<RunEvent> {
                 secs = secs.min(3.0);
                 vec![("interrupted", secs)]
             }
+            End::NotStarted => vec![],
         };
         let mut attempts = Vec::new();
         for (k, (status, dur)) in plan.iter().enumerate() {
