@@ -143,6 +143,12 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
+    #[error("failed to remove {path}, an earlier run's history folder")]
+    Prune {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("failed to render junit.xml")]
     Junit(#[source] quick_junit::SerializeError),
     #[error("failed to write a report: its writer panicked: {message}")]

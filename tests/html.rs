@@ -1,168 +1,34 @@
 //! `report.html` opened in headless Chromium: the page's script runs without errors,
 //! the table, timeline and failures are there, and nothing from a script can inject
-//! markup. Chromium is required: `.ci/run` installs it (`apt-get install chromium`).
+//! markup. At 3, 41 and 1,000 scripts the page stays readable: failures first, cards
+//! that add up, a filter, labels that fit, every failure marked; each is screenshot.
+//! Chromium is required: `.ci/run` installs it (`apt-get install chromium`).
+//! `JAX_RUNNER_KEEP_SCREENSHOTS=DIR` keeps the screenshots (and the synthetic pages)
+//! for a person to look at.
 
+#[path = "html/chromium.rs"]
+mod chromium;
 mod common;
+#[path = "html/dom.rs"]
+mod dom;
+#[path = "html/synth.rs"]
+mod synth;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
+use chromium::*;
 use common::*;
 use jax_runner::events::RunEvent;
 use jax_runner::model::{PerformanceMetrics, ScriptResult, ScriptSummary};
 use jax_runner::report::{HtmlReporter, Reporter};
 use serde_json::json;
 
-const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The `chromium` binary on PATH; its absence fails the test rather than skipping it.
-fn chromium() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("chromium"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "`chromium` is not on PATH: the report.html tests need headless Chromium. \
-                 `.ci/run` installs it; locally run `apt-get install -y chromium`"
-            )
-        })
-}
-
-/// What headless Chromium made of a page.
-struct Rendered {
-    dom: String,
-    stderr: String,
-}
-
-/// Runs headless Chromium with `mode` (`--dump-dom`, `--screenshot=…`) on `page`,
-/// killing it (by its own PID) if it runs past the timeout.
-fn headless(page: &Path, mode: &[String]) -> Rendered {
-    let scratch = tempfile::tempdir().unwrap();
-    let profile = scratch.path().join("profile");
-    let out_path = scratch.path().join("stdout");
-    let err_path = scratch.path().join("stderr");
-    // Files rather than pipes: a helper process that outlives the browser cannot
-    // block the test by holding a pipe open.
-    let mut child = Command::new(chromium())
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--no-first-run",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(mode)
-        .arg(format!("file://{}", page.display()))
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path).unwrap())
-        .stderr(std::fs::File::create(&err_path).unwrap())
-        .spawn()
-        .expect("chromium starts");
-    let deadline = Instant::now() + CHROMIUM_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "chromium did not finish within {CHROMIUM_TIMEOUT:?}; stderr:\n{}",
-                std::fs::read_to_string(&err_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let rendered = Rendered {
-        dom: String::from_utf8_lossy(&std::fs::read(&out_path).unwrap()).into_owned(),
-        stderr: String::from_utf8_lossy(&std::fs::read(&err_path).unwrap()).into_owned(),
-    };
-    assert!(
-        status.success(),
-        "chromium exited with {status}; stderr:\n{}",
-        rendered.stderr
-    );
-    rendered
-}
-
-/// Dumps the DOM after scripts ran and checks the console stayed clean.
-fn dump_dom(page: &Path) -> String {
-    let r = headless(page, &["--dump-dom".to_string()]);
-    for bad in ["Uncaught", "SyntaxError"] {
-        assert!(
-            !r.stderr.contains(bad),
-            "the page logged a JavaScript error ({bad}):\n{}",
-            r.stderr
-        );
-    }
-    r.dom
-}
-
-/// The `<body …>` start tag of a dumped DOM.
-fn body_tag(dom: &str) -> &str {
-    let start = dom.find("<body").expect("a body element");
-    let end = start + dom[start..].find('>').unwrap();
-    &dom[start..=end]
-}
-
-fn assert_rendered(dom: &str) {
-    assert!(
-        body_tag(dom).contains("data-rendered=\"ok\""),
-        "the page's script did not finish: {}",
-        body_tag(dom)
-    );
-    assert!(dom.contains("<svg"), "no SVG in the page");
-    assert!(dom.contains("id=\"timeline\""), "no timeline");
-    assert!(dom.contains("id=\"scripts\""), "no scripts table");
-}
-
-/// A numeric attribute of a start tag.
-fn attr(tag: &str, name: &str) -> f64 {
-    let key = format!(" {name}=\"");
-    let start = tag
-        .find(&key)
-        .unwrap_or_else(|| panic!("no {name} in {tag}"))
-        + key.len();
-    let end = start + tag[start..].find('"').unwrap();
-    tag[start..end].parse().unwrap()
-}
-
-/// A worker runs one attempt at a time: bars sharing a row must not overlap.
-fn assert_no_overlap_within_a_slot(dom: &str) {
-    let bars: Vec<(f64, f64, f64)> = dom
-        .match_indices("<rect class=\"attempt")
-        .map(|(i, _)| {
-            let tag = &dom[i..i + dom[i..].find('>').unwrap()];
-            (
-                attr(tag, "y"),
-                attr(tag, "x"),
-                attr(tag, "x") + attr(tag, "width"),
-            )
-        })
-        .collect();
-    for (i, a) in bars.iter().enumerate() {
-        for b in &bars[i + 1..] {
-            // Rounding to 0.1 unit and the 1.5-unit minimum width allow a hair.
-            let overlap = a.1.max(b.1) + 2.0 < a.2.min(b.2);
-            assert!(
-                !(a.0 == b.0 && overlap),
-                "attempts overlap in one slot: {a:?} and {b:?}"
-            );
-        }
-    }
-}
-
 #[test]
 fn chromium_renders_the_report_of_a_real_run() {
     let t = Tree::new();
     t.fixture("ok_jax.py", "m/jax/ok_jax.py");
-    t.fixture("fail_exception.py", "m/jax/fail.py");
+    // Discovered after ok_jax: shown before it all the same.
+    t.fixture("fail_exception.py", "m/jax/z_fail.py");
     let out = t.run(&[]);
     assert_eq!(code(&out), 1, "one script fails: {}", stderr(&out));
 
@@ -178,7 +44,7 @@ fn chromium_renders_the_report_of_a_real_run() {
     let dom = dump_dom(&page);
     assert_rendered(&dom);
     assert!(dom.contains("ok_jax"), "ok_jax missing from the page");
-    assert!(dom.contains(">fail<"), "fail missing from the page");
+    assert!(dom.contains(">z_fail<"), "z_fail missing from the page");
     // Both attempts are bars on the timeline, and the failure shows its traceback.
     assert_eq!(dom.matches("<rect class=\"attempt").count(), 2, "{dom}");
     assert!(dom.contains("class=\"attempt succeeded\""));
@@ -187,6 +53,9 @@ fn chromium_renders_the_report_of_a_real_run() {
     assert!(dom.contains("deliberate failure for tests"));
     assert!(dom.contains("<pre class=\"stderr\">"));
     assert!(dom.contains("script_error"));
+    dom::assert_readable(&dom, 2);
+    assert_eq!(dom::rows(&dom)[0].id, "z_fail", "the failure comes first");
+    screenshot(&page, "", &t.root().join("report-real.png"), 1400, 1000);
 }
 
 // ---------------------------------------------------------------------------------
@@ -305,4 +174,178 @@ fn chromium_renders_a_report_built_from_events_without_injection() {
         2,
         "one sparkline per script"
     );
+}
+
+#[test]
+fn the_hostile_scripts_detail_opens_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reporter = HtmlReporter::new(dir.path().to_path_buf());
+    for e in events() {
+        reporter.handle(&e).unwrap();
+    }
+    let page = dir.path().join("report.html");
+    let dom = dump_dom_at(&page, &format!("#script={}", percent(HOSTILE_ID)));
+    assert_rendered(&dom);
+    assert!(!body_tag(&dom).contains("pwned"), "{}", body_tag(&dom));
+    let panel = detail_panel(&dom);
+    assert!(!panel.starts_with("<aside id=\"detail\" hidden"), "{panel}");
+    assert!(panel.contains("evil&lt;img src=x"), "{panel}");
+    assert!(!panel.contains("<img"), "{panel}");
+}
+
+// ---------------------------------------------------------------------------------
+// Synthetic runs of 3, 41 and 1,000 scripts.
+
+/// Every byte but unreserved ones percent-encoded, for a URL fragment.
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The `<aside id="detail" …>…</aside>` of a dumped DOM.
+fn detail_panel(dom: &str) -> &str {
+    let start = dom.find("<aside id=\"detail\"").expect("a detail panel");
+    &dom[start..start + dom[start..].find("</aside>").unwrap()]
+}
+
+/// Writes, dumps, screenshots and checks the report of `n` synthetic scripts.
+fn check_synthetic(n: usize, jobs: usize) -> (tempfile::TempDir, PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let page = synth::write_report(dir.path(), n, jobs);
+    let dom = dump_dom(&page);
+    assert_rendered(&dom);
+    dom::assert_readable(&dom, n);
+    let png = dir.path().join(format!("report-{n}.png"));
+    screenshot(&page, "", &png, 1400, 1800);
+    if let Some(keep) = std::env::var_os("JAX_RUNNER_KEEP_SCREENSHOTS") {
+        std::fs::copy(&page, Path::new(&keep).join(format!("report-{n}.html"))).unwrap();
+    }
+    (dir, page, dom)
+}
+
+#[test]
+fn three_scripts_are_readable() {
+    let (_dir, _page, dom) = check_synthetic(3, 2);
+    // Short bars of short ids: the labels are there.
+    let labelled = dom::bars(&dom)
+        .iter()
+        .filter(|b| b.label_w.is_some())
+        .count();
+    assert!(labelled >= 2, "{labelled} labelled bars");
+}
+
+#[test]
+fn forty_one_scripts_are_readable() {
+    let (_dir, _page, dom) = check_synthetic(41, 4);
+    let rows = dom::rows(&dom);
+    assert!(
+        rows[0].status != "succeeded",
+        "failures first: {:?}",
+        rows[0]
+    );
+    // The script stopped before it started is counted, listed, and has no bar.
+    let unstarted = rows
+        .iter()
+        .find(|r| r.attempts == 0)
+        .expect("an unstarted row");
+    assert_eq!(unstarted.status, "interrupted");
+    assert!(dom::bars(&dom).iter().all(|b| b.i != unstarted.i));
+    assert!(dom.contains("not started (interrupted)"));
+    // Of 41 long ids on 4 lanes, only bars wide enough keep theirs.
+    let bars = dom::bars(&dom);
+    let labelled = bars.iter().filter(|b| b.label_w.is_some()).count();
+    assert!(labelled < bars.len(), "every bar labelled: {labelled}");
+}
+
+#[test]
+fn a_thousand_scripts_are_readable_and_the_page_stays_small() {
+    let (_dir, page, dom) = check_synthetic(1000, 8);
+    let size = std::fs::metadata(&page).unwrap().len();
+    let body = body_tag(&dom);
+    eprintln!(
+        "report.html of 1000 scripts: {size} bytes; script {} ms, ready {} ms after navigation",
+        dom::attr_str(body, "data-script-ms").unwrap_or("?"),
+        dom::attr_str(body, "data-ready-ms").unwrap_or("?"),
+    );
+    assert!(
+        size < 2 << 20,
+        "report.html of 1000 scripts is {size} bytes"
+    );
+    // Sparklines only for scripts with samples, never a placeholder.
+    let sparks = dom.matches("<svg class=\"spark\"").count();
+    assert!(sparks > 0 && sparks < 1000, "{sparks} sparklines");
+}
+
+#[test]
+fn the_filter_in_the_url_hides_what_does_not_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = synth::write_report(dir.path(), 41, 4);
+    let all = dom::rows(&dump_dom(&page));
+
+    let dom = dump_dom_at(&page, "#q=timed_out");
+    let rows = dom::rows(&dom);
+    let shown: Vec<&str> = rows
+        .iter()
+        .filter(|r| !r.hidden)
+        .map(|r| r.id.as_str())
+        .collect();
+    let want: Vec<&str> = all
+        .iter()
+        .filter(|r| r.status == "timed_out")
+        .map(|r| r.id.as_str())
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(shown, want);
+    assert!(dom.contains(&format!("data-shown=\"{}\"", want.len())));
+    assert!(
+        dom.contains(" class=\"bar dim\""),
+        "non-matching bars are dimmed"
+    );
+
+    // Every word must match, in any case: the first failed script's model and "FAILED".
+    let model = &all.iter().find(|r| r.status == "failed").unwrap().id[..8];
+    let dom = dump_dom_at(&page, &format!("#q=FAILED+{}", percent(model)));
+    let shown: Vec<String> = dom::rows(&dom)
+        .into_iter()
+        .filter(|r| !r.hidden)
+        .map(|r| r.id)
+        .collect();
+    let want: Vec<String> = all
+        .iter()
+        .filter(|r| r.status == "failed" && r.id.contains(model))
+        .map(|r| r.id.clone())
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(shown, want);
+}
+
+#[test]
+fn a_scripts_detail_opens_from_the_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = synth::write_report(dir.path(), 41, 4);
+    let rows = dom::rows(&dump_dom(&page));
+    let failed = rows.iter().find(|r| r.status == "failed").unwrap();
+    let fragment = format!("#script={}", percent(&failed.id));
+    let dom = dump_dom_at(&page, &fragment);
+    let panel = detail_panel(&dom);
+    assert!(
+        panel.starts_with("<aside id=\"detail\" aria-live"),
+        "{panel}"
+    );
+    assert!(panel.contains(&format!(">{}</h3>", failed.id)), "{panel}");
+    assert!(panel.contains("exit code 1: ValueError: belief does not sum to &lt;1&gt;"));
+    assert!(panel.contains("<td>script_error</td>") || panel.contains("<td>failed</td>"));
+    assert!(
+        panel.contains(">stderr</a>") && panel.contains(">data</a>"),
+        "{panel}"
+    );
+    assert!(panel.contains(">failure details</a>"), "{panel}");
+    // The row and its bars are selected.
+    assert!(dom.contains(&format!("data-i=\"{}\" class=\"failed sel\"", failed.i)));
+    let png = dir.path().join("report-41-detail.png");
+    screenshot(&page, &fragment, &png, 1400, 1000);
 }

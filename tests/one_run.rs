@@ -151,3 +151,28 @@ fn every_file_names_its_run_and_kept_results_name_theirs() {
         );
     }
 }
+
+#[test]
+fn the_history_keeps_the_newest_twenty_runs() {
+    let tree = Tree::new();
+    tree.fixture("ok_plain.py", "m/jax/a.py");
+    let history = tree.results_dir().join("history");
+    // 23 earlier runs, oldest first, and a folder that is no run.
+    let runs: Vec<String> = (0..23)
+        .map(|i| format!("20200101T0000{i:02}.000Z-{}", 10 + i))
+        .collect();
+    for run in runs.iter().chain(["notes".to_string()].iter()) {
+        std::fs::create_dir_all(history.join(run)).unwrap();
+        std::fs::write(history.join(run).join("gone_results.json"), "{}").unwrap();
+    }
+    let out = tree.run(&["-q"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut left: Vec<String> = std::fs::read_dir(&history)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    let mut want: Vec<String> = runs[3..].to_vec();
+    want.push("notes".into());
+    assert_eq!(left, want, "the three oldest runs go, the rest stay");
+}

@@ -135,6 +135,14 @@ fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
             sweep.history().display()
         );
     }
+    if !swept.pruned.is_empty() {
+        tracing::info!(
+            "removed the history of {} earlier run(s): {} keeps the newest {}",
+            swept.pruned.len(),
+            crate::report::sweep::HISTORY_DIR,
+            crate::report::sweep::HISTORY_KEEP
+        );
+    }
     let errors = swept.errors.iter();
     errors.map(|e| crate::error::chain(e).join(": ")).collect()
 }

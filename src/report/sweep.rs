@@ -4,6 +4,9 @@
 //! into `<results>/history/<run_id>/`. Anything that globs `*_results.json` then reads
 //! only the scripts of the run that `performance_metrics.json` describes, and nothing
 //! is lost. `performance_metrics.json` itself stays: the scheduler's history reads it.
+//!
+//! The history keeps the newest [`HISTORY_KEEP`] run folders; older ones are removed,
+//! so a results folder run into every day does not grow forever.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -14,6 +17,10 @@ use crate::model::gnn::FRAMEWORK;
 
 /// The folder under the results folder that holds earlier runs' stale files.
 pub const HISTORY_DIR: &str = "history";
+
+/// Run folders `history/` keeps: the newest by run id, which starts with the run's
+/// start time. The current run's is never removed.
+pub const HISTORY_KEEP: usize = 20;
 
 /// What the sweep looks at.
 #[derive(Debug)]
@@ -33,7 +40,9 @@ pub struct Sweep<'a> {
 pub struct Swept {
     /// Files and folders moved, as they were named before.
     pub moved: Vec<PathBuf>,
-    /// Moves that failed; the file stays where it was.
+    /// Earlier runs' history folders removed, beyond the newest [`HISTORY_KEEP`].
+    pub pruned: Vec<PathBuf>,
+    /// Moves and removals that failed; the file stays where it was.
     pub errors: Vec<ReportError>,
 }
 
@@ -70,7 +79,29 @@ impl Sweep<'_> {
                 }),
             }
         }
+        self.prune(HISTORY_KEEP, &mut swept);
         swept
+    }
+
+    /// Removes the history folders of all but the newest `keep` runs, never this
+    /// run's. Only folders named like a run id are touched: anything else a person
+    /// put there stays.
+    pub fn prune(&self, keep: usize, swept: &mut Swept) {
+        let root = self.results_dir.join(HISTORY_DIR);
+        let mut runs: Vec<String> = names(&root)
+            .into_iter()
+            .filter(|n| is_run_id(n) && n != self.run_id && root.join(n).is_dir())
+            .collect();
+        // Newest first; this run's folder, when there is one, takes a place.
+        runs.sort_by(|a, b| b.cmp(a));
+        let room = keep.saturating_sub(usize::from(root.join(self.run_id).is_dir()));
+        for name in runs.into_iter().skip(room) {
+            let path = root.join(name);
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => swept.pruned.push(path),
+                Err(source) => swept.errors.push(ReportError::Prune { path, source }),
+            }
+        }
     }
 
     /// Stale files of the results folder, with their place relative to it.
@@ -98,6 +129,28 @@ impl Sweep<'_> {
             .map(|rel| (dir.join(&rel), PathBuf::from(rel)))
             .collect()
     }
+}
+
+/// True for a name shaped like a run id: `20261122T183605.123Z-4242`, the UTC start
+/// (so names sort by time) and a process id.
+pub fn is_run_id(name: &str) -> bool {
+    let Some((stamp, pid)) = name.split_once('-') else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some((date, time)) = stamp.split_once('T') else {
+        return false;
+    };
+    let Some(time) = time.strip_suffix('Z') else {
+        return false;
+    };
+    let (whole, fraction) = time.split_once('.').unwrap_or((time, "0"));
+    date.len() == 8
+        && digits(date)
+        && whole.len() == 6
+        && digits(whole)
+        && digits(fraction)
+        && digits(pid)
 }
 
 /// The script id a log file name belongs to: `<id>.stdout.log`, `<id>.stderr.log`,

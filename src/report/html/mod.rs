@@ -4,8 +4,10 @@
 //! The reporter keeps only what the page needs while the run goes on: the script
 //! records every end-of-run report shares (`super::record`) and a decimated series of
 //! memory samples per script. All geometry (timeline rectangles, sparkline points,
-//! axis ticks) is computed here; the template only lays it out and its script only
-//! sorts the table.
+//! axis ticks) is computed here; the template only lays it out. Its script
+//! (`templates/report.js`) sorts and filters the table and opens a script's detail;
+//! a Content-Security-Policy lets only that script run, whatever a script's output
+//! holds.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,28 +24,45 @@ use crate::model::PerformanceMetrics;
 /// Name of the page inside the results folder.
 pub const HTML_FILE: &str = "report.html";
 
+mod detail;
+mod inline;
 mod links;
 mod page;
 mod svg;
 
 const TEMPLATE_NAME: &str = "report.html.j2";
 const TEMPLATE: &str = include_str!("../../../templates/report.html.j2");
+/// The page's one script, inlined; the CSP allows it by its hash.
+const SCRIPT: &str = include_str!("../../../templates/report.js");
 
 /// Most memory samples kept per script; beyond it every other point is dropped and
 /// only every second sample is taken from then on.
 const MAX_POINTS: usize = 240;
 
-/// Timeline geometry, in SVG user units.
+/// Timeline geometry, in SVG user units. A lane is `TL_ROW_H` high; its bar starts
+/// `TL_BAR_Y` down, leaving room above it for a failure's mark.
 const TL_GUTTER: f64 = 64.0;
 const TL_PLOT_W: f64 = 1040.0;
-const TL_ROW_H: f64 = 24.0;
+const TL_ROW_H: f64 = 28.0;
+const TL_BAR_Y: f64 = 8.0;
 const TL_BAR_H: f64 = 18.0;
 const TL_AXIS_H: f64 = 22.0;
+/// A failed attempt is never narrower than this, however short.
+const FAIL_MIN_W: f64 = 4.0;
+/// Bar labels are 11px monospace: 0.6 em a character, and a little spare for fonts
+/// whose advance is wider.
+const LABEL_CHAR_W: f64 = 6.9;
+/// Space left between a bar's edge and its label.
+const LABEL_PAD: f64 = 4.0;
+/// Failure cards shown open; later ones start folded.
+const OPEN_FAILURES: usize = 5;
 
 /// Sparkline size, in SVG user units.
 const SPARK_W: f64 = 140.0;
 const SPARK_H: f64 = 28.0;
 const SPARK_PAD: f64 = 2.0;
+/// Most points drawn in one sparkline: about one per two units of width.
+const SPARK_MAX_DRAWN: usize = 70;
 
 /// Writes `report.html` when the run ends.
 #[derive(Debug)]
@@ -73,13 +92,15 @@ impl HtmlReporter {
 
     /// Renders the page for the final metrics.
     fn render(&self, metrics: &PerformanceMetrics) -> Result<String, minijinja::Error> {
-        let page = page::build_page(
+        let mut page = page::build_page(
             metrics,
             self.records.finishing_order(),
             &self.samples,
             &self.interpreter,
             &self.results_dir,
         );
+        page.script = SCRIPT;
+        page.csp = inline::content_security_policy(SCRIPT);
         let mut env = minijinja::Environment::new();
         // Explicit, although the default callback also picks HTML for `.html.j2`.
         env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
@@ -180,7 +201,21 @@ struct Page {
     title: String,
     /// The header's provenance line: run id and jax-runner version.
     provenance: String,
-    cards: Vec<Card>,
+    /// The table's scripts by final status: each script in exactly one card, so the
+    /// cards add up to `total`.
+    status_cards: Vec<Card>,
+    /// Table rows, the number the status cards add up to.
+    total: usize,
+    /// Counts that overlap the statuses (fallbacks, leaks, …).
+    other_cards: Vec<Card>,
+    /// Whether any script has memory samples: the memory column is left out otherwise.
+    has_spark: bool,
+    /// Per table row, what its detail view adds to the row (attempts, reason), as
+    /// JSON safe inside a `<script>` element.
+    script_data: String,
+    /// The page's script and the policy that lets only it run.
+    script: &'static str,
+    csp: String,
     run_info: Vec<(&'static str, String)>,
     by_class: Vec<(String, usize)>,
     rows: Vec<Row>,
@@ -194,9 +229,11 @@ struct Page {
 #[derive(Debug, Serialize)]
 struct Card {
     label: &'static str,
-    value: String,
+    value: usize,
     /// CSS modifier: `good`, `bad`, `warn` or empty.
     tone: &'static str,
+    /// The status a status card counts (`failed`); empty for other cards.
+    status: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -279,14 +316,22 @@ struct Bar {
     h: f64,
     status: &'static str,
     title: String,
-    /// The id drawn inside the bar when it is wide enough.
+    /// The table row of its script.
+    i: usize,
+    /// The id drawn inside the bar when it is wide enough for all of it.
     label: Option<String>,
     text_x: f64,
     text_y: f64,
+    /// SVG path of the mark above a failed attempt, so no failure is too small to see.
+    mark: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
 struct Failure {
+    /// The table row of its script.
+    i: usize,
+    /// Shown unfolded: the first few are.
+    open: bool,
     id: String,
     path: String,
     status: &'static str,
@@ -327,16 +372,6 @@ fn fmt_secs(s: f64) -> String {
 
 fn round1(v: f64) -> f64 {
     (v * 10.0).round() / 10.0
-}
-
-fn ellipsize(s: &str, max_chars: usize) -> String {
-    if s.chars().count() <= max_chars {
-        s.to_string()
-    } else {
-        let mut out: String = s.chars().take(max_chars.saturating_sub(1)).collect();
-        out.push('…');
-        out
-    }
 }
 
 #[cfg(test)]

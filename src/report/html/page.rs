@@ -1,10 +1,13 @@
 //! What the template sees, built from the final metrics and the script records:
-//! summary cards, run facts, the table in discovery order, the failure details.
+//! summary cards, run facts, the table (failures first, then in discovery order),
+//! the failure details.
 
 use std::collections::{HashMap, HashSet};
 
+use super::detail::details;
+use super::inline::json_for_script;
 use super::links::script_links;
-use super::svg::{sparkline, timeline};
+use super::svg::{origin, sparkline, timeline};
 use super::*;
 use crate::listing::{bounded_messages, LISTED};
 use crate::model::{RunInfo, ScriptSummary, Totals};
@@ -29,25 +32,32 @@ pub(super) fn build_page(
             r.links = script_links(report_dir, f);
         }
     }
+    let row_of: HashMap<&str, usize> = rows.iter().map(|r| (r.id.as_str(), r.index)).collect();
     let failures = failures(&rows, &by_id);
+    let status_cards = status_cards(&rows);
+    let succeeded = rows.iter().filter(|r| r.status == "succeeded").count();
+    let details = details(&rows, &by_id, origin(metrics, records));
     Page {
-        title: format!(
-            "jax-runner report: {} of {} succeeded",
-            t.succeeded, t.total_scripts
-        ),
+        title: format!("jax-runner report: {succeeded} of {} succeeded", rows.len()),
         provenance: format!(
             "run {} · jax-runner {}",
             metrics.run.run_id, metrics.run.runner_version
         ),
-        cards: cards(t),
+        status_cards,
+        total: rows.len(),
+        other_cards: other_cards(t),
+        has_spark: rows.iter().any(|r| r.spark.is_some()),
+        script_data: json_for_script(&details),
+        script: "",
+        csp: String::new(),
         run_info: run_info(&metrics.run, interpreter),
         by_class: t
             .by_class
             .iter()
             .map(|(c, n)| (c.as_str().to_string(), *n))
             .collect(),
+        timeline: timeline(metrics, records, &row_of),
         rows,
-        timeline: timeline(metrics, records),
         failures,
         warnings: bounded_messages(&metrics.warnings, LISTED, ALL_IN_METRICS),
         missing: bounded_messages(&metrics.missing_scripts, LISTED, ALL_IN_METRICS),
@@ -55,28 +65,69 @@ pub(super) fn build_page(
     }
 }
 
-fn cards(t: &Totals) -> Vec<Card> {
-    let tone = |n: usize, bad: &'static str| if n == 0 { "" } else { bad };
-    let card = |label, n: usize, tone| Card {
-        label,
-        value: n.to_string(),
-        tone,
-    };
-    let all_good = t.succeeded == t.total_scripts && t.total_scripts > 0;
-    vec![
-        card("scripts", t.total_scripts, ""),
-        card("succeeded", t.succeeded, if all_good { "good" } else { "" }),
-        card("failed", t.failed, tone(t.failed, "bad")),
-        card("timed out", t.timed_out, tone(t.timed_out, "bad")),
-        card("interrupted", t.interrupted, tone(t.interrupted, "warn")),
-        card("fallbacks", t.fallbacks, tone(t.fallbacks, "warn")),
-        card(
-            "device mismatches",
-            t.device_mismatches,
-            tone(t.device_mismatches, "warn"),
-        ),
-        card("leaks", t.leaks, tone(t.leaks, "warn")),
+fn tone(n: usize, bad: &'static str) -> &'static str {
+    if n == 0 {
+        ""
+    } else {
+        bad
+    }
+}
+
+/// One card per final status, counted over the table's rows: each script is in
+/// exactly one, so they add up to the number of rows. (The metrics' `failed` counts
+/// every script that did not succeed, timed-out ones included; shown beside a
+/// "timed out" card it would count those twice.)
+fn status_cards(rows: &[Row]) -> Vec<Card> {
+    let count = |status: &str| rows.iter().filter(|r| r.status == status).count();
+    let succeeded = count("succeeded");
+    let all_good = succeeded == rows.len() && !rows.is_empty();
+    [
+        ("succeeded", "succeeded", if all_good { "good" } else { "" }),
+        ("failed", "failed", "bad"),
+        ("timed out", "timed_out", "bad"),
+        ("interrupted", "interrupted", "warn"),
     ]
+    .into_iter()
+    .map(|(label, status, bad)| {
+        let n = count(status);
+        Card {
+            label,
+            value: n,
+            tone: if status == "succeeded" {
+                bad
+            } else {
+                tone(n, bad)
+            },
+            status,
+        }
+    })
+    .collect()
+}
+
+/// Counts that cut across the statuses; the rarer ones only when they happened.
+fn other_cards(t: &Totals) -> Vec<Card> {
+    let card = |label, n: usize, bad| Card {
+        label,
+        value: n,
+        tone: tone(n, bad),
+        status: "",
+    };
+    let mut cards = vec![
+        card("retried", t.retried, "warn"),
+        card("fallbacks", t.fallbacks, "warn"),
+        card("device mismatches", t.device_mismatches, "warn"),
+        card("leaks", t.leaks, "warn"),
+    ];
+    for (label, n, bad) in [
+        ("resumed", t.resumed, ""),
+        ("missing", t.missing, "bad"),
+        ("refused", t.refused, "bad"),
+    ] {
+        if n > 0 {
+            cards.push(card(label, n, bad));
+        }
+    }
+    cards
 }
 
 fn run_info(run: &RunInfo, interpreter: &Option<String>) -> Vec<(&'static str, String)> {
@@ -117,8 +168,9 @@ fn run_info(run: &RunInfo, interpreter: &Option<String>) -> Vec<(&'static str, S
     info
 }
 
-/// Table rows: the metrics' scripts in discovery order, then any finished script
-/// the metrics do not list, as it finished.
+/// Table rows, failures first: by final status (failed, timed out, interrupted,
+/// succeeded), and within one, the metrics' scripts in discovery order, then any
+/// finished script the metrics do not list, as it finished.
 fn rows(
     metrics: &PerformanceMetrics,
     records: &[ScriptRecord],
@@ -136,10 +188,22 @@ fn rows(
             rows.push(unlisted_row(f, samples));
         }
     }
+    rows.sort_by_key(|r| status_rank(r.status));
     for (i, r) in rows.iter_mut().enumerate() {
         r.index = i;
     }
     rows
+}
+
+/// Where a status sorts in the table: what needs attention first.
+fn status_rank(status: &str) -> u8 {
+    match status {
+        "failed" => 0,
+        "timed_out" => 1,
+        "interrupted" => 2,
+        "succeeded" => 4,
+        _ => 3,
+    }
 }
 
 fn row(s: &ScriptSummary, f: Option<&ScriptRecord>, samples: &HashMap<String, Samples>) -> Row {
@@ -155,9 +219,9 @@ fn row(s: &ScriptSummary, f: Option<&ScriptRecord>, samples: &HashMap<String, Sa
             .device_used
             .map(|p| device_label(&p))
             .unwrap_or_else(|| "—".into()),
-        wall_s: s.execution_time_s,
+        wall_s: round3(s.execution_time_s),
         wall: fmt_secs(s.execution_time_s),
-        peak_mb: s.peak_memory_mb,
+        peak_mb: round1(s.peak_memory_mb),
         peak: format!("{:.1}", s.peak_memory_mb),
         compile_sort: compile.map(|c| c.to_string()).unwrap_or_default(),
         compile: compile.map(fmt_secs).unwrap_or_else(|| "—".into()),
@@ -202,7 +266,7 @@ fn unlisted_row(f: &ScriptRecord, samples: &HashMap<String, Samples>) -> Row {
         class: f.attempts.last().map(|a| a.class.as_str()).unwrap_or(""),
         device_requested: "—".into(),
         device_used: "—".into(),
-        wall_s: wall,
+        wall_s: round3(wall),
         wall: fmt_secs(wall),
         peak_mb: 0.0,
         peak: "—".into(),
@@ -233,6 +297,8 @@ fn failures(rows: &[Row], by_id: &HashMap<&str, &ScriptRecord>) -> Vec<Failure> 
             let d = by_id.get(r.id.as_str()).filter(|d| !d.succeeded())?;
             let reason = d.reason.as_ref();
             Some(Failure {
+                i: r.index,
+                open: false,
                 id: r.id.clone(),
                 path: r.path.clone(),
                 status: d.status.as_str(),
@@ -246,5 +312,15 @@ fn failures(rows: &[Row], by_id: &HashMap<&str, &ScriptRecord>) -> Vec<Failure> 
                 links: r.links.clone(),
             })
         })
+        .enumerate()
+        .map(|(n, f)| Failure {
+            open: n < OPEN_FAILURES,
+            ..f
+        })
         .collect()
+}
+
+/// Enough digits to sort by, not the 17 of a full `f64`.
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
 }

@@ -2,7 +2,8 @@
 //! attempts per worker slot, computed here so the template only places them.
 
 use super::*;
-use crate::report::record::ScriptRecord;
+use crate::model::Status;
+use crate::report::record::{AttemptRecord, ScriptRecord};
 
 pub(super) fn sparkline(id: &str, samples: Option<&Samples>) -> Option<Sparkline> {
     let points = &samples?.points;
@@ -20,6 +21,7 @@ pub(super) fn sparkline(id: &str, samples: Option<&Samples>) -> Option<Sparkline
     let inner_h = SPARK_H - 2.0 * SPARK_PAD;
     let y_of = |m: f64| SPARK_PAD + inner_h - (m / scale_m) * inner_h;
 
+    let stride = points.len().div_ceil(SPARK_MAX_DRAWN).max(1);
     let mut lines = Vec::new();
     let mut start = 0;
     while start < points.len() {
@@ -37,7 +39,10 @@ pub(super) fn sparkline(id: &str, samples: Option<&Samples>) -> Option<Sparkline
             let x1 = (x0 + 6.0).min(SPARK_W - SPARK_PAD);
             vec![format!("{x0:.1},{y:.1}"), format!("{x1:.1},{y:.1}")]
         } else {
-            seg.iter()
+            // A point per pixel or two is all a sparkline shows: each chunk of
+            // `stride` samples draws as its highest, so peaks survive.
+            seg.chunks(stride)
+                .filter_map(|c| c.iter().max_by(|a, b| a.2.total_cmp(&b.2)))
                 .map(|p| {
                     let x = SPARK_PAD + (p.1 as f64 / max_t) * inner_w;
                     format!("{x:.1},{:.1}", y_of(p.2 as f64))
@@ -106,7 +111,30 @@ pub(super) fn fmt_tick(v: f64, step: f64) -> String {
     }
 }
 
-pub(super) fn timeline(metrics: &PerformanceMetrics, records: &[ScriptRecord]) -> Timeline {
+/// The origin of the timeline: the run's start, moved back to the earliest attempt
+/// when one is stamped earlier (clock skew), so nothing is drawn off the left.
+pub(super) fn origin(metrics: &PerformanceMetrics, records: &[ScriptRecord]) -> SystemTime {
+    let run_start = parse_time(&metrics.run.started_at);
+    let earliest = records
+        .iter()
+        .flat_map(|f| &f.attempts)
+        .filter_map(|a| parse_time(&a.started_at))
+        .min();
+    match (run_start, earliest) {
+        (Some(r), Some(e)) => r.min(e),
+        (Some(r), None) => r,
+        (None, Some(e)) => e,
+        (None, None) => SystemTime::UNIX_EPOCH,
+    }
+}
+
+/// The timeline: one lane per worker slot, one bar per attempt. `row_of` maps a
+/// script id to its table row, which a click on its bars opens.
+pub(super) fn timeline(
+    metrics: &PerformanceMetrics,
+    records: &[ScriptRecord],
+    row_of: &HashMap<&str, usize>,
+) -> Timeline {
     let mut placed = Vec::new();
     let mut skipped = 0;
     for f in records {
@@ -117,17 +145,8 @@ pub(super) fn timeline(metrics: &PerformanceMetrics, records: &[ScriptRecord]) -
             }
         }
     }
-    // The run's start is the origin; an attempt stamped earlier (clock skew, a
-    // started_at that did not parse) moves it back so nothing is drawn off the left.
-    let run_start = parse_time(&metrics.run.started_at);
-    let earliest = placed.iter().map(|p| p.2).min();
-    let origin = match (run_start, earliest) {
-        (Some(r), Some(e)) => r.min(e),
-        (Some(r), None) => r,
-        (None, Some(e)) => e,
-        (None, None) => SystemTime::UNIX_EPOCH,
-    };
-    let shift = run_start.map_or(0.0, |r| secs_between(origin, r));
+    let origin = origin(metrics, records);
+    let shift = parse_time(&metrics.run.started_at).map_or(0.0, |r| secs_between(origin, r));
     let end = placed
         .iter()
         .map(|(_, a, t)| secs_between(origin, *t) + a.duration_s.max(0.0))
@@ -151,7 +170,7 @@ pub(super) fn timeline(metrics: &PerformanceMetrics, records: &[ScriptRecord]) -
             TimelineRow {
                 label: format!("slot {i}"),
                 y,
-                text_y: y + TL_ROW_H / 2.0 + 4.0,
+                text_y: y + TL_BAR_Y + TL_BAR_H / 2.0 + 4.0,
                 stripe: i % 2 == 1,
             }
         })
@@ -168,38 +187,16 @@ pub(super) fn timeline(metrics: &PerformanceMetrics, records: &[ScriptRecord]) -
         v += step;
     }
 
-    let bars = placed
+    let mut bars: Vec<Bar> = placed
         .iter()
         .map(|(f, a, t)| {
             let start = secs_between(origin, *t).max(0.0);
-            let x = x_of(start);
-            let w = ((a.duration_s.max(0.0) / span) * TL_PLOT_W).max(1.5);
-            let y = plot_top + a.slot as f64 * TL_ROW_H + (TL_ROW_H - TL_BAR_H) / 2.0;
-            // Roughly 6.5 units per character at the label's font size.
-            let fits = ((w - 6.0) / 6.5).floor().max(0.0) as usize;
-            let label = (fits >= 4).then(|| ellipsize(&f.id, fits));
-            Bar {
-                x: round1(x),
-                y: round1(y),
-                w: round1(w),
-                h: TL_BAR_H,
-                status: a.status.as_str(),
-                title: format!(
-                    "{} · attempt {} · {} · {} · slot {} · from {} to {}",
-                    f.id,
-                    a.number,
-                    a.class.as_str(),
-                    fmt_secs(a.duration_s),
-                    a.slot,
-                    fmt_secs(start),
-                    fmt_secs(start + a.duration_s.max(0.0)),
-                ),
-                label,
-                text_x: round1(x + 4.0),
-                text_y: round1(y + TL_BAR_H / 2.0 + 4.0),
-            }
+            let lane = plot_top + a.slot as f64 * TL_ROW_H;
+            bar(f, a, start, x_of(start), lane, span, row_of)
         })
         .collect();
+    // Failures are drawn last: a neighbour's minimum width never covers them.
+    bars.sort_by_key(|b| b.mark.is_some());
 
     Timeline {
         width: TL_GUTTER + TL_PLOT_W + 16.0,
@@ -214,5 +211,56 @@ pub(super) fn timeline(metrics: &PerformanceMetrics, records: &[ScriptRecord]) -
         bars,
         skipped,
         span: fmt_secs(span),
+    }
+}
+
+/// One attempt's bar in its lane: `start` seconds after the origin, at `x`.
+fn bar(
+    f: &ScriptRecord,
+    a: &AttemptRecord,
+    start: f64,
+    x: f64,
+    lane: f64,
+    span: f64,
+    row_of: &HashMap<&str, usize>,
+) -> Bar {
+    let failed = a.status != Status::Succeeded;
+    let min_w = if failed { FAIL_MIN_W } else { 1.5 };
+    let w = ((a.duration_s.max(0.0) / span) * TL_PLOT_W).max(min_w);
+    let y = lane + TL_BAR_Y;
+    // The whole id or nothing: cut ids of one pipeline share their first letters, so
+    // "model…" on every bar tells nothing. The tooltip always has it.
+    let needed = f.id.chars().count() as f64 * LABEL_CHAR_W + 2.0 * LABEL_PAD;
+    let label = (w >= needed).then(|| f.id.clone());
+    // A failure gets a mark above its bar, in the lane's top margin.
+    let mark = failed.then(|| {
+        let cx = x + w / 2.0;
+        format!("M{:.1} {:.1}h8l-4 6z", cx - 4.0, lane + 1.0)
+    });
+    Bar {
+        i: row_of.get(f.id.as_str()).copied().unwrap_or(usize::MAX),
+        x: round1(x),
+        y: round1(y),
+        w: round1(w),
+        h: TL_BAR_H,
+        status: a.status.as_str(),
+        title: format!(
+            "{} · attempt {} · {} · {} · slot {} · from {} to {}{}",
+            f.id,
+            a.number,
+            a.class.as_str(),
+            fmt_secs(a.duration_s),
+            a.slot,
+            fmt_secs(start),
+            fmt_secs(start + a.duration_s.max(0.0)),
+            a.words
+                .as_ref()
+                .map(|w| format!(" · {w}"))
+                .unwrap_or_default(),
+        ),
+        label,
+        text_x: round1(x + LABEL_PAD),
+        text_y: round1(y + TL_BAR_H / 2.0 + 4.0),
+        mark,
     }
 }

@@ -189,8 +189,16 @@ fn escapes_stderr_and_failure_details() {
     assert!(html.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"));
     assert!(html.contains("ValueError: bad &lt;value&gt;"));
     assert!(html.contains("script_error"));
-    // Exactly one inline <script> element: the page's own.
-    assert_eq!(html.matches("<script").count(), 1);
+    // One script runs: the page's own. The other holds data, and nothing in it can
+    // end its element.
+    assert_eq!(html.matches("<script>").count(), 1);
+    assert_eq!(html.matches("<script").count(), 2);
+    assert_eq!(
+        html.matches("<script type=\"application/json\" id=\"script-data\">")
+            .count(),
+        1
+    );
+    assert_eq!(html.matches("</script>").count(), 2);
 }
 
 #[test]
@@ -294,8 +302,8 @@ fn the_started_event_names_the_slot() {
             metrics: Box::new(m),
         },
     ]);
-    // Row 1 starts at 4 + 24; the bar is centred in it.
-    let y = 4.0 + TL_ROW_H + (TL_ROW_H - TL_BAR_H) / 2.0;
+    // Row 1 starts at 4 + one lane; the bar sits below the room for a mark.
+    let y = 4.0 + TL_ROW_H + TL_BAR_Y;
     assert!(html.contains(&format!("y=\"{y:.1}\"")), "{html}");
 }
 

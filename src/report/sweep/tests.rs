@@ -117,3 +117,106 @@ fn gnn_files_of_gone_scripts_move_too() {
         assert!(step12.join(f).exists(), "{f} was moved");
     }
 }
+
+/// `n` history folders of runs one second apart, oldest first.
+fn past_runs(results: &Path, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let id = format!("20261122T18{:02}{:02}.000Z-{}", i / 60, i % 60, 100 + i);
+            touch(&results.join(HISTORY_DIR).join(&id).join("old_results.json"));
+            id
+        })
+        .collect()
+}
+
+fn history_names(results: &Path) -> Vec<String> {
+    names(&results.join(HISTORY_DIR))
+}
+
+#[test]
+fn run_ids_are_recognised() {
+    assert!(is_run_id(&crate::paths::run_id(
+        std::time::SystemTime::now()
+    )));
+    assert!(is_run_id("20261122T183605.123Z-4242"));
+    assert!(is_run_id("20261122T183605Z-1"));
+    for not in [
+        "notes",
+        "r1",
+        "20261122T183605.123Z",
+        "2026112T183605Z-1",
+        "x-1",
+    ] {
+        assert!(!is_run_id(not), "{not}");
+    }
+}
+
+#[test]
+fn the_history_keeps_the_newest_runs_and_this_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let runs = past_runs(dir, 8);
+    // A person's folder and file in history/ are not runs: they stay.
+    touch(&dir.join("history/keep-me/notes.txt"));
+    touch(&dir.join("history/README"));
+    // This run's folder sorts oldest (its clock went back): it stays all the same.
+    let current = "20261122T170000.000Z-7";
+    touch(&dir.join("history").join(current).join("gone_results.json"));
+    let sweep = Sweep {
+        results_dir: dir,
+        ids: HashSet::new(),
+        gnn: None,
+        run_id: current,
+    };
+    let mut swept = Swept::default();
+    sweep.prune(3, &mut swept);
+    assert!(swept.errors.is_empty(), "{:?}", swept.errors);
+    // Three places: this run's and the two newest before it.
+    let mut want = vec![
+        current.to_string(),
+        runs[6].clone(),
+        runs[7].clone(),
+        "README".into(),
+        "keep-me".into(),
+    ];
+    want.sort();
+    assert_eq!(history_names(dir), want);
+    assert_eq!(swept.pruned.len(), 6, "{:?}", swept.pruned);
+    assert!(dir.join("history/keep-me/notes.txt").exists());
+}
+
+#[test]
+fn every_sweep_prunes_to_the_documented_number() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let runs = past_runs(dir, HISTORY_KEEP + 5);
+    touch(&dir.join("gone_results.json"));
+    let current = "20261123T000000.000Z-9";
+    let swept = Sweep {
+        results_dir: dir,
+        ids: HashSet::new(),
+        gnn: None,
+        run_id: current,
+    }
+    .run();
+    assert!(swept.errors.is_empty(), "{:?}", swept.errors);
+    assert_eq!(swept.moved.len(), 1);
+    let left = history_names(dir);
+    assert_eq!(left.len(), HISTORY_KEEP, "{left:?}");
+    assert!(
+        left.contains(&current.to_string()),
+        "this run's history was removed"
+    );
+    assert!(dir
+        .join("history")
+        .join(current)
+        .join("gone_results.json")
+        .exists());
+    // The oldest six went; the newest nineteen before this run stayed.
+    for old in &runs[..6] {
+        assert!(!left.contains(old), "{old} stayed");
+    }
+    for kept in &runs[6..] {
+        assert!(left.contains(kept), "{kept} went");
+    }
+}
