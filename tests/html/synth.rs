@@ -56,12 +56,15 @@ enum End {
     Interrupted,
     /// Interrupted before it started: no attempt, nothing on the timeline.
     NotStarted,
+    /// Never started because `--max-fail` stopped the run.
+    Skipped,
 }
 
 fn end_of(i: usize, n: usize) -> End {
     match i {
         _ if n > 3 && i == n - 1 => End::NotStarted,
         _ if n > 3 && i == n - 2 => End::Interrupted,
+        _ if n > 40 && i == n - 3 => End::Skipped,
         _ if i % 23 == 5 => End::Fails,
         _ if i % 31 == 9 => End::FailsFast,
         _ if i % 37 == 14 => End::TimesOut,
@@ -96,8 +99,13 @@ fn attempt(number: u32, slot: usize, start: SystemTime, secs: f64, status: &str)
 }
 
 fn result(id: &str, attempts: Vec<Value>, end: End, wall: f64) -> ScriptResult {
+    let never = if end == End::Skipped {
+        "skipped"
+    } else {
+        "interrupted"
+    };
     let last = attempts.last().cloned().unwrap_or(json!({
-        "status": "interrupted", "class": "interrupted", "return_code": null, "signal": null
+        "status": never, "class": never, "return_code": null, "signal": null
     }));
     let status = last["status"].as_str().unwrap().to_string();
     let ok = status == "succeeded";
@@ -163,7 +171,7 @@ pub fn events(n: usize, jobs: usize) -> Vec<RunEvent> {
                 secs = secs.min(3.0);
                 vec![("interrupted", secs)]
             }
-            End::NotStarted => vec![],
+            End::NotStarted | End::Skipped => vec![],
         };
         let mut attempts = Vec::new();
         for (k, (status, dur)) in plan.iter().enumerate() {

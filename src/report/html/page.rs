@@ -86,6 +86,7 @@ fn status_cards(rows: &[Row]) -> Vec<Card> {
         ("failed", "failed", "bad"),
         ("timed out", "timed_out", "bad"),
         ("interrupted", "interrupted", "warn"),
+        ("skipped", "skipped", "warn"),
     ]
     .into_iter()
     .map(|(label, status, bad)| {
@@ -201,6 +202,7 @@ fn status_rank(status: &str) -> u8 {
         "failed" => 0,
         "timed_out" => 1,
         "interrupted" => 2,
+        "skipped" => 3,
         "succeeded" => 4,
         _ => 3,
     }
