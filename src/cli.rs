@@ -299,6 +299,27 @@ pub struct RunArgs {
     /// problems then show up script by script and fall back there.
     #[arg(help_heading = "Device", long)]
     pub no_preflight: bool,
+    // GPU options: plain long options, each a validated field of RunConfig.
+    /// Scripts per GPU (each gets its part of the GPU's memory), or auto: from free
+    /// GPU memory and each script's GPU peak in the previous runs [default: 1].
+    #[arg(help_heading = "Device", long, value_name = "N|auto")]
+    pub gpu_share: Option<String>,
+    /// XLA settings for GPU attempts, merged into your XLA_FLAGS: perf (Triton GEMMs,
+    /// latency-hiding scheduler, PGLE) or deterministic (deterministic GPU ops).
+    #[arg(
+        help_heading = "Device",
+        long,
+        value_enum,
+        value_name = "perf|deterministic"
+    )]
+    pub xla_preset: Option<XlaPresetArg>,
+}
+
+/// `--xla-preset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum XlaPresetArg {
+    Perf,
+    Deterministic,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -453,6 +474,11 @@ impl RunArgs {
             ray_address: (self.backend == BackendArg::Ray)
                 .then(|| self.ray_address.clone().unwrap_or_default()),
             ray_token: self.ray_token.clone(),
+            gpu_share: self.gpu_share.clone(),
+            xla_preset: self.xla_preset.map(|p| match p {
+                XlaPresetArg::Perf => jax_runner::model::XlaPreset::Perf,
+                XlaPresetArg::Deterministic => jax_runner::model::XlaPreset::Deterministic,
+            }),
             warm_start: match self.warm_start {
                 WarmArg::Auto => WarmStart::Auto,
                 WarmArg::On => WarmStart::On,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::model::FailureClass;
-use crate::model::{Device, Reuse, SandboxMode};
+use crate::model::{Device, Reuse, SandboxMode, XlaPreset};
 use crate::retry::RetryPolicy;
 
 /// Where the persistent XLA compilation cache lives, if anywhere.
@@ -78,6 +78,41 @@ pub struct RunConfig {
     pub run_id: String,
     /// The runner's command line, as it was started.
     pub argv: Vec<String>,
+    // GPU options (`--gpu-share`, `--xla-preset`): validated fields a profile can set.
+    /// `--gpu-share`: scripts per GPU; `None` keeps one.
+    pub gpu_share: Option<GpuShare>,
+    /// `--xla-preset`, added to GPU attempts' environment.
+    pub xla_preset: Option<XlaPreset>,
+}
+
+/// `--gpu-share`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuShare {
+    /// This many scripts per GPU.
+    Fixed(NonZeroUsize),
+    /// From free GPU memory and the history's GPU peaks.
+    Auto,
+}
+
+/// The most scripts `--gpu-share N` may put on one GPU.
+pub const MAX_GPU_SHARE: usize = 64;
+
+/// `--gpu-share N|auto`.
+fn gpu_share(value: Option<&str>) -> Result<Option<GpuShare>, ConfigError> {
+    let Some(v) = value.map(str::trim) else {
+        return Ok(None);
+    };
+    if v == "auto" {
+        return Ok(Some(GpuShare::Auto));
+    }
+    match v.parse::<usize>().ok().and_then(NonZeroUsize::new) {
+        Some(n) if n.get() <= MAX_GPU_SHARE => Ok(Some(GpuShare::Fixed(n))),
+        _ => Err(invalid(
+            "--gpu-share",
+            v,
+            &format!("use a number of scripts per GPU from 1 to {MAX_GPU_SHARE}, or auto"),
+        )),
+    }
 }
 
 /// Where a Ray cluster is.
@@ -136,6 +171,10 @@ pub struct RunOptions {
     /// `Some(address)` for `--backend ray`.
     pub ray_address: Option<String>,
     pub ray_token: Option<String>,
+    // GPU options.
+    /// `--gpu-share N|auto`, unparsed.
+    pub gpu_share: Option<String>,
+    pub xla_preset: Option<XlaPreset>,
 }
 
 impl RunConfig {
@@ -157,6 +196,8 @@ impl RunConfig {
             None => CompilationCache::Dir(CompilationCache::default_dir()),
         };
         Ok(RunConfig {
+            gpu_share: gpu_share(opts.gpu_share.as_deref())?,
+            xla_preset: opts.xla_preset,
             run_id: crate::paths::run_id(std::time::SystemTime::now()),
             argv: std::env::args_os()
                 .map(|a| a.to_string_lossy().into_owned())
@@ -428,6 +469,8 @@ pub(crate) fn test_options(dir: &Path) -> RunOptions {
         profile: false,
         ray_address: None,
         ray_token: None,
+        gpu_share: None,
+        xla_preset: None,
     }
 }
 
@@ -500,6 +543,20 @@ mod tests {
         let mut o = opts(tmp.path());
         o.memory_limit = Some(1024);
         assert!(RunConfig::from_options(o).is_err());
+    }
+
+    #[test]
+    fn gpu_share_takes_a_number_or_auto() {
+        assert_eq!(gpu_share(None).unwrap(), None);
+        assert_eq!(gpu_share(Some("auto")).unwrap(), Some(GpuShare::Auto));
+        assert_eq!(
+            gpu_share(Some("4")).unwrap(),
+            Some(GpuShare::Fixed(NonZeroUsize::new(4).unwrap()))
+        );
+        for bad in ["0", "-1", "65", "two"] {
+            let err = gpu_share(Some(bad)).unwrap_err().to_string();
+            assert!(err.contains("--gpu-share"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -166,6 +166,7 @@ async fn execute(
         sandbox_info: exec.sandbox_info,
         data_dirs: exec.data_dirs,
         fingerprints: exec.fingerprints,
+        device_times: exec.device_times,
         halt: halt.clone(),
     });
     let scripts = exec.order.iter().map(|(_, s)| s.clone()).collect();
@@ -223,6 +224,9 @@ fn run_info(
         runner_peak_rss_mb: runner_peak_rss_mb(),
         halted: None,
         device_choice: plan.reason.clone(),
+        gpu_share: plan.gpu.as_ref().map(|g| g.share),
+        gpu_share_reason: plan.gpu.as_ref().map(|g| g.reason.clone()),
+        xla_preset: config.xla_preset,
     }
 }
 

@@ -57,6 +57,8 @@ pub struct Execution {
     pub expected_s: Option<f64>,
     pub fingerprints: HashMap<String, String>,
     pub data_dirs: HashMap<String, PathBuf>,
+    /// Each script's seconds per device in earlier runs (what `--device auto` learns).
+    pub device_times: HashMap<String, crate::model::DeviceTimes>,
 }
 
 /// Prepares a run of `config`.
@@ -105,7 +107,14 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
     let history = History::load(&config.results_dir);
     let mut plan = match &cluster {
         Some(c) => ray_plan(config, c),
-        None => plan(config, environment.as_ref(), history.max_peak_mb()),
+        None => plan(
+            config,
+            environment.as_ref(),
+            crate::plan::Learned {
+                peak_mb: history.max_peak_mb(),
+                gpu_peak_mb: history.max_gpu_peak_mb(),
+            },
+        ),
     };
     if cluster.is_none() {
         let (jobs, lowered) = crate::runner::capacity::clamp_jobs_here(plan.jobs);
@@ -272,6 +281,7 @@ async fn execution(
         expected_s,
         fingerprints,
         data_dirs,
+        device_times: history.device_times.clone(),
     }
 }
 
@@ -353,6 +363,9 @@ fn fingerprint_inputs(config: &RunConfig, interp: &Interpreter) -> Vec<(&'static
         ),
         ("device", config.device.as_str().to_string()),
     ];
+    if let Some(p) = config.xla_preset {
+        inputs.push(("xla_preset", p.as_str().to_string()));
+    }
     let mut env: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| {
             (k.starts_with("JAX_") || k.starts_with("XLA_") || k == "CUDA_VISIBLE_DEVICES")

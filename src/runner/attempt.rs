@@ -33,6 +33,8 @@ pub struct AttemptRequest<'a> {
     pub stderr_log: &'a Path,
     /// Where resource samples go.
     pub events: &'a EventSender,
+    /// The GPU a GPU attempt was given, when the run spreads scripts over GPUs.
+    pub gpu: Option<&'a crate::gpu::share::GpuSlot>,
 }
 
 /// What a finished attempt brings back, whatever ran it.
@@ -98,6 +100,8 @@ pub struct AttemptSpec {
     pub cgroup: Option<std::sync::Arc<super::limits::AttemptCgroup>>,
     /// Where to report resource samples (about once a second).
     pub samples: Option<SampleSink>,
+    /// The GPUs to sample, for a GPU attempt.
+    pub gpu: Option<crate::gpu::sample::GpuWatch>,
 }
 
 /// A sandboxed attempt: bwrap's command for a cold start, the same mounts as steps
@@ -159,6 +163,8 @@ pub struct AttemptOutcome {
     /// The effective capability set the script's processes held, as the kernel shows
     /// it (`None` when none was seen: the script ended within one sample).
     pub capabilities: Option<u64>,
+    /// Its GPU memory and utilisation, when it ran on a GPU NVML could read.
+    pub gpu: Option<crate::gpu::sample::GpuUsage>,
 }
 
 /// How an attempt's process was started.

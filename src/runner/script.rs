@@ -39,6 +39,12 @@ pub async fn run_script(
         ctx.halt.check(&data_dir, e);
     }
     let mut platform = ctx.plan.platform;
+    if let Some((learned, why)) =
+        crate::plan::device_for(config, &ctx.plan, ctx.device_times.get(&script.id))
+    {
+        platform = learned;
+        result.device_reason = Some(why);
+    }
     if platform == Platform::Gpu && config.fallback_to_cpu {
         if let Some(reason) = ctx.gpu_unusable() {
             platform = Platform::Cpu;
@@ -46,8 +52,13 @@ pub async fn run_script(
         }
     }
     let mut retries_done = 0;
+    // Set for the retry, alone on the GPU, of an attempt that ran out of GPU memory.
+    let mut alone = false;
     for number in 1.. {
         let slot = lease.as_ref().map_or(0, Lease::slot);
+        let gpu_slot = (platform == Platform::Gpu)
+            .then(|| ctx.plan.gpu.as_ref()?.slot(slot, alone))
+            .flatten();
         let (stdout_log, stderr_log) = ctx.log_paths(&script.id, number);
         events.emit(RunEvent::ScriptStarted {
             id: script.id.clone(),
@@ -64,6 +75,7 @@ pub async fn run_script(
             stdout_log: &stdout_log,
             stderr_log: &stderr_log,
             events,
+            gpu: gpu_slot.as_ref(),
         };
         let outcome = match &prepared {
             Ok(()) => run_when_the_runner_can(ctx, request, &stop).await,
@@ -73,32 +85,14 @@ pub async fn run_script(
             }),
         };
         let mut attempt = match outcome {
-            Ok(done) => {
-                if let Some(by) = done.enforced.max_procs {
-                    result.sandbox.max_procs_enforced_by = Some(by.into());
-                }
-                if let Some(by) = done.enforced.memory_limit {
-                    result.sandbox.memory_limit_enforced_by = Some(by.into());
-                }
-                let o = &done.outcome;
-                for (log, d) in [(&stdout_log, &o.stdout), (&stderr_log, &o.stderr)] {
-                    if d.disk_full {
-                        ctx.halt
-                            .raise(log, d.write_error.clone().unwrap_or_default());
-                    }
-                }
-                let mut a = record(
-                    number,
-                    platform,
-                    &stdout_log,
-                    &stderr_log,
-                    o,
-                    done.jax,
-                    &mut result,
-                );
-                a.ray = done.ray;
-                a
-            }
+            Ok(done) => recorded(
+                ctx,
+                number,
+                platform,
+                (&stdout_log, &stderr_log),
+                done,
+                &mut result,
+            ),
             Err(e) => {
                 if let AttemptError::Prepare { path, source } = &e {
                     ctx.halt.check(path, source);
@@ -107,6 +101,7 @@ pub async fn run_script(
             }
         };
         attempt.slot = slot;
+        gpu::place(&mut attempt, gpu_slot.as_ref());
         let class = attempt.class;
         let reason = attempt.matched_line.clone();
         events.emit(RunEvent::AttemptFinished {
@@ -128,6 +123,35 @@ pub async fn run_script(
             fall_back(&mut result, events, reason);
             continue;
         }
+        if platform == Platform::Gpu && gpu::out_of_gpu_memory(class, reason.as_deref()) {
+            let line = reason.unwrap_or_default();
+            if !alone && gpu::shared(ctx) {
+                // Others on the GPU may have taken the memory: once more, alone on it.
+                alone = true;
+                events.emit(RunEvent::RetryScheduled {
+                    id: script.id.clone(),
+                    attempt: number,
+                    class,
+                    delay_s: 0.0,
+                });
+                drop(lease.take());
+                match gpu::wait_alone(slots, &mut stop).await {
+                    Some(l) => lease = Some(l),
+                    None => break,
+                }
+                continue;
+            }
+            if config.fallback_to_cpu {
+                let on = if alone { " alone on the GPU" } else { "" };
+                platform = Platform::Cpu;
+                fall_back(
+                    &mut result,
+                    events,
+                    format!("out of GPU memory{on}: {line}"),
+                );
+                continue;
+            }
+        }
         if !config.retry.should_retry(class, retries_done) {
             break;
         }
@@ -146,12 +170,44 @@ pub async fn run_script(
         }
     }
     finish(&mut result);
+    gpu::finish(ctx, &mut result);
     result.data_files = crate::paths::relative_files(&data_dir, 10_000);
     let summary = ScriptSummary::of(&result);
     events.emit(RunEvent::ScriptFinished {
         result: Box::new(result),
     });
     summary
+}
+
+/// An attempt that ran, recorded: its logs' problems raise the halt, its limits'
+/// enforcers go into the result.
+fn recorded(
+    ctx: &RunContext,
+    number: u32,
+    platform: Platform,
+    (stdout_log, stderr_log): (&Path, &Path),
+    done: super::attempt::Attempted,
+    result: &mut ScriptResult,
+) -> Attempt {
+    if let Some(by) = done.enforced.max_procs {
+        result.sandbox.max_procs_enforced_by = Some(by.into());
+    }
+    if let Some(by) = done.enforced.memory_limit {
+        result.sandbox.memory_limit_enforced_by = Some(by.into());
+    }
+    let o = &done.outcome;
+    for (log, d) in [(stdout_log, &o.stdout), (stderr_log, &o.stderr)] {
+        if d.disk_full {
+            ctx.halt
+                .raise(log, d.write_error.clone().unwrap_or_default());
+        }
+    }
+    let mut a = record(
+        number, platform, stdout_log, stderr_log, o, done.jax, result,
+    );
+    a.ray = done.ray;
+    gpu::usage(&mut a, o.gpu.as_ref());
+    a
 }
 
 /// The wait before a retry, holding no slot (the queue goes on meanwhile), then the
@@ -237,6 +293,11 @@ fn record(
             .to_string()
     });
     Attempt {
+        gpu_index: None,
+        gpu_mem_fraction: None,
+        peak_gpu_memory_mb: None,
+        gpu_memory_source: None,
+        gpu_utilization_pct: None,
         device_check,
         number,
         device,
@@ -302,6 +363,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         signal: None,
         signal_name: None,
         device_requested: ctx.config.device,
+        device_reason: None,
         device_used: None,
         fallback: None,
         device_mismatch: false,
@@ -328,6 +390,12 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         data_dir: lossy(ctx.data_dir(&script.id)),
         data_files: Vec::new(),
         sandbox: ctx.sandbox_info.clone(),
+        xla_preset: None,
+        device_times: ctx.device_times.get(&script.id).copied(),
+        gpu_index: None,
+        peak_gpu_memory_mb: None,
+        gpu_memory_source: None,
+        gpu_utilization_pct: None,
         fingerprint: ctx
             .fingerprints
             .get(&script.id)
@@ -379,6 +447,7 @@ fn finish(r: &mut ScriptResult) {
     r.finished_at = Some(rfc3339(end));
 }
 
+mod gpu;
 mod unstarted;
 
 #[cfg(test)]

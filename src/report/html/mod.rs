@@ -53,6 +53,8 @@ pub struct HtmlReporter {
     interpreter: Option<String>,
     /// Per script id, a bounded series of samples.
     samples: HashMap<String, Samples>,
+    /// Per script id, its GPU memory samples (GPU attempts only).
+    gpu_samples: HashMap<String, Samples>,
     /// Finished scripts, with the worker slot of each attempt.
     records: Records,
 }
@@ -63,6 +65,7 @@ impl HtmlReporter {
             results_dir,
             interpreter: None,
             samples: HashMap::new(),
+            gpu_samples: HashMap::new(),
             records: Records::new(),
         }
     }
@@ -73,13 +76,14 @@ impl HtmlReporter {
 
     /// Renders the page for the final metrics.
     fn render(&self, metrics: &PerformanceMetrics) -> Result<String, minijinja::Error> {
-        let page = page::build_page(
+        let mut page = page::build_page(
             metrics,
             self.records.finishing_order(),
             &self.samples,
             &self.interpreter,
             &self.results_dir,
         );
+        page::with_gpu(&mut page, &self.gpu_samples);
         let mut env = minijinja::Environment::new();
         // Explicit, although the default callback also picks HTML for `.html.j2`.
         env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
@@ -101,12 +105,19 @@ impl Reporter for HtmlReporter {
                 attempt,
                 elapsed_s,
                 rss_mb,
+                gpu_memory_mb,
                 ..
             } => {
                 self.samples
                     .entry(id.clone())
                     .or_default()
                     .push(*attempt, *elapsed_s, *rss_mb);
+                if let Some(gpu) = gpu_memory_mb {
+                    self.gpu_samples
+                        .entry(id.clone())
+                        .or_default()
+                        .push(*attempt, *elapsed_s, *gpu);
+                }
             }
             RunEvent::RunFinished { metrics } => {
                 let path = self.path();
@@ -183,6 +194,8 @@ struct Page {
     cards: Vec<Card>,
     run_info: Vec<(&'static str, String)>,
     by_class: Vec<(String, usize)>,
+    /// Whether the GPU columns show (some script has GPU figures).
+    gpu: bool,
     rows: Vec<Row>,
     timeline: Timeline,
     failures: Vec<Failure>,
@@ -212,6 +225,10 @@ struct Row {
     wall: String,
     peak_mb: f64,
     peak: String,
+    /// Peak GPU memory, MiB; -1 for none, so those sort first.
+    gpu_peak_mb: f64,
+    gpu_peak: String,
+    gpu_spark: Option<Sparkline>,
     /// Empty when the script reported no jax telemetry.
     compile_sort: String,
     compile: String,

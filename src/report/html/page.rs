@@ -13,6 +13,18 @@ use crate::model::{RunInfo, ScriptSummary, Totals};
 const ALL_IN_METRICS: &str = "(every one is in performance_metrics.json)";
 use crate::report::record::ScriptRecord;
 
+/// Adds the GPU columns, when any script has a GPU figure or GPU samples: its peak
+/// GPU memory and a sparkline of it.
+pub(super) fn with_gpu(page: &mut Page, gpu_samples: &HashMap<String, Samples>) {
+    for r in &mut page.rows {
+        r.gpu_spark = super::svg::series_sparkline(&r.id, "GPU memory", gpu_samples.get(&r.id));
+    }
+    page.gpu = page
+        .rows
+        .iter()
+        .any(|r| r.gpu_spark.is_some() || r.gpu_peak_mb >= 0.0);
+}
+
 /// The whole page. `records` are in finishing order, the order the timeline draws.
 pub(super) fn build_page(
     metrics: &PerformanceMetrics,
@@ -46,6 +58,7 @@ pub(super) fn build_page(
             .iter()
             .map(|(c, n)| (c.as_str().to_string(), *n))
             .collect(),
+        gpu: false,
         rows,
         timeline: timeline(metrics, records),
         failures,
@@ -159,6 +172,11 @@ fn row(s: &ScriptSummary, f: Option<&ScriptRecord>, samples: &HashMap<String, Sa
         wall: fmt_secs(s.execution_time_s),
         peak_mb: s.peak_memory_mb,
         peak: format!("{:.1}", s.peak_memory_mb),
+        gpu_peak_mb: s.peak_gpu_memory_mb.unwrap_or(-1.0),
+        gpu_peak: s
+            .peak_gpu_memory_mb
+            .map_or_else(|| "—".into(), |m| format!("{m:.1}")),
+        gpu_spark: None,
         compile_sort: compile.map(|c| c.to_string()).unwrap_or_default(),
         compile: compile.map(fmt_secs).unwrap_or_else(|| "—".into()),
         split: f
@@ -206,6 +224,9 @@ fn unlisted_row(f: &ScriptRecord, samples: &HashMap<String, Samples>) -> Row {
         wall: fmt_secs(wall),
         peak_mb: 0.0,
         peak: "—".into(),
+        gpu_peak_mb: -1.0,
+        gpu_peak: "—".into(),
+        gpu_spark: None,
         compile_sort: String::new(),
         compile: "—".into(),
         split: "—".into(),

@@ -92,6 +92,7 @@ impl Backend for Fake {
                 sampled_cpu: (0.0, 0.0),
                 capabilities: None,
                 gpu_device_opened: None,
+                gpu: None,
                 start: Start::Cold,
             };
             Ok(Attempted {
@@ -135,12 +136,14 @@ fn context_with(
             jobs: 1,
             gpu_unusable: None,
             reason: "test".into(),
+            gpu: None,
         }),
         backend: fake,
         gpu_broken: Mutex::new(None),
         sandbox_info: Default::default(),
         data_dirs: Default::default(),
         fingerprints: Default::default(),
+        device_times: Default::default(),
         halt: Default::default(),
     }
 }
