@@ -127,6 +127,7 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
             sandbox::INSTALL_HINT
         ));
     }
+    warnings.extend(xla_preset_conflicts(config));
     if let (Some(reason), false) = (&plan.gpu_unusable, config.fallback_to_cpu) {
         warnings.push(format!(
             "GPU requested but unusable ({reason}) and --fallback none: scripts will fail"
@@ -348,6 +349,20 @@ fn preflight(config: &RunConfig, interp: &Interpreter) -> DoctorReport {
         Device::Cpu => &[],
     };
     doctor::inspect(interp, config.device, Live::Only(live))
+}
+
+/// Where the user's own settings win over `--xla-preset`'s, said once before the run.
+fn xla_preset_conflicts(config: &RunConfig) -> Vec<String> {
+    let Some(preset) = config.xla_preset else {
+        return Vec::new();
+    };
+    let user = |name: &str| {
+        let given = config.extra_env.iter().find(|(k, _)| k == name);
+        given
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+    };
+    crate::gpu::xla::merge(preset, user("XLA_FLAGS").as_deref(), user).conflicts
 }
 
 /// What, besides its source, a script's result depends on (see

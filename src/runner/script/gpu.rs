@@ -84,3 +84,6 @@ pub(super) fn finish(ctx: &RunContext, r: &mut ScriptResult) {
         r.device_times = Some(before.with(device, last.duration_s));
     }
 }
+
+#[cfg(test)]
+mod tests;
