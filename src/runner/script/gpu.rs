@@ -2,13 +2,10 @@
 //! the GPU after running out of its memory, and the result's GPU figures and device
 //! times (what `--device auto` learns from next time).
 
-use tokio::sync::watch;
-
 use crate::gpu::sample::GpuUsage;
 use crate::gpu::share::GpuSlot;
 use crate::model::{Attempt, FailureClass, Platform, ScriptResult, Status};
-use crate::runner::slots::{Lease, Slots};
-use crate::runner::{RunContext, Stop};
+use crate::runner::RunContext;
 
 /// Lines of XLA and CUDA that say the GPU, not the host, ran out of memory.
 const GPU_OOM: &[&str] = &[
@@ -30,15 +27,6 @@ pub(super) fn shared(ctx: &RunContext) -> bool {
         .gpu
         .as_ref()
         .is_some_and(|g| ctx.plan.jobs > g.devices.len().max(1))
-}
-
-/// Waits for every slot, so the attempt runs alone; `None` when the run is stopped
-/// meanwhile.
-pub(super) async fn wait_alone(slots: &Slots, stop: &mut watch::Receiver<Stop>) -> Option<Lease> {
-    tokio::select! {
-        l = slots.acquire_all() => Some(l),
-        _ = stop.wait_for(|s| *s != Stop::Run) => None,
-    }
 }
 
 /// Records which GPU the attempt got.

@@ -11,7 +11,7 @@ use super::*;
 use crate::config::{test_options, RunConfig};
 use crate::model::{DiscoveredBy, Status};
 use crate::plan::Plan;
-use crate::runner::attempt::{AttemptFuture, Attempted, Backend};
+use crate::runner::attempt::{AttemptFuture, AttemptOutcome, Attempted, Backend, Start};
 use crate::runner::output::Drained;
 use crate::runner::slots::Slots;
 use crate::runner::sys::Exit;
