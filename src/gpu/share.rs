@@ -57,8 +57,10 @@ pub fn mem_fraction(share: usize) -> f64 {
     (95 / share.max(1)) as f64 / 100.0
 }
 
-/// The GPUs a run may use: those `CUDA_VISIBLE_DEVICES` names (indices or UUIDs)
-/// when it is set, else all `count`.
+/// The GPUs a run may use: all `count`, or those `CUDA_VISIBLE_DEVICES` names
+/// (indices or UUIDs) when it is set. When it names none that exist (empty, `-1`, a
+/// missing device) the list is empty: no slot is pinned to a GPU, so the user's
+/// value reaches the scripts, and the pre-flight or the fallback deals with it.
 pub fn devices(
     gpus: &[GpuInfo],
     count: usize,
@@ -69,13 +71,12 @@ pub fn devices(
             .find(|g| g.index == i)
             .and_then(|g| g.uuid.clone())
     };
-    let all = || (0..count as u32).map(|i| (i, uuid(i))).collect();
-    let Some(list) = visible.map(str::trim).filter(|v| !v.is_empty()) else {
-        return all();
+    let Some(list) = visible else {
+        return (0..count as u32).map(|i| (i, uuid(i))).collect();
     };
-    let named: Vec<(u32, Option<String>)> = list
-        .split(',')
+    list.split(',')
         .map(str::trim)
+        .filter(|e| !e.is_empty())
         .filter_map(|entry| match entry.parse::<u32>() {
             Ok(i) if (i as usize) < count => Some((i, uuid(i))),
             Ok(_) => None,
@@ -84,12 +85,7 @@ pub fn devices(
                 .find(|g| g.uuid.as_deref().is_some_and(|u| u.starts_with(entry)))
                 .map(|g| (g.index, g.uuid.clone())),
         })
-        .collect();
-    if named.is_empty() {
-        all()
-    } else {
-        named
-    }
+        .collect()
 }
 
 /// `--gpu-share auto`: as many scripts per GPU as the least free GPU holds at the
@@ -182,8 +178,19 @@ mod tests {
         let by_index: Vec<u32> = devices(&gpus, 3, Some("2,0")).iter().map(|d| d.0).collect();
         assert_eq!(by_index, [2, 0]);
         assert_eq!(devices(&gpus, 3, Some("GPU-1"))[0].0, 1);
-        // Nothing it names exists: every GPU (the doctor warns about the variable).
-        assert_eq!(devices(&gpus, 3, Some("7")).len(), 3);
+        // Nothing it names exists: no GPU to pin scripts to, so none is.
+        for hides_all in ["7", "-1", ""] {
+            assert!(
+                devices(&gpus, 3, Some(hides_all)).is_empty(),
+                "{hides_all:?}"
+            );
+        }
+        let plan = GpuPlan {
+            devices: vec![],
+            share: 2,
+            reason: String::new(),
+        };
+        assert_eq!((plan.slot(0, false), plan.jobs()), (None, 2));
         // A count override without NVML's list: indices only.
         assert_eq!(devices(&[], 2, None), vec![(0, None), (1, None)]);
     }
