@@ -117,6 +117,7 @@ fn gpu_plan(config: &RunConfig, nvml: &NvmlReport, gpu_peak_mb: Option<f64>) -> 
         Some(GpuShare::Auto) => share::auto_share(&nvml.gpus, &devices, gpu_peak_mb),
     };
     GpuPlan {
+        pin_always: visible.is_some() && !devices.is_empty(),
         devices,
         share,
         reason,

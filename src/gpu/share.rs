@@ -17,6 +17,9 @@ pub struct GpuPlan {
     pub share: usize,
     /// How `share` was chosen, in words.
     pub reason: String,
+    /// Pin even a lone GPU in `CUDA_VISIBLE_DEVICES`: the user's own value named it,
+    /// and a sandboxed script does not inherit the user's variable.
+    pub pin_always: bool,
 }
 
 /// The GPU one attempt gets.
@@ -40,7 +43,8 @@ impl GpuPlan {
         let (index, uuid) = self.devices.get(slot % self.devices.len().max(1))?.clone();
         Some(GpuSlot {
             index,
-            visible: (self.devices.len() > 1).then(|| uuid.unwrap_or_else(|| index.to_string())),
+            visible: (self.pin_always || self.devices.len() > 1)
+                .then(|| uuid.unwrap_or_else(|| index.to_string())),
             mem_fraction: (self.share > 1 && !exclusive).then(|| mem_fraction(self.share)),
         })
     }
@@ -148,6 +152,7 @@ mod tests {
             devices: devices(&gpus, 2, None),
             share: 2,
             reason: String::new(),
+            pin_always: false,
         };
         assert_eq!(plan.jobs(), 4);
         let s: Vec<GpuSlot> = (0..4).map(|i| plan.slot(i, false).unwrap()).collect();
@@ -161,6 +166,7 @@ mod tests {
             devices: devices(&gpus[..1], 1, None),
             share: 1,
             reason: String::new(),
+            pin_always: false,
         };
         assert_eq!(
             one.slot(3, false),
@@ -170,6 +176,13 @@ mod tests {
                 mem_fraction: None
             })
         );
+        // The user named that one GPU: it stays named, sandboxed or not.
+        let named = GpuPlan {
+            pin_always: true,
+            ..one
+        };
+        let visible = named.slot(0, false).unwrap().visible;
+        assert_eq!(visible.as_deref(), Some("GPU-0aaa"));
     }
 
     #[test]
@@ -189,6 +202,7 @@ mod tests {
             devices: vec![],
             share: 2,
             reason: String::new(),
+            pin_always: false,
         };
         assert_eq!((plan.slot(0, false), plan.jobs()), (None, 2));
         // A count override without NVML's list: indices only.

@@ -26,6 +26,7 @@ fn gpu_context(dir: &std::path::Path, f: Arc<Fake>, gpus: u32, share: usize) -> 
         devices: (0..gpus).map(|i| (i, Some(format!("GPU-{i}")))).collect(),
         share,
         reason: "test".into(),
+        pin_always: false,
     };
     ctx.plan = Arc::new(Plan {
         jobs: gpu.jobs(),
