@@ -178,6 +178,13 @@ pub struct DiscoverArgs {
     pub exclude: Vec<String>,
 }
 
+/// `--xla-preset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum XlaPresetArg {
+    Perf,
+    Deterministic,
+}
+
 /// `--config` and `--profile`: where the run's options may also come from.
 #[derive(Debug, Clone, Args)]
 pub struct ProfileArgs {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::ConfigError;
-use crate::model::{Device, Reuse, SandboxMode, Setting};
+use crate::model::{Device, Reuse, SandboxMode, Setting, XlaPreset};
 use crate::retry::RetryPolicy;
 
 pub mod overrides;
@@ -20,7 +20,7 @@ pub use select::Selection;
 use tree::results_dir;
 pub use tree::{absolute, validate_output_dir, PipelineTree};
 pub(crate) use validate::valid_env_name;
-use validate::{extra_env, invalid, ray_options, retry_on, validate_limits};
+use validate::{extra_env, gpu_share, invalid, ray_options, retry_on, validate_limits};
 
 /// Where the persistent XLA compilation cache lives, if anywhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +104,23 @@ pub struct RunConfig {
     pub run_id: String,
     /// The runner's command line, as it was started.
     pub argv: Vec<String>,
+    /// `--gpu-share`: scripts per GPU; `None` keeps one.
+    pub gpu_share: Option<GpuShare>,
+    /// `--xla-preset`, added to GPU attempts' environment.
+    pub xla_preset: Option<XlaPreset>,
 }
+
+/// `--gpu-share`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuShare {
+    /// This many scripts per GPU.
+    Fixed(NonZeroUsize),
+    /// From free GPU memory and the history's GPU peaks.
+    Auto,
+}
+
+/// The most scripts `--gpu-share N` may put on one GPU.
+pub const MAX_GPU_SHARE: usize = 64;
 
 impl RunConfig {
     /// Whether any script may run on a GPU: the run's device or an override's.
@@ -187,6 +203,9 @@ pub struct RunOptions {
     pub settings: std::collections::BTreeMap<String, Setting>,
     /// The profile in use, when a config file was read.
     pub profile: Option<String>,
+    /// `--gpu-share N|auto`, unparsed.
+    pub gpu_share: Option<String>,
+    pub xla_preset: Option<XlaPreset>,
 }
 
 impl RunConfig {
@@ -228,6 +247,8 @@ impl RunConfig {
             None => CompilationCache::Dir(CompilationCache::default_dir()),
         };
         Ok(RunConfig {
+            gpu_share: gpu_share(opts.gpu_share.as_deref())?,
+            xla_preset: opts.xla_preset,
             run_id: crate::paths::run_id(std::time::SystemTime::now()),
             argv: std::env::args_os()
                 .map(|a| a.to_string_lossy().into_owned())
@@ -311,6 +332,8 @@ pub(crate) fn test_options(dir: &Path) -> RunOptions {
         overrides: vec![],
         settings: Default::default(),
         profile: None,
+        gpu_share: None,
+        xla_preset: None,
     }
 }
 

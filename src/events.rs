@@ -52,6 +52,12 @@ pub enum RunEvent {
         rss_mb: f64,
         /// Processes in the tree.
         processes: usize,
+        /// GPU memory of the script now, MiB (GPU attempts whose GPU NVML reads).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        gpu_memory_mb: Option<f64>,
+        /// Utilisation of its GPU now, percent.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        gpu_utilization_pct: Option<f64>,
     },
     /// An attempt ended.
     AttemptFinished {

@@ -8,7 +8,9 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::discovery::Script;
-use crate::model::{results_file_name, PerformanceMetrics, Reuse, ScriptResult, Status};
+use crate::model::{
+    results_file_name, DeviceTimes, PerformanceMetrics, Platform, Reuse, ScriptResult, Status,
+};
 
 /// The previous run, as far as its files tell.
 #[derive(Debug, Default)]
@@ -17,6 +19,10 @@ pub struct History {
     pub seconds: HashMap<String, f64>,
     /// Peak MiB per script id.
     pub peak_mb: HashMap<String, f64>,
+    /// Peak GPU MiB per script id (scripts that ran on a GPU).
+    pub gpu_peak_mb: HashMap<String, f64>,
+    /// Seconds of the last successful run per device, per script id.
+    pub device_times: HashMap<String, DeviceTimes>,
 }
 
 impl History {
@@ -34,8 +40,25 @@ impl History {
                 .clone()
                 .map(|s| (s.id.clone(), s.execution_time_s))
                 .collect(),
-            peak_mb: ran.map(|s| (s.id.clone(), s.peak_memory_mb)).collect(),
+            peak_mb: ran
+                .clone()
+                .map(|s| (s.id.clone(), s.peak_memory_mb))
+                .collect(),
+            gpu_peak_mb: ran
+                .clone()
+                .filter_map(|s| Some((s.id.clone(), s.peak_gpu_memory_mb?)))
+                .collect(),
+            device_times: m
+                .scripts
+                .iter()
+                .filter_map(|s| Some((s.id.clone(), known_times(s)?)))
+                .collect(),
         }
+    }
+
+    /// The largest peak GPU memory the previous run saw, MiB.
+    pub fn max_gpu_peak_mb(&self) -> Option<f64> {
+        self.gpu_peak_mb.values().copied().reduce(f64::max)
     }
 
     /// The run order: longest expected first. Scripts without history are estimated
@@ -90,6 +113,30 @@ impl History {
     /// The largest peak memory the previous run saw, MiB.
     pub fn max_peak_mb(&self) -> Option<f64> {
         self.peak_mb.values().copied().reduce(f64::max)
+    }
+}
+
+/// A summary's seconds per device: its own record, or, from runs before devices were
+/// recorded, a first-attempt success's time on the device jax used.
+fn known_times(s: &crate::model::ScriptSummary) -> Option<DeviceTimes> {
+    if s.device_times.is_some() {
+        return s.device_times;
+    }
+    if s.status != Status::Succeeded || s.attempts != 1 {
+        return None;
+    }
+    Some(DeviceTimes::default().with(s.device_used?, s.execution_time_s))
+}
+
+impl DeviceTimes {
+    /// These times with `seconds` on `device` (a TPU's are not kept).
+    pub fn with(mut self, device: Platform, seconds: f64) -> DeviceTimes {
+        match device {
+            Platform::Cpu => self.cpu_s = Some(seconds),
+            Platform::Gpu => self.gpu_s = Some(seconds),
+            Platform::Tpu => {}
+        }
+        self
     }
 }
 

@@ -2,9 +2,10 @@
 //! pre-flight's device verdict, the platform, the number of parallel jobs, and the
 //! warm-start zygote's environment.
 
-use crate::config::RunConfig;
-use crate::model::doctor::DoctorReport;
-use crate::model::{Device, Platform};
+use crate::config::{GpuShare, RunConfig};
+use crate::gpu::share::{self, GpuPlan};
+use crate::model::doctor::{DoctorReport, NvmlReport};
+use crate::model::{Device, DeviceTimes, Platform};
 
 impl Plan {
     /// The platform scripts really start on: the CPU when the GPU is unusable and
@@ -36,11 +37,22 @@ pub struct Plan {
     pub gpu_unusable: Option<String>,
     /// How the platform was chosen, in words.
     pub reason: String,
+    /// Which GPUs scripts go to, and how many share one (local GPU runs).
+    pub gpu: Option<GpuPlan>,
+}
+
+/// What the previous runs tell the plan.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Learned {
+    /// The largest peak resident memory of a script, MiB.
+    pub peak_mb: Option<f64>,
+    /// The largest peak GPU memory of a script, MiB.
+    pub gpu_peak_mb: Option<f64>,
 }
 
 /// The platform, the GPU verdict and the number of parallel jobs. With a pre-flight
 /// report the GPU counts only when it really works; without one, when NVML sees it.
-pub fn plan(config: &RunConfig, env: Option<&DoctorReport>, history_peak_mb: Option<f64>) -> Plan {
+pub fn plan(config: &RunConfig, env: Option<&DoctorReport>, learned: Learned) -> Plan {
     let nvml = env.map_or_else(crate::gpu::inspect, |e| e.nvml.clone());
     let gpus = nvml.gpu_count();
     let gpu_works = match env {
@@ -69,11 +81,14 @@ pub fn plan(config: &RunConfig, env: Option<&DoctorReport>, history_peak_mb: Opt
     };
     let gpu_unusable = (platform == Platform::Gpu && !gpu_works).then(why_not);
     let on_cpu = platform == Platform::Cpu || (gpu_unusable.is_some() && config.fallback_to_cpu);
+    let gpu = (platform == Platform::Gpu && !on_cpu)
+        .then(|| gpu_plan(config, &nvml, learned.gpu_peak_mb));
     let jobs = config.jobs.map(|j| j.get()).unwrap_or(if on_cpu {
-        cpu_slots(history_peak_mb)
-    } else if platform == Platform::Gpu {
-        // One script per GPU by default: scripts on one GPU fight over its memory.
-        gpus.max(1)
+        cpu_slots(learned.peak_mb)
+    } else if let Some(g) = &gpu {
+        // One script per GPU unless asked to share: scripts on one GPU fight over its
+        // memory.
+        g.jobs()
     } else {
         1
     });
@@ -82,6 +97,56 @@ pub fn plan(config: &RunConfig, env: Option<&DoctorReport>, history_peak_mb: Opt
         jobs,
         gpu_unusable,
         reason,
+        gpu,
+    }
+}
+
+/// The GPUs scripts go to (those `CUDA_VISIBLE_DEVICES` names, when set) and how many
+/// share each.
+fn gpu_plan(config: &RunConfig, nvml: &NvmlReport, gpu_peak_mb: Option<f64>) -> GpuPlan {
+    let visible = config
+        .extra_env
+        .iter()
+        .find(|(k, _)| k == "CUDA_VISIBLE_DEVICES")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("CUDA_VISIBLE_DEVICES").ok());
+    let devices = share::devices(&nvml.gpus, nvml.gpu_count().max(1), visible.as_deref());
+    let (share, reason) = match config.gpu_share {
+        None => (1, "one script per GPU".to_string()),
+        Some(GpuShare::Fixed(n)) => (n.get(), format!("--gpu-share {n}")),
+        Some(GpuShare::Auto) => share::auto_share(&nvml.gpus, &devices, gpu_peak_mb),
+    };
+    GpuPlan {
+        pin_always: visible.is_some() && !devices.is_empty(),
+        devices,
+        share,
+        reason,
+    }
+}
+
+/// Where `--device auto` starts one script, and why: on the CPU when its history says
+/// it ran faster there than on the GPU (small models, where the GPU's start-up costs
+/// more than it saves); elsewhere where the plan says. `None` for a device asked for
+/// by name.
+pub fn device_for(
+    config: &RunConfig,
+    plan: &Plan,
+    times: Option<&DeviceTimes>,
+) -> Option<(Platform, String)> {
+    if config.device != Device::Auto {
+        return None;
+    }
+    let learned = times.and_then(|t| Some((t.cpu_s?, t.gpu_s?)));
+    match learned {
+        Some((cpu, gpu)) if plan.platform == Platform::Gpu && cpu < gpu => Some((
+            Platform::Cpu,
+            format!("history: cpu {cpu:.1} s < gpu {gpu:.1} s"),
+        )),
+        Some((cpu, gpu)) if plan.platform == Platform::Gpu => Some((
+            Platform::Gpu,
+            format!("history: gpu {gpu:.1} s <= cpu {cpu:.1} s"),
+        )),
+        _ => Some((plan.platform, plan.reason.clone())),
     }
 }
 
@@ -119,6 +184,7 @@ pub fn ray_plan(config: &RunConfig, cluster: &Cluster) -> Plan {
         platform,
         jobs: config.jobs.map_or((slots as usize).max(1), |j| j.get()),
         gpu_unusable: None,
+        gpu: None,
         reason: format!(
             "Ray cluster (Ray {}): {} CPU, {} GPU",
             cluster.ray_version, cluster.cpus, cluster.gpus

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// Keys added to the contract after the golden file was written (additions keep
 /// `schema_version`); everything else must match.
-const ADDED_SINCE: [&str; 21] = [
+const ADDED_SINCE: [&str; 32] = [
     "cold_start_reason",
     // issue 14: the effective capabilities the runner saw, where the time went.
     "capabilities",
@@ -47,10 +47,23 @@ const ADDED_SINCE: [&str; 21] = [
     "settings",
     "overrides",
     "skipped",
+    // issue 18: GPU figures, sharing, presets, and the per-device times `--device
+    // auto` learns from.
+    "device_times",
+    "device_reason",
+    "gpu_index",
+    "gpu_mem_fraction",
+    "peak_gpu_memory_mb",
+    "gpu_memory_source",
+    "gpu_utilization_pct",
+    "xla_preset",
+    "gpu_share",
+    "gpu_share_reason",
+    "gpu_memory_mb",
 ];
 
 /// Keys whose values change from run to run.
-const VARYING: [&str; 33] = [
+const VARYING: [&str; 35] = [
     "run_id",
     "runner_version",
     "argv",
@@ -86,6 +99,9 @@ const VARYING: [&str; 33] = [
     "fingerprint",
     "slot",
     "delay_s",
+    // Seconds per device (issue 18).
+    "cpu_s",
+    "gpu_s",
 ];
 
 /// `value` with run-to-run figures and machine paths replaced.

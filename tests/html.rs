@@ -137,6 +137,8 @@ fn events() -> Vec<RunEvent> {
                 elapsed_s: i as f64 * 0.25,
                 rss_mb: 60.0 + (i as f64 * 0.7).sin().abs() * 100.0,
                 processes: 1,
+                gpu_memory_mb: None,
+                gpu_utilization_pct: None,
             });
         }
     }

@@ -195,6 +195,7 @@ async fn execute(
         sandbox_info: exec.sandbox_info,
         data_dirs: exec.schedule.data_dirs,
         fingerprints: exec.schedule.fingerprints,
+        device_times: exec.schedule.device_times,
         halt: halt.clone(),
         fail_budget: runner::budget::FailBudget::new(
             config.max_fail.map(std::num::NonZeroUsize::get),
@@ -257,6 +258,9 @@ fn run_info(
         device_choice: plan.reason.clone(),
         settings: config.settings.clone(),
         profile: config.profile.clone(),
+        gpu_share: plan.gpu.as_ref().map(|g| g.share),
+        gpu_share_reason: plan.gpu.as_ref().map(|g| g.reason.clone()),
+        xla_preset: config.xla_preset,
     }
 }
 

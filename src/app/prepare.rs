@@ -100,7 +100,14 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
     let history = History::load(&config.results_dir);
     let mut plan = match &cluster {
         Some(c) => ray_plan(config, c),
-        None => plan(config, environment.as_ref(), history.max_peak_mb()),
+        None => plan(
+            config,
+            environment.as_ref(),
+            crate::plan::Learned {
+                peak_mb: history.max_peak_mb(),
+                gpu_peak_mb: history.max_gpu_peak_mb(),
+            },
+        ),
     };
     if cluster.is_none() {
         let (jobs, lowered) = crate::runner::capacity::clamp_jobs_here(plan.jobs);
@@ -113,6 +120,7 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
             sandbox::INSTALL_HINT
         ));
     }
+    warnings.extend(xla_preset_conflicts(config));
     if let (Some(reason), false) = (&plan.gpu_unusable, config.fallback_to_cpu) {
         warnings.push(format!(
             "GPU requested but unusable ({reason}) and --fallback none: scripts will fail"
@@ -259,4 +267,18 @@ fn preflight(config: &RunConfig, interp: &Interpreter) -> DoctorReport {
         Device::Cpu => &[],
     };
     doctor::inspect(interp, config.device, Live::Only(live))
+}
+
+/// Where the user's own settings win over `--xla-preset`'s, said once before the run.
+fn xla_preset_conflicts(config: &RunConfig) -> Vec<String> {
+    let Some(preset) = config.xla_preset else {
+        return Vec::new();
+    };
+    let user = |name: &str| {
+        let given = config.extra_env.iter().find(|(k, _)| k == name);
+        given
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+    };
+    crate::gpu::xla::merge(preset, user("XLA_FLAGS").as_deref(), user).conflicts
 }

@@ -27,6 +27,8 @@ pub struct Schedule {
     pub data_dirs: HashMap<String, PathBuf>,
     /// Why a script is kept, or runs again, where an earlier result was weighed.
     pub why: HashMap<String, String>,
+    /// Each script's seconds per device in earlier runs (what `--device auto` learns).
+    pub device_times: HashMap<String, crate::model::DeviceTimes>,
 }
 
 /// What the run's execution is decided from.
@@ -94,6 +96,7 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         fingerprints,
         data_dirs,
         why,
+        device_times: history.device_times.clone(),
     }
 }
 
@@ -181,6 +184,9 @@ fn fingerprint_inputs(config: &RunConfig, interp: &Interpreter) -> Vec<(&'static
         ),
         ("device", config.device.as_str().to_string()),
     ];
+    if let Some(p) = config.xla_preset {
+        inputs.push(("xla_preset", p.as_str().to_string()));
+    }
     let mut env: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| {
             (k.starts_with("JAX_") || k.starts_with("XLA_") || k == "CUDA_VISIBLE_DEVICES")

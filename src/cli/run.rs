@@ -12,6 +12,7 @@ use jax_runner::model::{Reuse, SandboxMode};
 
 use super::{
     BackendArg, DeviceArg, DiscoverArgs, FallbackArg, LayoutArg, ProgressArg, SandboxArg, WarmArg,
+    XlaPresetArg,
 };
 
 #[derive(Debug, Clone, Args)]
@@ -157,6 +158,19 @@ pub struct RunArgs {
     /// id (the logs still get every line).
     #[arg(help_heading = "Reports", long)]
     pub no_capture: bool,
+    /// Scripts per GPU (each gets its part of the GPU's memory), or auto: from free
+    /// GPU memory and each script's GPU peak in the previous runs [default: 1].
+    #[arg(help_heading = "Device", long, value_name = "N|auto")]
+    pub gpu_share: Option<String>,
+    /// XLA settings for GPU attempts, merged into your XLA_FLAGS: perf (Triton GEMMs,
+    /// latency-hiding scheduler, PGLE) or deterministic (deterministic GPU ops).
+    #[arg(
+        help_heading = "Device",
+        long,
+        value_enum,
+        value_name = "perf|deterministic"
+    )]
+    pub xla_preset: Option<XlaPresetArg>,
 }
 
 impl RunArgs {
@@ -211,6 +225,11 @@ impl RunArgs {
             ray_address: (self.backend == BackendArg::Ray)
                 .then(|| self.ray_address.clone().unwrap_or_default()),
             ray_token: self.ray_token.clone(),
+            gpu_share: self.gpu_share.clone(),
+            xla_preset: self.xla_preset.map(|p| match p {
+                XlaPresetArg::Perf => jax_runner::model::XlaPreset::Perf,
+                XlaPresetArg::Deterministic => jax_runner::model::XlaPreset::Deterministic,
+            }),
             warm_start: match self.warm_start {
                 WarmArg::Auto => WarmStart::Auto,
                 WarmArg::On => WarmStart::On,

@@ -69,6 +69,21 @@ fn env_options_are_validated() {
 }
 
 #[test]
+fn gpu_share_takes_a_number_or_auto() {
+    use super::validate::gpu_share;
+    assert_eq!(gpu_share(None).unwrap(), None);
+    assert_eq!(gpu_share(Some("auto")).unwrap(), Some(GpuShare::Auto));
+    assert_eq!(
+        gpu_share(Some("4")).unwrap(),
+        Some(GpuShare::Fixed(NonZeroUsize::new(4).unwrap()))
+    );
+    for bad in ["0", "-1", "65", "two"] {
+        let err = gpu_share(Some(bad)).unwrap_err().to_string();
+        assert!(err.contains("--gpu-share"), "{bad}: {err}");
+    }
+}
+
+#[test]
 fn auto_resolves_by_gpu_count() {
     assert_eq!(Device::Auto.resolve(0), Platform::Cpu);
     assert_eq!(Device::Auto.resolve(2), Platform::Gpu);

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use super::{RayOptions, RunOptions};
+use std::num::NonZeroUsize;
+
+use super::{GpuShare, RayOptions, RunOptions, MAX_GPU_SHARE};
 use crate::error::ConfigError;
 use crate::model::FailureClass;
 use crate::retry::RetryPolicy;
@@ -121,4 +123,22 @@ pub(crate) fn valid_env_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `--gpu-share N|auto`.
+pub(super) fn gpu_share(value: Option<&str>) -> Result<Option<GpuShare>, ConfigError> {
+    let Some(v) = value.map(str::trim) else {
+        return Ok(None);
+    };
+    if v == "auto" {
+        return Ok(Some(GpuShare::Auto));
+    }
+    match v.parse::<usize>().ok().and_then(NonZeroUsize::new) {
+        Some(n) if n.get() <= MAX_GPU_SHARE => Ok(Some(GpuShare::Fixed(n))),
+        _ => Err(invalid(
+            "--gpu-share",
+            v,
+            &format!("use a number of scripts per GPU from 1 to {MAX_GPU_SHARE}, or auto"),
+        )),
+    }
 }

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    results_file_name, Device, FailureClass, Platform, ScriptResult, Status, SCHEMA_VERSION,
+    results_file_name, Device, FailureClass, Platform, ScriptResult, Status, XlaPreset,
+    SCHEMA_VERSION,
 };
 
 /// The run as a whole, in `performance_metrics.json`.
@@ -75,6 +76,27 @@ pub struct RunInfo {
     /// The `jax-runner.toml` profile in use, when a config file was read.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub profile: Option<String>,
+    /// Scripts per GPU (`--gpu-share`), for GPU runs.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu_share: Option<usize>,
+    /// How that number was chosen.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu_share_reason: Option<String>,
+    /// `--xla-preset`, when given.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub xla_preset: Option<XlaPreset>,
+}
+
+/// Seconds of a script's last successful run on each device (what `--device auto`
+/// learns from): each figure is one attempt's wall time on the device jax really used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DeviceTimes {
+    /// On the CPU.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cpu_s: Option<f64>,
+    /// On a GPU.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu_s: Option<f64>,
 }
 
 /// Counts over the run.
@@ -134,6 +156,15 @@ pub struct ScriptSummary {
     pub cpu_system_s: f64,
     /// Peak tree RSS, MiB.
     pub peak_memory_mb: f64,
+    /// Peak GPU memory, MiB (GPU attempts only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peak_gpu_memory_mb: Option<f64>,
+    /// The GPU it ran on (NVML index).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu_index: Option<u32>,
+    /// Seconds of its last successful run per device (see the result's).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub device_times: Option<DeviceTimes>,
     /// Number of attempts.
     pub attempts: usize,
     /// Final failure class.
@@ -192,6 +223,9 @@ impl ScriptSummary {
             cpu_user_s: r.cpu_user_s,
             cpu_system_s: r.cpu_system_s,
             peak_memory_mb: r.peak_memory_mb,
+            peak_gpu_memory_mb: r.peak_gpu_memory_mb,
+            gpu_index: r.gpu_index,
+            device_times: r.device_times,
             attempts: r.attempts.len(),
             class: r.class,
             reason: r

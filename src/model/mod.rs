@@ -13,9 +13,12 @@ mod vocab;
 use serde::{Deserialize, Serialize};
 
 pub use list::PlannedScript;
-pub use metrics::{PerformanceMetrics, RunInfo, ScriptSummary, Totals};
+pub use metrics::{DeviceTimes, PerformanceMetrics, RunInfo, ScriptSummary, Totals};
 pub use settings::Setting;
-pub use vocab::{Device, ExceptionInfo, FailureClass, Leak, Platform, RayJob, Reuse, SandboxMode};
+pub use vocab::{
+    Device, ExceptionInfo, FailureClass, GpuMemorySource, Leak, Platform, RayJob, Reuse,
+    SandboxMode, XlaPreset,
+};
 
 /// Bumped whenever a field changes meaning or disappears (additions keep it).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -78,6 +81,22 @@ pub struct Attempt {
     pub signal: Option<i32>,
     /// Peak resident memory of the whole process tree, MiB.
     pub peak_memory_mb: f64,
+    /// The GPU the attempt ran on (NVML index), when it ran on one the runner knows.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu_index: Option<u32>,
+    /// `XLA_PYTHON_CLIENT_MEM_FRACTION` it was given: its part of a shared GPU.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu_mem_fraction: Option<f64>,
+    /// Peak GPU memory, MiB (see `gpu_memory_source` for what it counts).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peak_gpu_memory_mb: Option<f64>,
+    /// `process` (NVML's figure for the script's own processes) or `device` (the
+    /// growth of the GPU's used memory while it ran, others on the GPU included).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu_memory_source: Option<GpuMemorySource>,
+    /// Mean GPU utilisation while it ran, percent (NVML, sampled with the memory).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu_utilization_pct: Option<f64>,
     /// User CPU seconds of the child and its waited-for descendants (kernel accounting).
     pub cpu_user_s: f64,
     /// System CPU seconds, likewise.
@@ -328,6 +347,10 @@ pub struct ScriptResult {
     /// The platform jax really used in the final attempt, from the telemetry shim;
     /// `null` when the script never initialised a jax backend.
     pub device_used: Option<Platform>,
+    /// Why `--device auto` put the script where it started, with the figures when the
+    /// history decided (`history: cpu 1.2 s < gpu 3.4 s`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub device_reason: Option<String>,
     /// Set when the script ran on another device than requested.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub fallback: Option<Fallback>,
@@ -350,6 +373,18 @@ pub struct ScriptResult {
     pub execution_time_s: f64,
     /// Highest tree RSS of any attempt, MiB.
     pub peak_memory_mb: f64,
+    /// The GPU of the final attempt (NVML index), when it ran on one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu_index: Option<u32>,
+    /// Highest GPU memory of any attempt, MiB.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub peak_gpu_memory_mb: Option<f64>,
+    /// What that figure counts: `process` or `device` (see the attempt's).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu_memory_source: Option<GpuMemorySource>,
+    /// Mean GPU utilisation of the final attempt, percent.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gpu_utilization_pct: Option<f64>,
     /// User CPU seconds summed over attempts.
     pub cpu_user_s: f64,
     /// System CPU seconds summed over attempts.
@@ -391,6 +426,13 @@ pub struct ScriptResult {
     pub data_files: Vec<String>,
     /// How the script was isolated and limited.
     pub sandbox: SandboxInfo,
+    /// `--xla-preset` given to its GPU attempts.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub xla_preset: Option<XlaPreset>,
+    /// Seconds of its last successful run on each device, this run's and earlier
+    /// runs' in this results folder: what `--device auto` learns from.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub device_times: Option<DeviceTimes>,
     /// Hash of what the result depends on (source, interpreter, jax, device, jax's
     /// environment): `--resume` keeps a success whose fingerprint still matches.
     #[serde(default)]

@@ -186,3 +186,33 @@ pub enum Reuse {
     /// Keep every previous success; run the rest.
     RerunFailed,
 }
+
+/// Where a script's GPU memory figure comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuMemorySource {
+    /// NVML's compute processes, matched by PID to the script's processes: its own.
+    Process,
+    /// The growth of the GPU's used memory while the script ran (its processes could
+    /// not be matched): other work on the same GPU counts too.
+    Device,
+}
+
+/// `--xla-preset`: XLA settings added to GPU attempts' environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum XlaPreset {
+    /// Faster kernels and scheduling: Triton GEMMs, the latency-hiding scheduler, PGLE.
+    Perf,
+    /// Deterministic GPU ops: the same inputs give the same bits.
+    Deterministic,
+}
+
+impl XlaPreset {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            XlaPreset::Perf => "perf",
+            XlaPreset::Deterministic => "deterministic",
+        }
+    }
+}

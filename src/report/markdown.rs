@@ -44,15 +44,33 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
     let _ = writeln!(s, "| device mismatches | {} |", t.device_mismatches);
     let _ = writeln!(s, "| leaked processes | {} |\n", t.leaks);
     let _ = writeln!(s, "## Scripts\n");
+    // The GPU column only where some script has a GPU figure.
+    let gpu = scripts.iter().any(|d| d.peak_gpu_memory_mb.is_some());
+    let (gpu_head, gpu_rule) = if gpu {
+        (" peak GPU (MiB) |", " --- |")
+    } else {
+        ("", "")
+    };
     let _ = writeln!(
         s,
-        "| script | status | class | device | attempts | wall (s) | peak RSS (MiB) | reason |"
+        "| script | status | class | device | attempts | wall (s) | peak RSS (MiB) |{gpu_head} reason |"
     );
-    let _ = writeln!(s, "| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(
+        s,
+        "| --- | --- | --- | --- | --- | --- | --- |{gpu_rule} --- |"
+    );
     for d in scripts {
+        let gpu_cell = match (gpu, d.peak_gpu_memory_mb) {
+            (false, _) => String::new(),
+            (true, Some(mb)) => match d.gpu_index {
+                Some(i) => format!(" {mb:.0} (GPU {i}) |"),
+                None => format!(" {mb:.0} |"),
+            },
+            (true, None) => " - |".into(),
+        };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {:.2} | {:.0} | {} |",
+            "| {} | {} | {} | {} | {} | {:.2} | {:.0} |{gpu_cell} {} |",
             cell_code(&d.relative_path),
             d.status.as_str(),
             d.class.as_str(),
@@ -65,6 +83,7 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
                 .map_or(String::new(), |r| cell_text(&r.words)),
         );
     }
+    let dash = if gpu { " - |" } else { "" };
     for (status, entries) in [
         ("missing", &m.missing_scripts),
         ("refused", &m.refused_scripts),
@@ -73,14 +92,14 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
         for entry in shown {
             let _ = writeln!(
                 s,
-                "| {} | {status} | - | - | 0 | - | - | listed in the render manifest |",
+                "| {} | {status} | - | - | 0 | - | - |{dash} listed in the render manifest |",
                 cell_code(entry)
             );
         }
         if rest > 0 {
             let _ = writeln!(
                 s,
-                "| and {rest} more (in performance_metrics.json) | {status} | - | - | 0 | - | - | |"
+                "| and {rest} more (in performance_metrics.json) | {status} | - | - | 0 | - | - |{dash} |"
             );
         }
     }

@@ -56,6 +56,9 @@ pub struct ScriptRecord {
     pub execution_time_s: f64,
     /// Highest tree RSS of any attempt, MiB.
     pub peak_memory_mb: f64,
+    /// Peak GPU memory, MiB, and the GPU (GPU attempts only).
+    pub peak_gpu_memory_mb: Option<f64>,
+    pub gpu_index: Option<u32>,
     /// jax's compile time in the final attempt, when the script reported it.
     pub compile_time_s: Option<f64>,
     /// Where the final attempt's time went.
@@ -118,6 +121,8 @@ impl ScriptRecord {
                 .collect(),
             execution_time_s: r.execution_time_s,
             peak_memory_mb: r.peak_memory_mb,
+            peak_gpu_memory_mb: r.peak_gpu_memory_mb,
+            gpu_index: r.gpu_index,
             compile_time_s: r.jax.as_ref().map(|j| j.compile_time_s),
             time_breakdown: r.time_breakdown.clone(),
             matched_line: r.matched_line.clone(),

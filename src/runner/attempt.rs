@@ -35,6 +35,8 @@ pub struct AttemptRequest<'a> {
     pub events: &'a EventSender,
     /// The script's timeout, memory limit and variables, after the profile's overrides.
     pub settings: &'a crate::config::ScriptSettings,
+    /// The GPU a GPU attempt was given, when the run spreads scripts over GPUs.
+    pub gpu: Option<&'a crate::gpu::share::GpuSlot>,
 }
 
 /// What a finished attempt brings back, whatever ran it.
@@ -102,6 +104,8 @@ pub struct AttemptSpec {
     pub samples: Option<SampleSink>,
     /// `--no-capture`: each output line also goes into the event stream.
     pub echo: bool,
+    /// The GPUs to sample, for a GPU attempt.
+    pub gpu: Option<crate::gpu::sample::GpuWatch>,
 }
 
 /// A sandboxed attempt: bwrap's command for a cold start, the same mounts as steps
@@ -163,6 +167,8 @@ pub struct AttemptOutcome {
     /// The effective capability set the script's processes held, as the kernel shows
     /// it (`None` when none was seen: the script ended within one sample).
     pub capabilities: Option<u64>,
+    /// Its GPU memory and utilisation, when it ran on a GPU NVML could read.
+    pub gpu: Option<crate::gpu::sample::GpuUsage>,
 }
 
 /// How an attempt's process was started.

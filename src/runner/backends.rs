@@ -51,7 +51,27 @@ impl Shared {
                 .as_ref()
                 .map(|dir| (report.as_path(), telemetry::python_path(dir))),
             profile_dir: profile_dir.as_deref(),
+            gpu: req.gpu,
         });
+        let preset = self
+            .config
+            .xla_preset
+            .filter(|_| req.platform == Platform::Gpu)
+            .map(|p| {
+                // What the script would otherwise see: `--env`, else the parent's value
+                // where it passes in.
+                let user = |name: &str| {
+                    let passes = !sandboxed || self.config.pass_env.iter().any(|p| p == name);
+                    req.settings
+                        .env
+                        .iter()
+                        .find(|(k, _)| k == name)
+                        .map(|(_, v)| v.clone())
+                        .or_else(|| std::env::var(name).ok().filter(|_| passes))
+                };
+                crate::gpu::xla::merge(p, user("XLA_FLAGS").as_deref(), user)
+            })
+            .unwrap_or_default();
         let mut vars: Vec<(OsString, OsString)> = Vec::new();
         if sandboxed {
             for (k, v) in std::env::vars_os() {
@@ -62,11 +82,20 @@ impl Shared {
             }
         }
         vars.extend(runner.into_iter().map(|(k, v)| (OsString::from(k), v)));
-        // The run's `--env`, with a profile override's on top.
+        // The run's `--env` with a profile override's on top; they win, except over
+        // the preset's merge, which already holds their value.
+        let merged = |k: &str| preset.vars.iter().any(|(m, _)| *m == k);
         vars.extend(
             req.settings
                 .env
                 .iter()
+                .filter(|(k, _)| !merged(k))
+                .map(|(k, v)| (OsString::from(k), OsString::from(v))),
+        );
+        vars.extend(
+            preset
+                .vars
+                .into_iter()
                 .map(|(k, v)| (OsString::from(k), OsString::from(v))),
         );
         vars
@@ -148,6 +177,10 @@ impl Local {
             memory_limit,
             max_procs: config.max_procs,
             cgroup,
+            gpu: (req.platform == Platform::Gpu).then(|| crate::gpu::sample::GpuWatch {
+                nvml: crate::gpu::system(),
+                indices: req.gpu.map(|g| vec![g.index]).unwrap_or_default(),
+            }),
             samples: Some(SampleSink {
                 events: req.events.clone(),
                 id: req.script.id.clone(),

@@ -18,11 +18,13 @@ use super::tree::TreeSampler;
 use super::zygote::Zygote;
 use super::Stop;
 use crate::events::Stream;
+use crate::gpu::sample::GpuSampler;
 use crate::model::Leak;
 
 /// Samples go out every this many memory samples (100 ms each).
 const SAMPLES_PER_EVENT: u32 = 10;
-/// Open files are looked through for a GPU device every this many samples.
+/// Open files are looked through for a GPU device, and NVML read, every this many
+/// samples.
 const GPU_LOOK_EVERY: u32 = 5;
 /// How often the tree's memory is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
@@ -79,7 +81,7 @@ pub async fn run_attempt(
     let out_task = drain(child_stdout, stdout_file, out_opts);
     let err_task = drain(child_stderr, stderr_file, err_opts);
     let waiter = tokio::task::spawn_blocking(move || sys::wait4(pid));
-    let (exit, stopped_by, sampler, capabilities) =
+    let (exit, stopped_by, sampler, capabilities, gpu) =
         supervise(pid, spec, &mut stop, waiter, started, start == Start::Warm).await?;
     let duration = started.elapsed();
     let stopped_by = match &spec.cgroup {
@@ -137,6 +139,7 @@ pub async fn run_attempt(
         sampled_cpu: sampler.cpu_seconds(),
         capabilities,
         gpu_device_opened: sampler.gpu_looked.then_some(sampler.gpu_opened),
+        gpu: gpu.as_ref().and_then(GpuSampler::usage),
         start,
     })
 }
@@ -151,8 +154,10 @@ async fn supervise(
     mut waiter: tokio::task::JoinHandle<std::io::Result<Exit>>,
     started: Instant,
     warm: bool,
-) -> Result<(Exit, Option<StoppedBy>, TreeSampler, Option<u64>), AttemptError> {
+) -> Result<Supervised, AttemptError> {
     let mut sampler = TreeSampler::default();
+    let mut gpu = spec.gpu.clone().map(GpuSampler::start);
+    let mut gpu_now = None;
     // Warm inside the sandbox, the root is the namespace's init, a fork of the zygote
     // that holds the sandbox's own capabilities until it has built the script's view.
     let plumbing = (warm && spec.sandbox.is_some()).then_some(pid as u32);
@@ -178,6 +183,12 @@ async fn supervise(
                 if ticks % GPU_LOOK_EVERY == 0 {
                     sampler.look_for_gpu();
                 }
+                // The first sample too, so a short script still gets a GPU reading.
+                if ticks % GPU_LOOK_EVERY == 1 {
+                    if let Some(g) = gpu.as_mut() {
+                        gpu_now = g.sample(&sampler.last_pids);
+                    }
+                }
                 if let Some(seen) = script_capabilities(&sampler.last_pids, spec, plumbing) {
                     caps = Some(caps.unwrap_or(0) | seen);
                 }
@@ -188,6 +199,8 @@ async fn supervise(
                         elapsed_s: started.elapsed().as_secs_f64(),
                         rss_mb: rss as f64 / (1024.0 * 1024.0),
                         processes: sampler.last_count,
+                        gpu_memory_mb: gpu_now.map(|g| g.memory_mb),
+                        gpu_utilization_pct: gpu_now.and_then(|g| g.utilization_pct),
                     });
                 }
                 // The watchdogs stand in only for limits the kernel does not enforce.
@@ -235,8 +248,18 @@ async fn supervise(
             }
         }
     };
-    Ok((exit, stopped_by, sampler, caps))
+    Ok((exit, stopped_by, sampler, caps, gpu))
 }
+
+/// What [`supervise`] brings back: how the attempt exited, why the runner stopped it
+/// (if it did), the tree's and the GPU's samplers, and the capabilities seen.
+type Supervised = (
+    Exit,
+    Option<StoppedBy>,
+    TreeSampler,
+    Option<u64>,
+    Option<GpuSampler>,
+);
 
 /// The effective capabilities of the script's processes (bwrap's own aside), OR-ed,
 /// from the kernel's view in `/proc`: what the script could really do, whatever it

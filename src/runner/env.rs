@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
+use crate::gpu::share::GpuSlot;
 use crate::model::Platform;
 
 /// Variables removed from the child's environment: `JAX_PLATFORM_NAME` is deprecated,
@@ -30,6 +31,8 @@ pub struct EnvSpec<'a> {
     pub telemetry: Option<(&'a Path, OsString)>,
     /// `--profile`: where the shim writes the jax.profiler trace.
     pub profile_dir: Option<&'a Path>,
+    /// The GPU a GPU attempt was given (see [`crate::gpu::share`]).
+    pub gpu: Option<&'a GpuSlot>,
 }
 
 /// The variables to set on top of the parent's environment.
@@ -59,6 +62,17 @@ pub fn child_env(spec: &EnvSpec<'_>) -> Vec<(&'static str, OsString)> {
         Platform::Gpu => vars.push(("XLA_PYTHON_CLIENT_PREALLOCATE", "false".into())),
         Platform::Tpu => {}
     }
+    if let Some(slot) = spec.gpu.filter(|_| spec.platform == Platform::Gpu) {
+        // One GPU per slot on a host with several: scripts would otherwise all start
+        // on the first.
+        if let Some(visible) = &slot.visible {
+            vars.push(("CUDA_VISIBLE_DEVICES", visible.into()));
+        }
+        // A shared GPU: each script's allocator stays within its part.
+        if let Some(f) = slot.mem_fraction {
+            vars.push(("XLA_PYTHON_CLIENT_MEM_FRACTION", format!("{f:.2}").into()));
+        }
+    }
     if let Some(cache) = spec.compilation_cache {
         vars.push(("JAX_COMPILATION_CACHE_DIR", cache.into()));
         // Cache every compilation: generated scripts compile many small programs.
@@ -86,6 +100,7 @@ mod tests {
             compilation_cache: None,
             telemetry: None,
             profile_dir: None,
+            gpu: None,
         };
         let cpu = child_env(&spec);
         assert_eq!(get(&cpu, "JAX_PLATFORMS").unwrap(), "cpu");
@@ -106,5 +121,38 @@ mod tests {
             get(&gpu, "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES").unwrap(),
             "-1"
         );
+    }
+
+    #[test]
+    fn a_gpu_slot_pins_the_gpu_and_caps_a_shared_ones_memory() {
+        let slot = GpuSlot {
+            index: 1,
+            visible: Some("GPU-1".into()),
+            mem_fraction: Some(0.23),
+        };
+        let mut spec = EnvSpec {
+            platform: Platform::Gpu,
+            data_dir: Path::new("/d"),
+            attempt: 1,
+            compilation_cache: None,
+            telemetry: None,
+            profile_dir: None,
+            gpu: Some(&slot),
+        };
+        let vars = child_env(&spec);
+        assert_eq!(get(&vars, "CUDA_VISIBLE_DEVICES").unwrap(), "GPU-1");
+        assert_eq!(
+            get(&vars, "XLA_PYTHON_CLIENT_MEM_FRACTION").unwrap(),
+            "0.23"
+        );
+        assert_eq!(
+            get(&vars, "XLA_PYTHON_CLIENT_PREALLOCATE").unwrap(),
+            "false"
+        );
+        // The same slot on a CPU attempt (a fallback) hides every GPU instead.
+        spec.platform = Platform::Cpu;
+        let vars = child_env(&spec);
+        assert_eq!(get(&vars, "CUDA_VISIBLE_DEVICES").unwrap(), "");
+        assert!(get(&vars, "XLA_PYTHON_CLIENT_MEM_FRACTION").is_none());
     }
 }

@@ -68,6 +68,8 @@ pub struct RunContext {
     pub data_dirs: std::collections::HashMap<String, PathBuf>,
     /// Each script's fingerprint (see [`crate::history::fingerprint`]).
     pub fingerprints: std::collections::HashMap<String, String>,
+    /// Each script's seconds per device in earlier runs (`--device auto` learns).
+    pub device_times: std::collections::HashMap<String, crate::model::DeviceTimes>,
     /// Raised when the runner's own files cannot be written: nothing starts after.
     pub halt: Halt,
     /// `--fail-fast`/`--max-fail`: spent, it lets no script start.

@@ -365,6 +365,7 @@ pub async fn run_attempt(
             sampled_cpu: (0.0, 0.0),
             gpu_device_opened: None,
             capabilities: None,
+            gpu: None,
             start: Start::Cold,
         },
         job,

@@ -2,25 +2,25 @@
 //! fallback, telemetry, classification and leak reports, and the runner's own halt
 //! when a log of the script cannot be written for lack of space.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use tokio::sync::watch;
 
-use super::attempt::{AttemptError, AttemptOutcome, AttemptRequest, Start, StoppedBy};
-use super::classify::{classify, Ending};
+use super::attempt::{AttemptError, AttemptRequest};
 use super::slots::{Lease, Slots};
 use super::{sys, RunContext, Stop};
 use crate::discovery::Script;
 use crate::events::{EventSender, RunEvent};
-use crate::model::{Attempt, FailureClass, Fallback, JaxTelemetry, Platform, ScriptResult};
+use crate::model::{FailureClass, Fallback, JaxTelemetry, Platform, ScriptResult};
 use crate::model::{ScriptSummary, Status, SCHEMA_VERSION};
 use crate::paths::rfc3339;
 
-/// Runs one script to its final result, reports it, and returns its summary line.
-/// The loop decides retries and the GPU→CPU fallback; how an attempt runs is the
-/// backend's business.
+use record::recorded;
 use unstarted::{run_when_the_runner_can, spawn_failure};
 
+/// Runs one script to its final result, reports it, and returns its summary line.
+/// The loop decides retries, the GPU→CPU fallback and the retry alone on the GPU; how
+/// an attempt runs is the backend's business.
 pub async fn run_script(
     ctx: &RunContext,
     script: &Script,
@@ -43,16 +43,15 @@ pub async fn run_script(
     if let Err(e) = &prepared {
         ctx.halt.check(&data_dir, e);
     }
-    let mut platform = settings.platform(ctx.plan.platform);
-    if platform == Platform::Gpu && config.fallback_to_cpu {
-        if let Some(reason) = ctx.gpu_unusable() {
-            platform = Platform::Cpu;
-            fall_back(&mut result, events, reason);
-        }
-    }
+    let mut platform = starting_platform(ctx, script, &settings, &mut result, events);
     let mut retries_done = 0;
+    // Set for the retry, alone on the GPU, of an attempt that ran out of GPU memory.
+    let mut alone = false;
     for number in 1.. {
         let slot = lease.as_ref().map_or(0, Lease::slot);
+        let gpu_slot = (platform == Platform::Gpu)
+            .then(|| ctx.plan.gpu.as_ref()?.slot(slot, alone))
+            .flatten();
         let (stdout_log, stderr_log) = ctx.log_paths(&script.id, number);
         events.emit(RunEvent::ScriptStarted {
             id: script.id.clone(),
@@ -70,6 +69,7 @@ pub async fn run_script(
             stderr_log: &stderr_log,
             events,
             settings: &settings,
+            gpu: gpu_slot.as_ref(),
         };
         let outcome = match &prepared {
             Ok(()) => run_when_the_runner_can(ctx, request, &stop).await,
@@ -79,32 +79,14 @@ pub async fn run_script(
             }),
         };
         let mut attempt = match outcome {
-            Ok(done) => {
-                if let Some(by) = done.enforced.max_procs {
-                    result.sandbox.max_procs_enforced_by = Some(by.into());
-                }
-                if let Some(by) = done.enforced.memory_limit {
-                    result.sandbox.memory_limit_enforced_by = Some(by.into());
-                }
-                let o = &done.outcome;
-                for (log, d) in [(&stdout_log, &o.stdout), (&stderr_log, &o.stderr)] {
-                    if d.disk_full {
-                        ctx.halt
-                            .raise(log, d.write_error.clone().unwrap_or_default());
-                    }
-                }
-                let mut a = record(
-                    number,
-                    platform,
-                    &stdout_log,
-                    &stderr_log,
-                    o,
-                    done.jax,
-                    &mut result,
-                );
-                a.ray = done.ray;
-                a
-            }
+            Ok(done) => recorded(
+                ctx,
+                number,
+                platform,
+                (&stdout_log, &stderr_log),
+                done,
+                &mut result,
+            ),
             Err(e) => {
                 if let AttemptError::Prepare { path, source } = &e {
                     ctx.halt.check(path, source);
@@ -113,6 +95,7 @@ pub async fn run_script(
             }
         };
         attempt.slot = slot;
+        gpu::place(&mut attempt, gpu_slot.as_ref());
         let class = attempt.class;
         let reason = attempt.matched_line.clone();
         events.emit(RunEvent::AttemptFinished {
@@ -121,24 +104,27 @@ pub async fn run_script(
             details: Box::new(attempt.clone()),
         });
         result.attempts.push(attempt);
-        if class == FailureClass::Succeeded || *stop.borrow() != Stop::Run || ctx.halt.is_raised() {
+        if *stop.borrow() != Stop::Run {
             break;
         }
-        if class == FailureClass::GpuEnvironment
-            && platform == Platform::Gpu
-            && config.fallback_to_cpu
-        {
-            let reason = reason.unwrap_or_else(|| "the GPU environment failed".into());
-            ctx.mark_gpu_unusable(&reason);
-            platform = Platform::Cpu;
-            fall_back(&mut result, events, reason);
-            continue;
-        }
-        if !retry.should_retry(class, retries_done) {
-            break;
-        }
-        retries_done += 1;
-        let delay = retry.delay(retries_done);
+        let (delay, all) =
+            match next_step(ctx, class, reason, platform, alone, retries_done, &retry) {
+                Next::Done => break,
+                Next::FallBack(reason) => {
+                    platform = Platform::Cpu;
+                    fall_back(&mut result, events, reason);
+                    continue;
+                }
+                // Others on the GPU may have taken the memory: once more, alone on it.
+                Next::Alone => {
+                    alone = true;
+                    (std::time::Duration::ZERO, true)
+                }
+                Next::Retry => {
+                    retries_done += 1;
+                    (retry.delay(retries_done), false)
+                }
+            };
         events.emit(RunEvent::RetryScheduled {
             id: script.id.clone(),
             attempt: number,
@@ -146,12 +132,13 @@ pub async fn run_script(
             delay_s: delay.as_secs_f64(),
         });
         drop(lease.take());
-        match wait_for_retry(delay, slots, &mut stop).await {
+        match wait_for_retry(delay, slots, all, &mut stop).await {
             Some(l) => lease = Some(l),
             None => break,
         }
     }
     finish(&mut result);
+    gpu::finish(ctx, &mut result);
     result.data_files = crate::paths::relative_files(&data_dir, 10_000);
     let summary = ScriptSummary::of(&result);
     // Counted while this script still holds its slot, so the next script cannot take
@@ -163,19 +150,111 @@ pub async fn run_script(
     summary
 }
 
+/// What follows an attempt that did not succeed.
+enum Next {
+    /// The script's result is final.
+    Done,
+    /// To the CPU, for this reason.
+    FallBack(String),
+    /// Once more, alone on the GPU.
+    Alone,
+    /// A retry by the policy.
+    Retry,
+}
+
+/// Decides what follows an attempt of class `class` (ended on `line`): nothing after
+/// success or a halt (the caller ends the loop on a stop); the CPU after a broken GPU environment (for the rest of
+/// the run) or after running out of GPU memory (first alone on a shared GPU); else
+/// the retry policy.
+fn next_step(
+    ctx: &RunContext,
+    class: FailureClass,
+    line: Option<String>,
+    platform: Platform,
+    alone: bool,
+    retries_done: u32,
+    retry: &crate::retry::RetryPolicy,
+) -> Next {
+    let config = &ctx.config;
+    if class == FailureClass::Succeeded || ctx.halt.is_raised() {
+        return Next::Done;
+    }
+    let to_cpu = platform == Platform::Gpu && config.fallback_to_cpu;
+    if class == FailureClass::GpuEnvironment && to_cpu {
+        let reason = line.unwrap_or_else(|| "the GPU environment failed".into());
+        ctx.mark_gpu_unusable(&reason);
+        return Next::FallBack(reason);
+    }
+    if platform == Platform::Gpu && gpu::out_of_gpu_memory(class, line.as_deref()) {
+        if !alone && gpu::shared(ctx) {
+            return Next::Alone;
+        }
+        if to_cpu {
+            let on = if alone { " alone on the GPU" } else { "" };
+            return Next::FallBack(format!(
+                "out of GPU memory{on}: {}",
+                line.unwrap_or_default()
+            ));
+        }
+    }
+    if retry.should_retry(class, retries_done) {
+        Next::Retry
+    } else {
+        Next::Done
+    }
+}
+
+/// The platform a script starts on: a profile override's device, else `--device
+/// auto`'s choice for it (the history may send it to the CPU); the CPU when the GPU
+/// already failed in this run.
+fn starting_platform(
+    ctx: &RunContext,
+    script: &Script,
+    settings: &crate::config::ScriptSettings,
+    result: &mut ScriptResult,
+    events: &EventSender,
+) -> Platform {
+    let mut platform = settings.platform(ctx.plan.platform);
+    let times = ctx.device_times.get(&script.id);
+    let learned = match settings.overridden.contains_key("device") {
+        true => None,
+        false => crate::plan::device_for(&ctx.config, &ctx.plan, times),
+    };
+    if let Some((learned, why)) = learned {
+        platform = learned;
+        result.device_reason = Some(why);
+    }
+    if platform == Platform::Gpu && ctx.config.fallback_to_cpu {
+        if let Some(reason) = ctx.gpu_unusable() {
+            platform = Platform::Cpu;
+            fall_back(result, events, reason);
+        }
+    }
+    platform
+}
+
 /// The wait before a retry, holding no slot (the queue goes on meanwhile), then the
-/// wait for a slot like any other script. `None` when the run is stopped meanwhile.
+/// wait for a slot like any other script, or for every slot (`all`: to run alone).
+/// `None` when the run is stopped meanwhile.
 async fn wait_for_retry(
     delay: std::time::Duration,
     slots: &Slots,
+    all: bool,
     stop: &mut watch::Receiver<Stop>,
 ) -> Option<Lease> {
     tokio::select! {
         _ = tokio::time::sleep(delay) => {}
         _ = stop.wait_for(|s| *s != Stop::Run) => return None,
     }
+    let lease = async {
+        if all {
+            slots.acquire_all().await
+        } else {
+            slots.acquire().await
+        }
+    };
     tokio::select! {
-        l = slots.acquire() => Some(l),
+        l = lease => Some(l),
         _ = stop.wait_for(|s| *s != Stop::Run) => None,
     }
 }
@@ -203,92 +282,6 @@ pub fn status_of(class: FailureClass) -> Status {
     }
 }
 
-fn record(
-    number: u32,
-    device: Platform,
-    stdout_log: &Path,
-    stderr_log: &Path,
-    o: &AttemptOutcome,
-    jax: Option<JaxTelemetry>,
-    r: &mut ScriptResult,
-) -> Attempt {
-    let verdict = classify(&Ending {
-        platform: device,
-        code: o.exit.code,
-        signal: o.exit.signal,
-        timed_out: o.stopped_by == Some(StoppedBy::Timeout),
-        interrupted: o.stopped_by == Some(StoppedBy::Interrupt),
-        memory_limit_hit: o.stopped_by == Some(StoppedBy::MemoryLimit),
-        process_limit_hit: o.stopped_by == Some(StoppedBy::ProcessLimit),
-        kernel_oom_kill: o.kernel_oom_kill,
-        memory_cgroup_hit: o.stopped_by == Some(StoppedBy::MemoryCgroup),
-        scan: &o.stderr.scan,
-    });
-    if let Some(caps) = o.capabilities {
-        r.sandbox.capabilities = Some(format!("{caps:016x}"));
-    }
-    r.stdout_bytes = o.stdout.bytes;
-    r.stderr_bytes = o.stderr.bytes;
-    r.stderr_tail = o.stderr.tail.clone();
-    for problem in [&o.stdout.write_error, &o.stderr.write_error]
-        .into_iter()
-        .flatten()
-    {
-        r.stderr_tail
-            .push(format!("[jax-runner] failed to write log: {problem}"));
-    }
-    r.leaks.extend(o.leaks.iter().cloned());
-    // jax's report is trusted where the runner's own view does not contradict it.
-    let claims_gpu = jax.as_ref().and_then(JaxTelemetry::platform) == Some(Platform::Gpu);
-    let device_check = (claims_gpu && o.gpu_device_opened == Some(false)).then(|| {
-        "jax reported the GPU, but no process of the script held a GPU device open when \
-         the runner looked"
-            .to_string()
-    });
-    Attempt {
-        device_check,
-        number,
-        device,
-        slot: 0,
-        started_at: rfc3339(o.started_at),
-        duration_s: o.duration.as_secs_f64(),
-        status: status_of(verdict.class),
-        return_code: o.exit.code,
-        signal: o.exit.signal,
-        peak_memory_mb: o.peak_rss_bytes as f64 / (1024.0 * 1024.0),
-        // wait4 is exact when the runner waits for the script itself; sandboxed it only
-        // sees bwrap, so Python's own report and /proc sampling set floors.
-        cpu_user_s: [o.exit.user_cpu.as_secs_f64(), o.sampled_cpu.0]
-            .into_iter()
-            .chain(jax.as_ref().and_then(|j| j.cpu_user_s))
-            .fold(0.0, f64::max),
-        cpu_system_s: [o.exit.system_cpu.as_secs_f64(), o.sampled_cpu.1]
-            .into_iter()
-            .chain(jax.as_ref().and_then(|j| j.cpu_system_s))
-            .fold(0.0, f64::max),
-        class: verdict.class,
-        matched_line: verdict.matched_line,
-        exception: verdict.exception,
-        jax,
-        stdout_log: stdout_log.to_string_lossy().into_owned(),
-        stderr_log: stderr_log.to_string_lossy().into_owned(),
-        log_cut_bytes: o.stdout.cut_bytes + o.stderr.cut_bytes,
-        leaks: o.leaks.clone(),
-        refused_forks: o.refused_forks,
-        ray: None,
-        start: if o.start == Start::Warm {
-            "warm"
-        } else {
-            "cold"
-        }
-        .into(),
-        cold_start_reason: match &o.start {
-            Start::ColdFallback(reason) => Some(reason.clone()),
-            _ => None,
-        },
-    }
-}
-
 /// A result before any attempt: what the run never got to stays like this.
 pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
     let (stdout_log, stderr_log) = ctx.log_paths(&script.id, 1);
@@ -312,6 +305,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         signal: None,
         signal_name: None,
         device_requested: settings.device,
+        device_reason: None,
         device_used: None,
         fallback: None,
         device_mismatch: false,
@@ -341,6 +335,12 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
             memory_limit_mb: settings.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
             ..ctx.sandbox_info.clone()
         },
+        xla_preset: None,
+        device_times: ctx.device_times.get(&script.id).copied(),
+        gpu_index: None,
+        peak_gpu_memory_mb: None,
+        gpu_memory_source: None,
+        gpu_utilization_pct: None,
         fingerprint: ctx
             .fingerprints
             .get(&script.id)
@@ -393,6 +393,8 @@ fn finish(r: &mut ScriptResult) {
     r.finished_at = Some(rfc3339(end));
 }
 
+mod gpu;
+mod record;
 mod unstarted;
 
 #[cfg(test)]

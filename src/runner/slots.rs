@@ -10,6 +10,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 #[derive(Debug, Clone)]
 pub struct Slots {
     permits: Arc<Semaphore>,
+    jobs: u32,
     /// Free slot numbers, lowest last (so slot 0 is taken first).
     free: Arc<Mutex<Vec<usize>>>,
 }
@@ -29,16 +30,28 @@ impl Slots {
         let jobs = jobs.max(1);
         Slots {
             permits: Arc::new(Semaphore::new(jobs)),
+            jobs: jobs as u32,
             free: Arc::new(Mutex::new((0..jobs).rev().collect())),
         }
     }
 
     /// Waits for a free slot; waiters are served in the order they asked.
     pub async fn acquire(&self) -> Lease {
+        self.acquire_many(1).await
+    }
+
+    /// Waits until every slot is free and holds them all: an attempt that must run
+    /// alone (a retry after running out of memory on a shared GPU). Waiters behind it
+    /// wait meanwhile, so it cannot starve. The lease's own number is the lowest.
+    pub async fn acquire_all(&self) -> Lease {
+        self.acquire_many(self.jobs).await
+    }
+
+    async fn acquire_many(&self, n: u32) -> Lease {
         let permit = self
             .permits
             .clone()
-            .acquire_owned()
+            .acquire_many_owned(n)
             .await
             .expect("the semaphore is never closed");
         let slot = self.free.lock().ok().and_then(|mut f| f.pop()).unwrap_or(0);
@@ -83,5 +96,21 @@ mod tests {
         // Both taken: a third waits until one is dropped.
         let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), slots.acquire());
         assert!(waiting.await.is_err());
+    }
+
+    #[tokio::test]
+    async fn an_exclusive_lease_waits_for_every_slot_and_holds_them() {
+        let slots = Slots::new(3);
+        let a = slots.acquire().await;
+        let short = std::time::Duration::from_millis(50);
+        assert!(tokio::time::timeout(short, slots.acquire_all())
+            .await
+            .is_err());
+        drop(a);
+        let all = slots.acquire_all().await;
+        assert_eq!(all.slot(), 0);
+        assert!(tokio::time::timeout(short, slots.acquire()).await.is_err());
+        drop(all);
+        assert_eq!(slots.acquire().await.slot(), 0);
     }
 }

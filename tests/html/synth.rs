@@ -196,6 +196,8 @@ pub fn events(n: usize, jobs: usize) -> Vec<RunEvent> {
                     elapsed_s: s as f64,
                     rss_mb: 80.0 + 60.0 * ((s as f64) * 0.4).sin().abs() + i as f64 % 40.0,
                     processes: 1,
+                    gpu_memory_mb: None,
+                    gpu_utilization_pct: None,
                 });
             }
             attempts.push(attempt(k as u32 + 1, slot, start, *dur, status));

@@ -72,6 +72,8 @@ pub struct HtmlReporter {
     interpreter: Option<String>,
     /// Per script id, a bounded series of samples.
     samples: HashMap<String, Samples>,
+    /// Per script id, its GPU memory samples (GPU attempts only).
+    gpu_samples: HashMap<String, Samples>,
     /// Finished scripts, with the worker slot of each attempt.
     records: Records,
 }
@@ -82,6 +84,7 @@ impl HtmlReporter {
             results_dir,
             interpreter: None,
             samples: HashMap::new(),
+            gpu_samples: HashMap::new(),
             records: Records::new(),
         }
     }
@@ -99,6 +102,7 @@ impl HtmlReporter {
             &self.interpreter,
             &self.results_dir,
         );
+        page::with_gpu(&mut page, &self.gpu_samples);
         page.script = SCRIPT;
         page.csp = inline::content_security_policy(SCRIPT);
         let mut env = minijinja::Environment::new();
@@ -122,12 +126,19 @@ impl Reporter for HtmlReporter {
                 attempt,
                 elapsed_s,
                 rss_mb,
+                gpu_memory_mb,
                 ..
             } => {
                 self.samples
                     .entry(id.clone())
                     .or_default()
                     .push(*attempt, *elapsed_s, *rss_mb);
+                if let Some(gpu) = gpu_memory_mb {
+                    self.gpu_samples
+                        .entry(id.clone())
+                        .or_default()
+                        .push(*attempt, *elapsed_s, *gpu);
+                }
             }
             RunEvent::RunFinished { metrics } => {
                 let path = self.path();
@@ -210,6 +221,10 @@ struct Page {
     other_cards: Vec<Card>,
     /// Whether any script has memory samples: the memory column is left out otherwise.
     has_spark: bool,
+    /// Whether the GPU memory column shows (some script has a GPU figure).
+    gpu: bool,
+    /// Whether any script has GPU memory samples (else no GPU sparkline column).
+    has_gpu_spark: bool,
     /// Per table row, what its detail view adds to the row (attempts, reason), as
     /// JSON safe inside a `<script>` element.
     script_data: String,
@@ -249,6 +264,10 @@ struct Row {
     wall: String,
     peak_mb: f64,
     peak: String,
+    /// Peak GPU memory, MiB; -1 for none, so those sort first.
+    gpu_peak_mb: f64,
+    gpu_peak: String,
+    gpu_spark: Option<Sparkline>,
     /// Empty when the script reported no jax telemetry.
     compile_sort: String,
     compile: String,

@@ -16,6 +16,16 @@ use crate::model::{RunInfo, ScriptSummary, Totals};
 const ALL_IN_METRICS: &str = "(every one is in performance_metrics.json)";
 use crate::report::record::ScriptRecord;
 
+/// Adds the GPU columns, when any script has a GPU figure or GPU samples: its peak
+/// GPU memory and, where there are samples, a sparkline of it.
+pub(super) fn with_gpu(page: &mut Page, gpu_samples: &HashMap<String, Samples>) {
+    for r in &mut page.rows {
+        r.gpu_spark = super::svg::series_sparkline(&r.id, "GPU memory", gpu_samples.get(&r.id));
+    }
+    page.has_gpu_spark = page.rows.iter().any(|r| r.gpu_spark.is_some());
+    page.gpu = page.has_gpu_spark || page.rows.iter().any(|r| r.gpu_peak_mb >= 0.0);
+}
+
 /// The whole page. `records` are in finishing order, the order the timeline draws.
 pub(super) fn build_page(
     metrics: &PerformanceMetrics,
@@ -47,6 +57,8 @@ pub(super) fn build_page(
         total: rows.len(),
         other_cards: other_cards(t),
         has_spark: rows.iter().any(|r| r.spark.is_some()),
+        gpu: false,
+        has_gpu_spark: false,
         script_data: json_for_script(&details),
         script: "",
         csp: String::new(),
@@ -225,6 +237,11 @@ fn row(s: &ScriptSummary, f: Option<&ScriptRecord>, samples: &HashMap<String, Sa
         wall: fmt_secs(s.execution_time_s),
         peak_mb: round1(s.peak_memory_mb),
         peak: format!("{:.1}", s.peak_memory_mb),
+        gpu_peak_mb: s.peak_gpu_memory_mb.unwrap_or(-1.0),
+        gpu_peak: s
+            .peak_gpu_memory_mb
+            .map_or_else(|| "—".into(), |m| format!("{m:.1}")),
+        gpu_spark: None,
         compile_sort: compile.map(|c| c.to_string()).unwrap_or_default(),
         compile: compile.map(fmt_secs).unwrap_or_else(|| "—".into()),
         split: f
@@ -272,6 +289,9 @@ fn unlisted_row(f: &ScriptRecord, samples: &HashMap<String, Samples>) -> Row {
         wall: fmt_secs(wall),
         peak_mb: 0.0,
         peak: "—".into(),
+        gpu_peak_mb: -1.0,
+        gpu_peak: "—".into(),
+        gpu_spark: None,
         compile_sort: String::new(),
         compile: "—".into(),
         split: "—".into(),

@@ -6,6 +6,15 @@ use crate::model::Status;
 use crate::report::record::{AttemptRecord, ScriptRecord};
 
 pub(super) fn sparkline(id: &str, samples: Option<&Samples>) -> Option<Sparkline> {
+    series_sparkline(id, "resident memory", samples)
+}
+
+/// A sparkline of one series: `what` names it in the title.
+pub(super) fn series_sparkline(
+    id: &str,
+    what: &str,
+    samples: Option<&Samples>,
+) -> Option<Sparkline> {
     let points = &samples?.points;
     if points.is_empty() {
         return None;
@@ -62,7 +71,7 @@ pub(super) fn sparkline(id: &str, samples: Option<&Samples>) -> Option<Sparkline
         width: SPARK_W,
         height: SPARK_H,
         title: format!(
-            "{id}: resident memory over {}, {} samples shown, highest {max_m:.1} MiB",
+            "{id}: {what} over {}, {} samples shown, highest {max_m:.1} MiB",
             fmt_secs(max_t),
             points.len()
         ),

@@ -153,6 +153,8 @@ fn sample_events() -> Vec<RunEvent> {
             elapsed_s: i as f64 * 0.5,
             rss_mb: 50.0 + i as f64 * 10.0,
             processes: 1,
+            gpu_memory_mb: None,
+            gpu_utilization_pct: None,
         });
     }
     let m = metrics(&[ok.clone(), bad.clone()]);
@@ -219,6 +221,45 @@ fn memory_sparkline_from_samples() {
         html.matches("<polyline").count(),
         1,
         "only ok_model has samples"
+    );
+}
+
+#[test]
+fn gpu_columns_show_only_with_gpu_figures() {
+    let (_d, html) = feed(&sample_events());
+    assert!(!html.contains("GPU MiB"), "a CPU run has no GPU columns");
+    let mut events = sample_events();
+    // ok_model ran on GPU 1: its results record the peak, its samples the series.
+    for e in &mut events {
+        match e {
+            RunEvent::Sample { gpu_memory_mb, .. } => *gpu_memory_mb = Some(700.0),
+            RunEvent::RunFinished { metrics } => {
+                let s = metrics
+                    .scripts
+                    .iter_mut()
+                    .find(|s| s.id == "ok_model")
+                    .unwrap();
+                s.peak_gpu_memory_mb = Some(812.5);
+                s.gpu_index = Some(1);
+            }
+            _ => {}
+        }
+    }
+    let (_d, html) = feed(&events);
+    assert!(html.contains("GPU MiB") && html.contains("GPU memory"));
+    assert!(html.contains(">812.5<"), "the peak from the recorded data");
+    assert!(
+        html.contains("ok_model: GPU memory over"),
+        "a GPU sparkline"
+    );
+    assert_eq!(
+        html.matches("<polyline").count(),
+        2,
+        "memory and GPU memory"
+    );
+    assert!(
+        !html.contains("no GPU samples") && !html.contains("no samples"),
+        "a script without samples gets an empty cell, not a note"
     );
 }
 

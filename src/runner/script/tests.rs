@@ -11,28 +11,32 @@ use super::*;
 use crate::config::{test_options, RunConfig};
 use crate::model::{DiscoveredBy, Status};
 use crate::plan::Plan;
-use crate::runner::attempt::{AttemptFuture, Attempted, Backend};
+use crate::runner::attempt::{AttemptFuture, AttemptOutcome, Attempted, Backend, Start};
 use crate::runner::output::Drained;
 use crate::runner::slots::Slots;
 use crate::runner::sys::Exit;
 
 /// How the fake ends an attempt.
 #[derive(Debug, Clone, Copy)]
-enum Ending {
+pub(super) enum Ending {
     Exit(i32),
     Signal(i32),
     /// Exit 1 with jax's "cannot initialise cuda" line on stderr.
     GpuBroken,
     /// Killed by SIGKILL (retried by default) while its stdout log hit a full disk.
     DiskFull,
+    /// Exit 1 with XLA's out-of-GPU-memory line on stderr.
+    GpuOom,
 }
 
 /// Plays a list of endings per script id, one per attempt, and remembers what it was
 /// asked for.
 #[derive(Debug, Default)]
-struct Fake {
+pub(super) struct Fake {
     plays: Mutex<std::collections::HashMap<String, Vec<Ending>>>,
-    asked: Mutex<Vec<(String, u32, Platform)>>,
+    pub(super) asked: Mutex<Vec<(String, u32, Platform)>>,
+    /// The GPU each attempt was given, in the same order.
+    pub(super) gpus: Mutex<Vec<Option<crate::gpu::share::GpuSlot>>>,
     /// Raised to `Graceful` when an attempt of this script starts.
     interrupt_on: Option<(String, watch::Sender<Stop>)>,
 }
@@ -49,6 +53,7 @@ impl Backend for Fake {
                 .lock()
                 .unwrap()
                 .push((id.clone(), req.number, req.platform));
+            self.gpus.lock().unwrap().push(req.gpu.cloned());
             if let Some((victim, tx)) = &self.interrupt_on {
                 if *victim == id {
                     tx.send_replace(Stop::Graceful);
@@ -65,6 +70,12 @@ impl Backend for Fake {
                 }
                 Ending::Exit(c) => (Some(c), None),
                 Ending::Signal(s) => (None, Some(s)),
+                Ending::GpuOom => {
+                    let line = "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4.00GiB.";
+                    stderr.scan.line(line.as_bytes());
+                    stderr.tail.push(line.into());
+                    (Some(1), None)
+                }
                 Ending::GpuBroken => {
                     let line = "RuntimeError: Unable to initialize backend 'cuda': no device";
                     stderr.scan.line(line.as_bytes());
@@ -92,6 +103,7 @@ impl Backend for Fake {
                 sampled_cpu: (0.0, 0.0),
                 capabilities: None,
                 gpu_device_opened: None,
+                gpu: None,
                 start: Start::Cold,
             };
             Ok(Attempted {
@@ -104,7 +116,7 @@ impl Backend for Fake {
     }
 }
 
-fn script(id: &str) -> Script {
+pub(super) fn script(id: &str) -> Script {
     Script {
         id: id.into(),
         path: format!("/nonexistent/{id}.py").into(),
@@ -122,7 +134,7 @@ fn context(dir: &std::path::Path, fake: Arc<Fake>, platform: Platform, retries: 
     context_with(opts, fake, platform)
 }
 
-fn context_with(
+pub(super) fn context_with(
     opts: crate::config::RunOptions,
     fake: Arc<Fake>,
     platform: Platform,
@@ -135,18 +147,20 @@ fn context_with(
             jobs: 1,
             gpu_unusable: None,
             reason: "test".into(),
+            gpu: None,
         }),
         backend: fake,
         gpu_broken: Mutex::new(None),
         sandbox_info: Default::default(),
         data_dirs: Default::default(),
         fingerprints: Default::default(),
+        device_times: Default::default(),
         halt: Default::default(),
         fail_budget: crate::runner::budget::FailBudget::new(None),
     }
 }
 
-async fn run(ctx: &RunContext, id: &str, stop: watch::Receiver<Stop>) -> ScriptResult {
+pub(super) async fn run(ctx: &RunContext, id: &str, stop: watch::Receiver<Stop>) -> ScriptResult {
     let (events, mut rx) = EventSender::channel();
     let slots = Slots::new(1);
     let lease = slots.acquire().await;
@@ -161,7 +175,7 @@ async fn run(ctx: &RunContext, id: &str, stop: watch::Receiver<Stop>) -> ScriptR
     last.expect("the script finished")
 }
 
-fn fake(plays: &[(&str, &[Ending])]) -> Fake {
+pub(super) fn fake(plays: &[(&str, &[Ending])]) -> Fake {
     Fake {
         plays: Mutex::new(
             plays

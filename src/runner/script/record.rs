@@ -1,0 +1,133 @@
+//! An attempt that ran, as the result records it: its class from its ending, its
+//! figures (time, memory, CPU, GPU), jax's own report and the runner's check of it.
+
+use std::path::Path;
+
+use super::{gpu, status_of};
+use crate::model::{Attempt, JaxTelemetry, Platform, ScriptResult};
+use crate::paths::rfc3339;
+use crate::runner::attempt::{AttemptOutcome, Attempted, Start, StoppedBy};
+use crate::runner::classify::{classify, Ending};
+use crate::runner::RunContext;
+
+/// An attempt that ran, recorded: its logs' problems raise the halt, its limits'
+/// enforcers go into the result.
+pub(super) fn recorded(
+    ctx: &RunContext,
+    number: u32,
+    platform: Platform,
+    (stdout_log, stderr_log): (&Path, &Path),
+    done: Attempted,
+    result: &mut ScriptResult,
+) -> Attempt {
+    if let Some(by) = done.enforced.max_procs {
+        result.sandbox.max_procs_enforced_by = Some(by.into());
+    }
+    if let Some(by) = done.enforced.memory_limit {
+        result.sandbox.memory_limit_enforced_by = Some(by.into());
+    }
+    let o = &done.outcome;
+    for (log, d) in [(stdout_log, &o.stdout), (stderr_log, &o.stderr)] {
+        if d.disk_full {
+            ctx.halt
+                .raise(log, d.write_error.clone().unwrap_or_default());
+        }
+    }
+    let mut a = record(
+        number, platform, stdout_log, stderr_log, o, done.jax, result,
+    );
+    a.ray = done.ray;
+    gpu::usage(&mut a, o.gpu.as_ref());
+    a
+}
+
+fn record(
+    number: u32,
+    device: Platform,
+    stdout_log: &Path,
+    stderr_log: &Path,
+    o: &AttemptOutcome,
+    jax: Option<JaxTelemetry>,
+    r: &mut ScriptResult,
+) -> Attempt {
+    let verdict = classify(&Ending {
+        platform: device,
+        code: o.exit.code,
+        signal: o.exit.signal,
+        timed_out: o.stopped_by == Some(StoppedBy::Timeout),
+        interrupted: o.stopped_by == Some(StoppedBy::Interrupt),
+        memory_limit_hit: o.stopped_by == Some(StoppedBy::MemoryLimit),
+        process_limit_hit: o.stopped_by == Some(StoppedBy::ProcessLimit),
+        kernel_oom_kill: o.kernel_oom_kill,
+        memory_cgroup_hit: o.stopped_by == Some(StoppedBy::MemoryCgroup),
+        scan: &o.stderr.scan,
+    });
+    if let Some(caps) = o.capabilities {
+        r.sandbox.capabilities = Some(format!("{caps:016x}"));
+    }
+    r.stdout_bytes = o.stdout.bytes;
+    r.stderr_bytes = o.stderr.bytes;
+    r.stderr_tail = o.stderr.tail.clone();
+    for problem in [&o.stdout.write_error, &o.stderr.write_error]
+        .into_iter()
+        .flatten()
+    {
+        r.stderr_tail
+            .push(format!("[jax-runner] failed to write log: {problem}"));
+    }
+    r.leaks.extend(o.leaks.iter().cloned());
+    // jax's report is trusted where the runner's own view does not contradict it.
+    let claims_gpu = jax.as_ref().and_then(JaxTelemetry::platform) == Some(Platform::Gpu);
+    let device_check = (claims_gpu && o.gpu_device_opened == Some(false)).then(|| {
+        "jax reported the GPU, but no process of the script held a GPU device open when \
+         the runner looked"
+            .to_string()
+    });
+    Attempt {
+        gpu_index: None,
+        gpu_mem_fraction: None,
+        peak_gpu_memory_mb: None,
+        gpu_memory_source: None,
+        gpu_utilization_pct: None,
+        device_check,
+        number,
+        device,
+        slot: 0,
+        started_at: rfc3339(o.started_at),
+        duration_s: o.duration.as_secs_f64(),
+        status: status_of(verdict.class),
+        return_code: o.exit.code,
+        signal: o.exit.signal,
+        peak_memory_mb: o.peak_rss_bytes as f64 / (1024.0 * 1024.0),
+        // wait4 is exact when the runner waits for the script itself; sandboxed it only
+        // sees bwrap, so Python's own report and /proc sampling set floors.
+        cpu_user_s: [o.exit.user_cpu.as_secs_f64(), o.sampled_cpu.0]
+            .into_iter()
+            .chain(jax.as_ref().and_then(|j| j.cpu_user_s))
+            .fold(0.0, f64::max),
+        cpu_system_s: [o.exit.system_cpu.as_secs_f64(), o.sampled_cpu.1]
+            .into_iter()
+            .chain(jax.as_ref().and_then(|j| j.cpu_system_s))
+            .fold(0.0, f64::max),
+        class: verdict.class,
+        matched_line: verdict.matched_line,
+        exception: verdict.exception,
+        jax,
+        stdout_log: stdout_log.to_string_lossy().into_owned(),
+        stderr_log: stderr_log.to_string_lossy().into_owned(),
+        log_cut_bytes: o.stdout.cut_bytes + o.stderr.cut_bytes,
+        leaks: o.leaks.clone(),
+        refused_forks: o.refused_forks,
+        ray: None,
+        start: if o.start == Start::Warm {
+            "warm"
+        } else {
+            "cold"
+        }
+        .into(),
+        cold_start_reason: match &o.start {
+            Start::ColdFallback(reason) => Some(reason.clone()),
+            _ => None,
+        },
+    }
+}
