@@ -127,6 +127,14 @@ pub struct ScriptSettings {
 }
 
 impl ScriptSettings {
+    /// The run's retry policy with this script's number of retries.
+    pub fn retry_policy(&self, run: &crate::retry::RetryPolicy) -> crate::retry::RetryPolicy {
+        crate::retry::RetryPolicy {
+            retries: self.retries,
+            ..run.clone()
+        }
+    }
+
     /// The platform the script starts on: the run's, unless an override names a
     /// device (`auto` there keeps the run's).
     pub fn platform(&self, run: Platform) -> Platform {

@@ -195,36 +195,7 @@ impl Reporter for LogReporter {
                     );
                 }
             }
-            RunEvent::ScriptFinished { result } => {
-                let line = format!(
-                    "{} {} in {:.2}s (peak {:.1} MiB)",
-                    result.status.as_str(),
-                    result.id,
-                    result.execution_time_s,
-                    result.peak_memory_mb
-                );
-                match (result.status, &result.reason) {
-                    (Status::Succeeded, _) => tracing::info!("{line}"),
-                    (_, Some(why)) => tracing::warn!("{line}: {why}"),
-                    (_, None) => tracing::warn!("{line}: {}", result.class.as_str()),
-                }
-                if result.device_mismatch {
-                    tracing::warn!(
-                        "{} asked for {} but jax ran on {}",
-                        result.id,
-                        result.attempts.last().map_or("?", |a| a.device.as_str()),
-                        result.device_used.map_or("?", |d| d.as_str())
-                    );
-                }
-                for leak in &result.leaks {
-                    tracing::warn!(
-                        "{} left a process running, killed: {} {}",
-                        result.id,
-                        leak.pid,
-                        leak.command
-                    );
-                }
-            }
+            RunEvent::ScriptFinished { result } => finished(result),
             RunEvent::Warning { message } => tracing::warn!("{message}"),
             // --no-capture lines are the echo reporter's; a plan is printed by the edge.
             RunEvent::Output { .. } | RunEvent::Planned { .. } => {}
@@ -246,6 +217,38 @@ impl Reporter for LogReporter {
             }
         }
         Ok(())
+    }
+}
+
+/// A script's end, with its reason, a device mismatch and the processes it left.
+fn finished(result: &crate::model::ScriptResult) {
+    let line = format!(
+        "{} {} in {:.2}s (peak {:.1} MiB)",
+        result.status.as_str(),
+        result.id,
+        result.execution_time_s,
+        result.peak_memory_mb
+    );
+    match (result.status, &result.reason) {
+        (Status::Succeeded, _) => tracing::info!("{line}"),
+        (_, Some(why)) => tracing::warn!("{line}: {why}"),
+        (_, None) => tracing::warn!("{line}: {}", result.class.as_str()),
+    }
+    if result.device_mismatch {
+        tracing::warn!(
+            "{} asked for {} but jax ran on {}",
+            result.id,
+            result.attempts.last().map_or("?", |a| a.device.as_str()),
+            result.device_used.map_or("?", |d| d.as_str())
+        );
+    }
+    for leak in &result.leaks {
+        tracing::warn!(
+            "{} left a process running, killed: {} {}",
+            result.id,
+            leak.pid,
+            leak.command
+        );
     }
 }
 

@@ -32,10 +32,7 @@ pub async fn run_script(
     let mut lease = Some(lease);
     let config = &ctx.config;
     let settings = crate::config::settings_for(config, &script.id, &script.relative_path);
-    let retry = crate::retry::RetryPolicy {
-        retries: settings.retries,
-        ..config.retry.clone()
-    };
+    let retry = settings.retry_policy(&config.retry);
     let mut result = base_result(ctx, script);
     let data_dir = ctx.data_dir(&script.id);
     let prepared =
@@ -78,22 +75,8 @@ pub async fn run_script(
                 source: std::io::Error::new(e.kind(), e.to_string()),
             }),
         };
-        let mut attempt = match outcome {
-            Ok(done) => recorded(
-                ctx,
-                number,
-                platform,
-                (&stdout_log, &stderr_log),
-                done,
-                &mut result,
-            ),
-            Err(e) => {
-                if let AttemptError::Prepare { path, source } = &e {
-                    ctx.halt.check(path, source);
-                }
-                spawn_failure(number, platform, &stdout_log, &stderr_log, &e, &mut result)
-            }
-        };
+        let logs = (stdout_log.as_path(), stderr_log.as_path());
+        let mut attempt = attempt_of(ctx, number, platform, logs, outcome, &mut result);
         attempt.slot = slot;
         gpu::place(&mut attempt, gpu_slot.as_ref());
         let class = attempt.class;
@@ -148,6 +131,34 @@ pub async fn run_script(
         result: Box::new(result),
     });
     summary
+}
+
+/// The attempt's record: from what the backend brought back, or from why it could
+/// not start (a file system that cannot take the logs halts the run).
+fn attempt_of(
+    ctx: &RunContext,
+    number: u32,
+    platform: Platform,
+    (stdout_log, stderr_log): (&std::path::Path, &std::path::Path),
+    outcome: Result<super::attempt::Attempted, AttemptError>,
+    result: &mut ScriptResult,
+) -> crate::model::Attempt {
+    match outcome {
+        Ok(done) => recorded(
+            ctx,
+            number,
+            platform,
+            (stdout_log, stderr_log),
+            done,
+            result,
+        ),
+        Err(e) => {
+            if let AttemptError::Prepare { path, source } = &e {
+                ctx.halt.check(path, source);
+            }
+            spawn_failure(number, platform, stdout_log, stderr_log, &e, result)
+        }
+    }
 }
 
 /// What follows an attempt that did not succeed.
