@@ -274,6 +274,16 @@ pub struct RunArgs {
         help_heading = "Backend"
     )]
     pub ray_token: Option<String>,
+    /// The largest data folder a Ray job sends back (compressed, through its log);
+    /// a larger one stays on the cluster and the result says where.
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "50M",
+        value_parser = parse_size,
+        help_heading = "Backend"
+    )]
+    pub ray_max_return: u64,
     /// Skip scripts whose previous success in this results folder still matches
     /// (same source, interpreter, jax, device and jax environment).
     #[arg(help_heading = "Speed", long, conflicts_with = "rerun_failed")]
@@ -453,6 +463,7 @@ impl RunArgs {
             ray_address: (self.backend == BackendArg::Ray)
                 .then(|| self.ray_address.clone().unwrap_or_default()),
             ray_token: self.ray_token.clone(),
+            ray_max_return: self.ray_max_return,
             warm_start: match self.warm_start {
                 WarmArg::Auto => WarmStart::Auto,
                 WarmArg::On => WarmStart::On,

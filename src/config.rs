@@ -87,6 +87,8 @@ pub struct RayOptions {
     pub address: String,
     /// Bearer token for clusters with token authentication.
     pub token: Option<String>,
+    /// `--ray-max-return`: the largest data folder a job sends back, bytes.
+    pub max_return: u64,
 }
 
 /// `--warm-start`.
@@ -136,6 +138,8 @@ pub struct RunOptions {
     /// `Some(address)` for `--backend ray`.
     pub ray_address: Option<String>,
     pub ray_token: Option<String>,
+    /// `--ray-max-return`, bytes.
+    pub ray_max_return: u64,
 }
 
 impl RunConfig {
@@ -314,6 +318,7 @@ fn ray_options(opts: &RunOptions) -> Result<Option<RayOptions>, ConfigError> {
         Some(a) if a.starts_with("http://") || a.starts_with("https://") => Ok(Some(RayOptions {
             address: a.clone(),
             token: opts.ray_token.clone(),
+            max_return: opts.ray_max_return,
         })),
         Some(a) => Err(invalid(
             "--ray-address",
@@ -428,6 +433,7 @@ pub(crate) fn test_options(dir: &Path) -> RunOptions {
         profile: false,
         ray_address: None,
         ray_token: None,
+        ray_max_return: 50 << 20,
     }
 }
 
