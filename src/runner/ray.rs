@@ -273,7 +273,7 @@ pub async fn run_attempt(
         // On failure Ray's message ends with the log's tail: the return block is not news.
         message: status["message"]
             .as_str()
-            .map(|m| returned::without_block(m).to_string()),
+            .map(|m| returned::without_block(m, &nonce).to_string()),
         error_type: status["error_type"].as_str().map(str::to_string),
         ..Default::default()
     };
@@ -311,7 +311,7 @@ pub async fn run_attempt(
     let jax = match found {
         Some(r) => outcome::reported(r, spec, &mut outcome, &mut job),
         None => {
-            outcome::whole_log(&logs, spec, &mut outcome);
+            outcome::whole_log(&logs, &nonce, spec, &mut outcome);
             None
         }
     };

@@ -23,8 +23,26 @@ import zipfile
 PREFIX = "JAX_RUNNER_RAY_"
 
 
-def tree_rss(root):
-    """Resident bytes of `root` and every process below it, from /proc."""
+# NVIDIA's device nodes, and ROCm's: what a process using a GPU holds open.
+GPU_DEVICES = ("/dev/nvidia", "/dev/kfd", "/dev/dri/")
+
+
+def holds_gpu_device(pid):
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith(GPU_DEVICES):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def tree(root):
+    """Resident bytes of `root` and every process below it, and their PIDs, from /proc."""
     children = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -36,16 +54,17 @@ def tree_rss(root):
             continue
         children.setdefault(ppid, []).append(int(name))
     page = os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, [root]
+    total, todo, pids = 0, [root], []
     while todo:
         pid = todo.pop()
+        pids.append(pid)
         todo.extend(children.get(pid, []))
         try:
             with open("/proc/%d/statm" % pid, "rb") as fh:
                 total += int(fh.read().split()[1]) * page
         except (OSError, ValueError, IndexError):
             pass
-    return total
+    return total, pids
 
 
 def pump(src, sink, echo, lock):
@@ -169,12 +188,17 @@ def main():
         t.start()
         pumps.append(t)
     peak = [0]
+    # Whether a process of the script held a GPU device open: None until first looked.
+    gpu = [None]
     done = threading.Event()
 
     def sample():
         while not done.is_set():
             try:
-                peak[0] = max(peak[0], tree_rss(child.pid))
+                rss, pids = tree(child.pid)
+                peak[0] = max(peak[0], rss)
+                if not gpu[0]:
+                    gpu[0] = any(holds_gpu_device(p) for p in pids)
             except OSError:
                 pass
             done.wait(0.2)
@@ -205,6 +229,7 @@ def main():
         "system_cpu_s": usage.ru_stime,
         "max_rss_bytes": usage.ru_maxrss * 1024,
         "peak_rss_bytes": peak[0],
+        "gpu_device_opened": gpu[0],
         "stopped": bool(stopped),
         "node": node,
         "shared_filesystem": shared,

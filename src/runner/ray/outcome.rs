@@ -31,6 +31,7 @@ pub fn reported(
         max_rss_bytes: rep.max_rss_bytes,
     };
     outcome.peak_rss_bytes = rep.peak_rss_bytes.max(rep.max_rss_bytes);
+    outcome.gpu_device_opened = rep.gpu_device_opened;
     let _ = std::fs::write(spec.stdout_log, &r.stdout);
     let _ = std::fs::write(spec.stderr_log, &r.stderr);
     outcome.stdout = Drained {
@@ -81,7 +82,9 @@ pub fn reported(
 
 /// No report came back (the job was stopped, or never ran the wrapper): the job's
 /// log holds stdout and stderr together, so the attempt is classified from all of it.
-pub fn whole_log(logs: &str, spec: &JobSpec<'_>, outcome: &mut AttemptOutcome) {
+pub fn whole_log(logs: &str, nonce: &str, spec: &JobSpec<'_>, outcome: &mut AttemptOutcome) {
+    // A block cut short by the job's end is no use to anyone reading the log.
+    let logs = super::returned::without_block(logs, nonce);
     let _ = std::fs::write(spec.stdout_log, logs);
     let _ = std::fs::write(spec.stderr_log, b"");
     let mut stdout = Drained {

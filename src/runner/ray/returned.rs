@@ -31,6 +31,10 @@ pub struct WrapperReport {
     /// The sampled peak RSS of the script's process tree, bytes.
     #[serde(default)]
     pub peak_rss_bytes: u64,
+    /// Whether a process of the script held a GPU device open when the wrapper looked
+    /// (`None`: it never looked, the script ended first).
+    #[serde(default)]
+    pub gpu_device_opened: Option<bool>,
     /// The node's name, as the wrapper saw it.
     #[serde(default)]
     pub node: String,
@@ -99,9 +103,9 @@ pub fn find(logs: &str, nonce: &str) -> Option<Returned> {
     })
 }
 
-/// `text` up to the first return block, if it has one.
-pub fn without_block(text: &str) -> &str {
-    match text.find("\n==jax-runner-return:") {
+/// `text` up to the job's return block, if it has one.
+pub fn without_block<'a>(text: &'a str, nonce: &str) -> &'a str {
+    match text.find(&format!("==jax-runner-return:{nonce}:begin==")) {
         Some(at) => text[..at].trim_end(),
         None => text,
     }

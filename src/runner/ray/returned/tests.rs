@@ -177,3 +177,15 @@ fn more_than_the_limit_is_refused() {
     let mut r = find(&framed("n", &bytes), "n").unwrap();
     assert_eq!(r.unpack_data(tmp.path(), 8192).unwrap(), 2);
 }
+
+#[test]
+fn a_message_loses_the_block_and_keeps_the_rest() {
+    let logs = framed("n", &archive(&[], None));
+    assert_eq!(without_block(&logs, "n"), "script output");
+    assert_eq!(
+        without_block(&logs, "other"),
+        logs,
+        "another job's block stays"
+    );
+    assert_eq!(without_block("plain", "n"), "plain");
+}
