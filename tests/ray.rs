@@ -60,8 +60,10 @@ ip link set lo up
 export RAY_USAGE_STATS_ENABLED=0 PATH={bin}:$PATH
 PGIDS=""
 trap 'for p in $PGIDS; do kill -TERM -- -$p 2>/dev/null; done; sleep 3; for p in $PGIDS; do kill -KILL -- -$p 2>/dev/null; done' EXIT
+NODES=0
 node() {{
-  setsid unshare -m --propagation private bash -c "mount -t tmpfs tmpfs {hidden} && exec {bin}/ray start $* --num-cpus 2 --disable-usage-stats --block" >/dev/null 2>&1 &
+  NODES=$((NODES + 1))
+  setsid unshare -m --propagation private bash -c "mount -t tmpfs tmpfs {hidden} && exec {bin}/ray start $* --num-cpus 2 --disable-usage-stats --block" >{hidden}.node$NODES.log 2>&1 &
   PGIDS="$PGIDS $!"
 }}
 gpu_worker() {{
@@ -70,7 +72,9 @@ gpu_worker() {{
   for i in $(seq 90); do {bin}/python -c 'import json, sys, urllib.request; n = json.load(urllib.request.urlopen("http://127.0.0.1:8265/api/v0/nodes?detail=1", timeout=2)); sys.exit(0 if sum(x["resources_total"].get("GPU", 0) for x in n["data"]["result"]["result"] if x["state"] == "ALIVE") else 1)' 2>/dev/null && break; sleep 1; done
 }}
 node --head --node-ip-address 127.0.0.1 --dashboard-host 127.0.0.1
-for i in $(seq 90); do {bin}/python -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8265/api/version", timeout=2)' 2>/dev/null && break; sleep 1; done
+# A loaded machine can take a while: the head's own log says why it never came up.
+for i in $(seq 180); do {bin}/python -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8265/api/version", timeout=2)' 2>/dev/null && break; sleep 1; done
+[ "$i" = 180 ] && {{ echo "the head did not answer:"; tail -30 {hidden}.node1.log; }}
 {body}
 "#
     );

@@ -21,6 +21,8 @@ import time
 import zipfile
 
 PREFIX = "JAX_RUNNER_RAY_"
+# The job's log is written by the streams' pumps and by the final block: one at a time.
+LOCK = threading.Lock()
 
 
 # NVIDIA's device nodes, and ROCm's: what a process using a GPU holds open.
@@ -130,36 +132,27 @@ def tail_of(path, limit):
         return fh.read(), max(0, size - limit)
 
 
-def main():
-    env = dict(os.environ)
-    script = env.pop(PREFIX + "SCRIPT")
-    nonce = env.pop(PREFIX + "NONCE")
-    limit = int(env.pop(PREFIX + "MAX_RETURN"))
-    node = env.pop(PREFIX + "NODE", "") or os.uname().nodename
-    for key in [k for k in env if k.startswith(PREFIX)]:
-        env.pop(key)
-    work = tempfile.mkdtemp(prefix="jax-runner-job-")
+def data_folder(env, work, marker):
+    """Where the script writes its data, set in `env`: the local folder itself when it
+    is shared (the runner's marker is seen here), else the same path made fresh on
+    this node, else a folder in `work`. Returns (folder, shared, topmost folder made)."""
     wanted = env.get("GNN_OUTPUT_DIR", "")
-    # The runner leaves a marker in the data folder: seen here, the folder is shared.
-    marker = ".jax-runner-ray-" + nonce
-    shared = bool(wanted) and os.path.isfile(os.path.join(wanted, marker))
-    data_dir, created = wanted, None
-    if not shared:
-        created = make_fresh(wanted)
-        if created is None:
-            data_dir = os.path.join(work, "data")
-            os.makedirs(data_dir)
-        for key in ("GNN_OUTPUT_DIR", "JAX_OUTPUT_DIR"):
-            env[key] = data_dir
-        profile = env.get("JAX_RUNNER_PROFILE_DIR", "")
-        if wanted and profile.startswith(wanted):
-            env["JAX_RUNNER_PROFILE_DIR"] = data_dir + profile[len(wanted):]
-    here = os.path.dirname(os.path.abspath(__file__))
-    shim = os.path.join(here, "jax_runner_shim")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [shim, env.get("PYTHONPATH", "")] if p)
-    telemetry = os.path.join(work, "telemetry.json")
-    env["JAX_RUNNER_TELEMETRY"] = telemetry
+    if wanted and os.path.isfile(os.path.join(wanted, marker)):
+        return wanted, True, None
+    created = make_fresh(wanted)
+    data_dir = wanted if created is not None else os.path.join(work, "data")
+    os.makedirs(data_dir, exist_ok=True)
+    for key in ("GNN_OUTPUT_DIR", "JAX_OUTPUT_DIR"):
+        env[key] = data_dir
+    profile = env.get("JAX_RUNNER_PROFILE_DIR", "")
+    if wanted and profile.startswith(wanted):
+        env["JAX_RUNNER_PROFILE_DIR"] = data_dir + profile[len(wanted):]
+    return data_dir, False, created
 
+
+def run(script, env, work):
+    """Runs the script to its end: its streams into `work` (and the job's log), its
+    tree's memory and GPU devices sampled. Returns its report's process figures."""
     stopped = []
     child = subprocess.Popen(
         [sys.executable, os.path.abspath(script)],
@@ -178,14 +171,12 @@ def main():
 
     signal.signal(signal.SIGTERM, on_stop)
     signal.signal(signal.SIGINT, on_stop)
-    lock = threading.Lock()
-    echo = sys.stdout.buffer
-    streams = {}
-    pumps = []
+    streams, pumps = [], []
     for name, src in (("stdout", child.stdout), ("stderr", child.stderr)):
-        streams[name] = open(os.path.join(work, name), "wb")
-        t = threading.Thread(target=pump, args=(src, streams[name], echo, lock), daemon=True)
+        sink = open(os.path.join(work, name), "wb")
+        t = threading.Thread(target=pump, args=(src, sink, sys.stdout.buffer, LOCK), daemon=True)
         t.start()
+        streams.append(sink)
         pumps.append(t)
     peak = [0]
     # Whether a process of the script held a GPU device open: None until first looked.
@@ -203,14 +194,8 @@ def main():
                 pass
             done.wait(0.2)
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    while True:
-        try:
-            _, status, usage = os.wait4(child.pid, 0)
-            break
-        except InterruptedError:
-            continue
+    threading.Thread(target=sample, daemon=True).start()
+    _, status, usage = os.wait4(child.pid, 0)
     done.set()
     # What the script left running would hold its pipes open: a local run kills it too.
     try:
@@ -219,10 +204,9 @@ def main():
         pass
     for t in pumps:
         t.join(5)
-    for f in streams.values():
+    for f in streams:
         f.close()
-
-    report = {
+    return status, {
         "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "user_cpu_s": usage.ru_utime,
@@ -231,40 +215,34 @@ def main():
         "peak_rss_bytes": peak[0],
         "gpu_device_opened": gpu[0],
         "stopped": bool(stopped),
-        "node": node,
-        "shared_filesystem": shared,
     }
-    try:
-        with open(telemetry, encoding="utf-8") as fh:
-            report["telemetry"] = json.load(fh)
-    except (OSError, ValueError):
-        report["telemetry"] = None
 
-    files, left_out = folder_files(data_dir, marker) if os.path.isdir(data_dir) else ([], 0)
-    size = sum(s for _, s in files if s is not None)
-    report["data_bytes"] = size
-    report["data_files"] = sum(1 for _, s in files if s is not None)
-    report["data_left_out"] = left_out
-    returned = not shared and size <= limit
-    report["data_returned"] = returned
-    if not shared and not returned:
-        report["data_left_at"] = data_dir
+
+def pack(report, work, data_dir, files, returned, limit):
+    """The zip sent back: both streams (their last `limit` bytes), the data folder
+    when it is returned, and the report."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for name in ("stdout", "stderr"):
             body, cut = tail_of(os.path.join(work, name), limit)
             report[name + "_cut_bytes"] = cut
             z.writestr(name, body)
-        if returned:
-            for rel, s in files:
-                path = os.path.join(data_dir, rel)
-                if s is None:
+        for rel, size in files if returned else []:
+            try:
+                if size is None:
                     z.writestr("data/" + rel + "/", b"")
                 else:
-                    z.write(path, "data/" + rel)
+                    z.write(os.path.join(data_dir, rel), "data/" + rel)
+            except OSError:
+                report["data_left_out"] += 1
         z.writestr("report.json", json.dumps(report))
-    payload = base64.b64encode(buf.getvalue()).decode("ascii")
-    with lock:
+    return buf.getvalue()
+
+
+def emit(nonce, archive):
+    """Prints the framed block: the last thing in the job's log."""
+    payload = base64.b64encode(archive).decode("ascii")
+    with LOCK:
         out = sys.stdout
         out.flush()
         out.write("\n==jax-runner-return:%s:begin==\n" % nonce)
@@ -272,17 +250,55 @@ def main():
             out.write(payload[i:i + 16384] + "\n")
         out.write("==jax-runner-return:%s:end:%d==\n" % (nonce, len(payload)))
         out.flush()
+
+
+def main():
+    env = dict(os.environ)
+    script = env.pop(PREFIX + "SCRIPT")
+    nonce = env.pop(PREFIX + "NONCE")
+    limit = int(env.pop(PREFIX + "MAX_RETURN"))
+    for key in [k for k in env if k.startswith(PREFIX)]:
+        env.pop(key)
+    work = tempfile.mkdtemp(prefix="jax-runner-job-")
+    marker = ".jax-runner-ray-" + nonce
+    data_dir, shared, created = data_folder(env, work, marker)
+    shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax_runner_shim")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [shim, env.get("PYTHONPATH", "")] if p)
+    telemetry = os.path.join(work, "telemetry.json")
+    env["JAX_RUNNER_TELEMETRY"] = telemetry
+
+    status, report = run(script, env, work)
+    report["node"] = os.uname().nodename
+    report["shared_filesystem"] = shared
+    try:
+        with open(telemetry, encoding="utf-8") as fh:
+            report["telemetry"] = json.load(fh)
+    except (OSError, ValueError):
+        report["telemetry"] = None
+    files, left_out = folder_files(data_dir, marker) if os.path.isdir(data_dir) else ([], 0)
+    size = sum(s for _, s in files if s is not None)
+    returned = not shared and size <= limit
+    report.update(
+        data_bytes=size,
+        data_files=sum(1 for _, s in files if s is not None),
+        data_left_out=left_out,
+        data_returned=returned,
+    )
+    if not shared and not returned:
+        report["data_left_at"] = data_dir
+    emit(nonce, pack(report, work, data_dir, files, returned, limit))
     # Files that came back (or were never here) need not stay on the node.
+    for name in ("stdout", "stderr", "telemetry.json"):
+        try:
+            os.remove(os.path.join(work, name))
+        except OSError:
+            pass
     if shared or returned:
         shutil.rmtree(work, ignore_errors=True)
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
-    else:
-        for name in ("stdout", "stderr", "telemetry.json"):
-            try:
-                os.remove(os.path.join(work, name))
-            except OSError:
-                pass
+    elif created is not None:
+        shutil.rmtree(work, ignore_errors=True)
     if os.WIFSIGNALED(status):
         return 128 + os.WTERMSIG(status)
     return os.WEXITSTATUS(status)
