@@ -21,6 +21,8 @@ use super::Stop;
 mod outcome;
 mod package;
 mod returned;
+#[cfg(test)]
+mod wrapper_tests;
 
 /// How often a job's status is polled.
 const POLL: Duration = Duration::from_millis(500);
