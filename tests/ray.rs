@@ -252,8 +252,15 @@ fn ray_runs_bring_back_what_local_runs_record() {
         text.contains("has no GPU"),
         "a GPU run on a GPU-less cluster is refused at once: {text}"
     );
-    let ray_results = hidden.join("res");
+    compare_with_local(&t, &venv, &hidden.join("res"));
+    oversized_folder_stays(&hidden.join("big"));
+    shared_folder_is_not_copied(&small.join("shared"));
+    gpu_failure_falls_back(&hidden.join("gpu"));
+}
 
+/// Each result key by key with a local run's; the wrapper's figures and telemetry
+/// there; the data folder back and the streams apart.
+fn compare_with_local(t: &Tree, venv: &std::path::Path, ray_results: &std::path::Path) {
     let local = t.run(&["--python", venv.to_str().unwrap()]);
     assert_eq!(code(&local), 1);
     for id in [
@@ -297,8 +304,15 @@ fn ray_runs_bring_back_what_local_runs_record() {
     let job = &result["attempts"][0]["ray"];
     assert_eq!(job["data_returned"], true, "{job}");
     assert_eq!(job["data_files"], 3, "{job}");
-    let csv = std::fs::read_to_string(data.join("simulation_data/trace.csv")).unwrap();
-    assert!(csv.starts_with("step,value\n0,0\n1,1\n"), "{csv}");
+    let here = read_json(&t.results_dir().join("writes_data_results.json"));
+    let here = std::path::Path::new(here["data_dir"].as_str().unwrap());
+    for file in ["simulation_results.json", "simulation_data/trace.csv"] {
+        assert_eq!(
+            std::fs::read(data.join(file)).unwrap(),
+            std::fs::read(here.join(file)).unwrap(),
+            "{file}: the same bytes as the local run wrote"
+        );
+    }
     assert_eq!(
         std::fs::metadata(data.join("simulation_data/state.bin"))
             .unwrap()
@@ -310,9 +324,11 @@ fn ray_runs_bring_back_what_local_runs_record() {
     let err = std::fs::read_to_string(result["stderr_log"].as_str().unwrap()).unwrap();
     assert_eq!(out, "result: 10.0\n");
     assert_eq!(err, "warning: only on stderr\n");
+}
 
-    // Over --ray-max-return: nothing copied, and the result says where the files are.
-    let big = read_json(&hidden.join("big/writes_data_results.json"));
+/// Over --ray-max-return: nothing copied, and the result says where the files are.
+fn oversized_folder_stays(results: &std::path::Path) {
+    let big = read_json(&results.join("writes_data_results.json"));
     let job = &big["attempts"][0]["ray"];
     assert_eq!(big["status"], "succeeded");
     assert_eq!(job["data_returned"], false, "{job}");
@@ -331,9 +347,11 @@ fn ray_runs_bring_back_what_local_runs_record() {
         serde_json::json!([]),
         "nothing was copied"
     );
+}
 
-    // A shared file system: the script wrote into the folder itself, nothing copied.
-    let shared = read_json(&small.join("shared/writes_data_results.json"));
+/// A shared file system: the script wrote into the folder itself, nothing copied.
+fn shared_folder_is_not_copied(results: &std::path::Path) {
+    let shared = read_json(&results.join("writes_data_results.json"));
     let job = &shared["attempts"][0]["ray"];
     assert_eq!(job["shared_filesystem"], true, "{job}");
     assert_eq!(job["data_returned"], false, "{job}");
@@ -346,9 +364,11 @@ fn ray_runs_bring_back_what_local_runs_record() {
         3,
         "{shared}"
     );
+}
 
-    // The GPU failed on its node: resubmitted without a GPU, on the CPU, and said so.
-    let gpu = read_json(&hidden.join("gpu/gpu_env_error_results.json"));
+/// The GPU failed on its node: resubmitted without a GPU, on the CPU, and said so.
+fn gpu_failure_falls_back(results: &std::path::Path) {
+    let gpu = read_json(&results.join("gpu_env_error_results.json"));
     assert_eq!(gpu["status"], "succeeded", "{gpu}");
     assert_eq!(gpu["fallback"]["from"], "gpu", "{gpu}");
     assert_eq!(gpu["fallback"]["to"], "cpu", "{gpu}");
