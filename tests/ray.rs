@@ -41,11 +41,13 @@ fn ray_venv() -> PathBuf {
 /// 127.0.0.1:8265 inside it. The head runs in a mount namespace of its own where
 /// `hidden` is an empty tmpfs: what jax-runner writes there is out of the cluster's
 /// sight, as on a cluster without a shared file system. `gpu_worker` (a bash function
-/// the body may call) adds a node that declares one GPU it does not have. Every node is
-/// stopped by its process group at the end.
+/// the body may call) adds a node that declares one GPU it does not have. `state` holds
+/// the nodes' own folder (`--temp-dir`) and their logs. Every node is stopped by its
+/// process group at the end.
 fn with_ray_head(
     venv_python: &std::path::Path,
     hidden: &std::path::Path,
+    state: &std::path::Path,
     body: &str,
 ) -> std::process::Output {
     assert!(
@@ -54,6 +56,7 @@ fn with_ray_head(
     );
     let bin = venv_python.parent().unwrap().display().to_string();
     let hidden = hidden.display();
+    let state = state.display();
     let script = format!(
         r#"set -u
 ip link set lo up
@@ -63,7 +66,7 @@ trap 'for p in $PGIDS; do kill -TERM -- -$p 2>/dev/null; done; sleep 3; for p in
 NODES=0
 node() {{
   NODES=$((NODES + 1))
-  setsid unshare -m --propagation private bash -c "mount -t tmpfs tmpfs {hidden} && exec {bin}/ray start $* --num-cpus 2 --disable-usage-stats --block" >{hidden}.node$NODES.log 2>&1 &
+  setsid unshare -m --propagation private bash -c "mount -t tmpfs tmpfs {hidden} && exec {bin}/ray start $* --num-cpus 2 --disable-usage-stats --block" >{state}/node$NODES.log 2>&1 &
   PGIDS="$PGIDS $!"
 }}
 gpu_worker() {{
@@ -71,10 +74,12 @@ gpu_worker() {{
   node --address 127.0.0.1:6379 --node-ip-address 127.0.0.1 --num-gpus 1 --dashboard-agent-listen-port 52466 --dashboard-agent-grpc-port 52467 --runtime-env-agent-port 52468 --metrics-export-port 52469 --node-manager-port 52470 --object-manager-port 52471
   for i in $(seq 90); do {bin}/python -c 'import json, sys, urllib.request; n = json.load(urllib.request.urlopen("http://127.0.0.1:8265/api/v0/nodes?detail=1", timeout=2)); sys.exit(0 if sum(x["resources_total"].get("GPU", 0) for x in n["data"]["result"]["result"] if x["state"] == "ALIVE") else 1)' 2>/dev/null && break; sleep 1; done
 }}
-node --head --node-ip-address 127.0.0.1 --dashboard-host 127.0.0.1
+# A folder of its own: `ray start --head` refuses to start when the default one names a
+# cluster whose GCS process runs, and another test's head in another namespace would.
+node --head --node-ip-address 127.0.0.1 --dashboard-host 127.0.0.1 --temp-dir {state}/ray
 # A loaded machine can take a while: the head's own log says why it never came up.
 for i in $(seq 180); do {bin}/python -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8265/api/version", timeout=2)' 2>/dev/null && break; sleep 1; done
-[ "$i" = 180 ] && {{ echo "the head did not answer:"; tail -30 {hidden}.node1.log; }}
+[ "$i" = 180 ] && {{ echo "the head did not answer:"; grep -v '^ ' {state}/node1.log | tail -20; }}
 {body}
 "#
     );
@@ -236,7 +241,9 @@ fn ray_runs_bring_back_what_local_runs_record() {
         hidden = hidden.display(),
         small = small.display(),
     );
-    let out = with_ray_head(&venv, &hidden, &body);
+    // The nodes' folder and logs, outside the tree the local run reads.
+    let state = tempfile::tempdir().unwrap();
+    let out = with_ray_head(&venv, &hidden, state.path(), &body);
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     for expected in [
