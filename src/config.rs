@@ -140,6 +140,8 @@ pub struct RayOptions {
     pub address: String,
     /// Bearer token for clusters with token authentication.
     pub token: Option<String>,
+    /// `--ray-max-return`: the largest data folder a job sends back, bytes.
+    pub max_return: u64,
 }
 
 /// `--warm-start`.
@@ -189,6 +191,8 @@ pub struct RunOptions {
     /// `Some(address)` for `--backend ray`.
     pub ray_address: Option<String>,
     pub ray_token: Option<String>,
+    /// `--ray-max-return`, bytes.
+    pub ray_max_return: u64,
     /// `-k/--filter` patterns.
     pub filters: Vec<String>,
     /// `--exclude` patterns.
@@ -324,6 +328,7 @@ pub(crate) fn test_options(dir: &Path) -> RunOptions {
         jax_trace: false,
         ray_address: None,
         ray_token: None,
+        ray_max_return: 50 << 20,
         filters: vec![],
         excludes: vec![],
         max_fail: None,

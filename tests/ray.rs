@@ -1,5 +1,6 @@
 //! `--backend ray` against a real Ray head that the test starts in a network namespace
-//! of its own (loopback only, nothing listens outside), stopped by its PID.
+//! of its own (loopback only, nothing listens outside), stopped by its PID, and in a
+//! mount namespace where the results folder is out of its sight (no shared file system).
 
 mod common;
 
@@ -37,35 +38,172 @@ fn ray_venv() -> PathBuf {
 }
 
 /// Runs `body` (bash) in a fresh network namespace with a Ray head listening on
-/// 127.0.0.1:8265 inside it; the head is stopped by its process group at the end.
-fn with_ray_head(venv_python: &std::path::Path, body: &str) -> std::process::Output {
+/// 127.0.0.1:8265 inside it. The head runs in a mount namespace of its own where
+/// `hidden` is an empty tmpfs: what jax-runner writes there is out of the cluster's
+/// sight, as on a cluster without a shared file system. `gpu_worker` (a bash function
+/// the body may call) adds a node that declares one GPU it does not have. `state` holds
+/// the nodes' own folder (`--temp-dir`) and their logs. Every node is stopped by its
+/// process group at the end.
+fn with_ray_head(
+    venv_python: &std::path::Path,
+    hidden: &std::path::Path,
+    state: &std::path::Path,
+    body: &str,
+) -> std::process::Output {
     assert!(
         unsafe { libc::geteuid() } == 0,
-        "the Ray test needs root for its own network namespace (unshare -n); CI runs as root"
+        "the Ray test needs root for its own network and mount namespaces (unshare -n -m); CI runs as root"
     );
     let bin = venv_python.parent().unwrap().display().to_string();
+    let hidden = hidden.display();
+    let state = state.display();
     let script = format!(
         r#"set -u
 ip link set lo up
-export RAY_USAGE_STATS_ENABLED=0 RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 PATH={bin}:$PATH
-setsid {bin}/ray start --head --node-ip-address 127.0.0.1 --dashboard-host 127.0.0.1 --num-cpus 2 --disable-usage-stats --block >/dev/null 2>&1 &
-RAYPID=$!
-trap 'kill -TERM -- -$RAYPID 2>/dev/null; sleep 3; kill -KILL -- -$RAYPID 2>/dev/null' EXIT
-for i in $(seq 90); do {bin}/python -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8265/api/version", timeout=2)' 2>/dev/null && break; sleep 1; done
+export RAY_USAGE_STATS_ENABLED=0 PATH={bin}:$PATH
+PGIDS=""
+trap 'for p in $PGIDS; do kill -TERM -- -$p 2>/dev/null; done; sleep 3; for p in $PGIDS; do kill -KILL -- -$p 2>/dev/null; done' EXIT
+NODES=0
+node() {{
+  NODES=$((NODES + 1))
+  setsid unshare -m --propagation private bash -c "mount -t tmpfs tmpfs {hidden} && exec {bin}/ray start $* --num-cpus 2 --disable-usage-stats --block" >{state}/node$NODES.log 2>&1 &
+  PGIDS="$PGIDS $!"
+}}
+gpu_worker() {{
+  # One IP for two nodes: the second's own ports must differ from the head's.
+  node --address 127.0.0.1:6379 --node-ip-address 127.0.0.1 --num-gpus 1 --dashboard-agent-listen-port 52466 --dashboard-agent-grpc-port 52467 --runtime-env-agent-port 52468 --metrics-export-port 52469 --node-manager-port 52470 --object-manager-port 52471
+  for i in $(seq 90); do {bin}/python -c 'import json, sys, urllib.request; n = json.load(urllib.request.urlopen("http://127.0.0.1:8265/api/v0/nodes?detail=1", timeout=2)); sys.exit(0 if sum(x["resources_total"].get("GPU", 0) for x in n["data"]["result"]["result"] if x["state"] == "ALIVE") else 1)' 2>/dev/null && break; sleep 1; done
+}}
+# A folder of its own: `ray start --head` refuses to start when the default one names a
+# cluster whose GCS process runs, and another test's head in another namespace would.
+node --head --node-ip-address 127.0.0.1 --dashboard-host 127.0.0.1 --temp-dir {state}/ray
+# A loaded machine can take a while: the head's own log says why it never came up.
+for i in $(seq 180); do {bin}/python -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8265/api/version", timeout=2)' 2>/dev/null && break; sleep 1; done
+[ "$i" = 180 ] && {{ echo "the head did not answer:"; grep -v '^ ' {state}/node1.log | tail -20; }}
 {body}
 "#
     );
     Command::new("timeout")
-        .args(["600", "unshare", "-n", "--fork", "bash", "-c", &script])
+        .args([
+            "600", "unshare", "-n", "-m", "--fork", "bash", "-c", &script,
+        ])
         .output()
         .unwrap()
 }
 
+/// Copies `fixture` into `tree` at `rel`.
+fn place(tree: &std::path::Path, fixture: &str, rel: &str) {
+    let dest = tree.join(rel);
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::copy(repo().join("fixtures").join(fixture), dest).unwrap();
+}
+
+/// Result keys that differ between any two runs, or between here and a cluster by
+/// nature (where things ran, when, for how long, with which sandbox).
+const VARYING: &[&str] = &[
+    "run_id",
+    "started_at",
+    "finished_at",
+    "execution_time_s",
+    "cpu_user_s",
+    "cpu_system_s",
+    "peak_memory_mb",
+    "time_breakdown",
+    // Seconds per device (what `--device auto` learns from) are times too.
+    "device_times",
+    "stdout_log",
+    "stderr_log",
+    // The sample scripts print their data folder and their run time; a traceback names
+    // the script's path, which is another one on the cluster (the tails are compared
+    // with paths cut to file names).
+    "stdout_bytes",
+    "stderr_bytes",
+    "stderr_tail",
+    "data_dir",
+    "sandbox",
+    "attempts",
+    "jax",
+];
+
+/// Compares a Ray result with a local one key by key, times and places aside.
+fn same_as_local(id: &str, remote: &serde_json::Value, here: &serde_json::Value) {
+    let keys = here.as_object().unwrap();
+    assert_eq!(
+        remote.as_object().unwrap().len(),
+        keys.len(),
+        "{id}: the same keys"
+    );
+    for (key, value) in keys {
+        if !VARYING.contains(&key.as_str()) {
+            assert_eq!(
+                &remote[key], value,
+                "{id}: {key} differs between Ray and local"
+            );
+        }
+    }
+    assert_eq!(
+        file_names(&remote["stderr_tail"]),
+        file_names(&here["stderr_tail"]),
+        "{id}: stderr_tail differs between Ray and local"
+    );
+    for key in [
+        "jax_imported",
+        "backend",
+        "devices",
+        "device_kinds",
+        "compilations",
+        "uncaught_exception",
+    ] {
+        assert_eq!(
+            remote["jax"][key], here["jax"][key],
+            "{id}: jax.{key} differs between Ray and local"
+        );
+    }
+    let (ra, ha) = (&remote["attempts"], &here["attempts"]);
+    assert_eq!(ra.as_array().unwrap().len(), ha.as_array().unwrap().len());
+    for (r, h) in ra.as_array().unwrap().iter().zip(ha.as_array().unwrap()) {
+        for key in [
+            "number",
+            "device",
+            "status",
+            "class",
+            "return_code",
+            "signal",
+            "matched_line",
+            "exception",
+        ] {
+            assert_eq!(
+                r[key], h[key],
+                "{id}: attempts[].{key} differs between Ray and local"
+            );
+        }
+    }
+}
+
+/// Lines with each traceback's `File "/some/folder/name.py"` cut to `File "name.py"`.
+fn file_names(lines: &serde_json::Value) -> Vec<String> {
+    let cut = |line: &str| -> String {
+        let Some(at) = line.find("File \"") else {
+            return line.to_string();
+        };
+        let (head, rest) = line.split_at(at + 6);
+        let end = rest.find('"').unwrap_or(rest.len());
+        let name = rest[..end].rsplit('/').next().unwrap_or_default();
+        format!("{head}{name}{}", &rest[end..])
+    };
+    lines
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| cut(l.as_str().unwrap()))
+        .collect()
+}
+
 #[test]
-fn the_sample_runs_on_a_ray_cluster_like_it_runs_here() {
+fn ray_runs_bring_back_what_local_runs_record() {
     let venv = ray_venv();
     let t = Tree::new();
-    // The sample pipeline output, plus a script that fails.
+    // The sample pipeline output, plus a script that fails and one that writes data.
     for model in ["pomdp_solver", "general_model", "combined_model"] {
         let dest = t
             .dir
@@ -80,28 +218,58 @@ fn the_sample_runs_on_a_ray_cluster_like_it_runs_here() {
     }
     t.fixture("ok_jax.py", "m/jax/ok_jax.py");
     t.fixture("fail_exception.py", "m/jax/fail.py");
+    t.fixture("writes_data.py", "m/jax/writes_data.py");
+    // Two small trees of their own: one data folder too big to return, one GPU job.
+    let small = tempfile::tempdir().unwrap();
+    let small = small.path();
+    place(small, "writes_data.py", "big/jax/writes_data.py");
+    place(small, "gpu_env_error.py", "gpu/jax/gpu_env_error.py");
+    let hidden = t.root().join("hidden");
+    std::fs::create_dir_all(&hidden).unwrap();
     let bin = assert_cmd::cargo::cargo_bin("jax-runner");
-    let ray_results = t.root().join("ray-results");
-    let body = format!(
-        "{bin} --output-dir {tree} --results-dir {res} --backend ray --ray-address http://127.0.0.1:8265 --python {py} --compilation-cache off -q; echo ray_rc=$?\n\
-         {bin} --output-dir {tree} --results-dir {res}-gpu --backend ray --ray-address http://127.0.0.1:8265 --python {py} --device gpu -q; echo gpu_rc=$?",
-        bin = bin.display(),
-        tree = t.root().display(),
-        res = ray_results.display(),
-        py = venv.display(),
+    let ray = format!(
+        "{} --backend ray --ray-address http://127.0.0.1:8265 --python {} --compilation-cache off -q",
+        bin.display(),
+        venv.display()
     );
-    let out = with_ray_head(&venv, &body);
+    let body = format!(
+        "{ray} --output-dir {tree} --results-dir {hidden}/res --device cpu; echo ray_rc=$?\n\
+         {ray} --output-dir {small}/big --results-dir {hidden}/big --ray-max-return 16K; echo big_rc=$?\n\
+         {ray} --output-dir {small}/big --results-dir {small}/shared; echo shared_rc=$?\n\
+         {ray} --output-dir {small}/gpu --results-dir {small}/refused --device gpu; echo refused_rc=$?\n\
+         gpu_worker\n\
+         {ray} --output-dir {small}/gpu --results-dir {hidden}/gpu --device gpu; echo gpu_rc=$?",
+        tree = t.root().display(),
+        hidden = hidden.display(),
+        small = small.display(),
+    );
+    // The nodes' folder and logs, outside the tree the local run reads.
+    let state = tempfile::tempdir().unwrap();
+    let out = with_ray_head(&venv, &hidden, state.path(), &body);
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "ray_rc=1",
+        "big_rc=0",
+        "shared_rc=0",
+        "refused_rc=2",
+        "gpu_rc=0",
+    ] {
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
     assert!(
-        text.contains("ray_rc=1"),
-        "one script fails on the cluster too: {text}"
-    );
-    assert!(
-        text.contains("gpu_rc=2") && text.contains("has no GPU"),
+        text.contains("has no GPU"),
         "a GPU run on a GPU-less cluster is refused at once: {text}"
     );
+    compare_with_local(&t, &venv, &hidden.join("res"));
+    oversized_folder_stays(&hidden.join("big"));
+    shared_folder_is_not_copied(&small.join("shared"));
+    gpu_failure_falls_back(&hidden.join("gpu"));
+}
 
+/// Each result key by key with a local run's; the wrapper's figures and telemetry
+/// there; the data folder back and the streams apart.
+fn compare_with_local(t: &Tree, venv: &std::path::Path, ray_results: &std::path::Path) {
     let local = t.run(&["--python", venv.to_str().unwrap()]);
     assert_eq!(code(&local), 1);
     for id in [
@@ -110,30 +278,114 @@ fn the_sample_runs_on_a_ray_cluster_like_it_runs_here() {
         "combined_model",
         "ok_jax",
         "fail",
+        "writes_data",
     ] {
         let remote = read_json(&ray_results.join(format!("{id}_results.json")));
         let here = t.result(id);
-        for key in ["status", "class", "return_code", "success"] {
-            assert_eq!(
-                remote[key], here[key],
-                "{id}: {key} differs between Ray and local"
-            );
-        }
-        let job = &remote["attempts"][0]["ray"];
+        same_as_local(id, &remote, &here);
+        let attempt = &remote["attempts"][0];
+        let job = &attempt["ray"];
         assert!(
             job["job_id"].as_str().unwrap().starts_with("jax-runner-"),
             "{job}"
         );
-        assert!(job["status"] == "SUCCEEDED" || job["status"] == "FAILED");
+        assert_eq!(job["reported"], true, "{id}: the wrapper reported: {job}");
+        assert_eq!(job["shared_filesystem"], false, "{id}: {job}");
+        // Telemetry and the wrapper's figures, as a local run has them.
+        assert_eq!(remote["device_mismatch"], false, "{id}");
+        assert_eq!(remote["jax"]["jax_imported"], true, "{id}");
+        if id != "fail" {
+            assert_eq!(remote["device_used"], "cpu", "{id}");
+            assert!(remote["jax"]["compilations"].as_u64().unwrap() > 0, "{id}");
+        }
+        assert!(
+            attempt["cpu_user_s"].as_f64().unwrap() > 0.0,
+            "{id}: {attempt}"
+        );
+        assert!(
+            attempt["peak_memory_mb"].as_f64().unwrap() > 10.0,
+            "{id}: {attempt}"
+        );
     }
-    let log = std::fs::read_to_string(
-        read_json(&ray_results.join("ok_jax_results.json"))["stdout_log"]
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
-    assert!(
-        log.contains("result: 14.0"),
-        "the job's log came back: {log}"
+    // The data came back where a local run writes it.
+    let data = ray_results.join("data/writes_data");
+    let result = read_json(&ray_results.join("writes_data_results.json"));
+    let job = &result["attempts"][0]["ray"];
+    assert_eq!(job["data_returned"], true, "{job}");
+    assert_eq!(job["data_files"], 3, "{job}");
+    let here = read_json(&t.results_dir().join("writes_data_results.json"));
+    let here = std::path::Path::new(here["data_dir"].as_str().unwrap());
+    for file in ["simulation_results.json", "simulation_data/trace.csv"] {
+        assert_eq!(
+            std::fs::read(data.join(file)).unwrap(),
+            std::fs::read(here.join(file)).unwrap(),
+            "{file}: the same bytes as the local run wrote"
+        );
+    }
+    assert_eq!(
+        std::fs::metadata(data.join("simulation_data/state.bin"))
+            .unwrap()
+            .len(),
+        64 * 1024
     );
+    // stdout and stderr apart.
+    let out = std::fs::read_to_string(result["stdout_log"].as_str().unwrap()).unwrap();
+    let err = std::fs::read_to_string(result["stderr_log"].as_str().unwrap()).unwrap();
+    assert_eq!(out, "result: 10.0\n");
+    assert_eq!(err, "warning: only on stderr\n");
+}
+
+/// Over --ray-max-return: nothing copied, and the result says where the files are.
+fn oversized_folder_stays(results: &std::path::Path) {
+    let big = read_json(&results.join("writes_data_results.json"));
+    let job = &big["attempts"][0]["ray"];
+    assert_eq!(big["status"], "succeeded");
+    assert_eq!(job["data_returned"], false, "{job}");
+    assert!(job["data_bytes"].as_u64().unwrap() > 64 * 1024, "{job}");
+    assert!(
+        job["data_note"]
+            .as_str()
+            .unwrap()
+            .contains("--ray-max-return"),
+        "{job}"
+    );
+    let left_at = job["data_left_at"].as_str().unwrap();
+    assert!(left_at.contains(":/"), "node:path: {left_at}");
+    assert_eq!(
+        big["data_files"],
+        serde_json::json!([]),
+        "nothing was copied"
+    );
+}
+
+/// A shared file system: the script wrote into the folder itself, nothing copied.
+fn shared_folder_is_not_copied(results: &std::path::Path) {
+    let shared = read_json(&results.join("writes_data_results.json"));
+    let job = &shared["attempts"][0]["ray"];
+    assert_eq!(job["shared_filesystem"], true, "{job}");
+    assert_eq!(job["data_returned"], false, "{job}");
+    assert_eq!(
+        job["data_files"], 3,
+        "the runner's marker is not counted: {job}"
+    );
+    assert_eq!(
+        shared["data_files"].as_array().unwrap().len(),
+        3,
+        "{shared}"
+    );
+}
+
+/// The GPU failed on its node: resubmitted without a GPU, on the CPU, and said so.
+fn gpu_failure_falls_back(results: &std::path::Path) {
+    let gpu = read_json(&results.join("gpu_env_error_results.json"));
+    assert_eq!(gpu["status"], "succeeded", "{gpu}");
+    assert_eq!(gpu["fallback"]["from"], "gpu", "{gpu}");
+    assert_eq!(gpu["fallback"]["to"], "cpu", "{gpu}");
+    assert_eq!(gpu["device_used"], "cpu", "{gpu}");
+    let attempts = gpu["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{gpu}");
+    assert_eq!(attempts[0]["device"], "gpu");
+    assert_eq!(attempts[0]["class"], "gpu_environment");
+    assert_eq!(attempts[1]["device"], "cpu");
+    assert_ne!(attempts[0]["ray"]["job_id"], attempts[1]["ray"]["job_id"]);
 }

@@ -204,6 +204,7 @@ async fn execution(
         Some(r) => Arc::new(backends::Ray {
             shared,
             client: RayClient::new(&r.address, r.token.clone()),
+            max_return: r.max_return,
         }),
         None => {
             let sandbox = bwrap.ok().map(|bwrap| SandboxSetup {

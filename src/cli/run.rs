@@ -118,6 +118,16 @@ pub struct RunArgs {
         help_heading = "Backend"
     )]
     pub ray_token: Option<String>,
+    /// The largest data folder a Ray job sends back (compressed, through its log);
+    /// a larger one stays on the cluster and the result says where.
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "50M",
+        value_parser = parse_size,
+        help_heading = "Backend"
+    )]
+    pub ray_max_return: u64,
     /// Skip scripts whose previous success in this results folder still matches
     /// (same source, interpreter, jax, device and jax environment).
     #[arg(help_heading = "Speed", long, conflicts_with = "rerun_failed")]
@@ -225,6 +235,7 @@ impl RunArgs {
             ray_address: (self.backend == BackendArg::Ray)
                 .then(|| self.ray_address.clone().unwrap_or_default()),
             ray_token: self.ray_token.clone(),
+            ray_max_return: self.ray_max_return,
             gpu_share: self.gpu_share.clone(),
             xla_preset: self.xla_preset.map(|p| match p {
                 XlaPresetArg::Perf => jax_runner::model::XlaPreset::Perf,

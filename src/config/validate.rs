@@ -110,6 +110,7 @@ pub(super) fn ray_options(opts: &RunOptions) -> Result<Option<RayOptions>, Confi
         Some(a) if a.starts_with("http://") || a.starts_with("https://") => Ok(Some(RayOptions {
             address: a.clone(),
             token: opts.ray_token.clone(),
+            max_return: opts.ray_max_return,
         })),
         Some(a) => Err(invalid(
             "--ray-address",

@@ -164,6 +164,30 @@ pub struct RayJob {
     /// Ray's error type when the job failed (`JOB_ENTRYPOINT_COMMAND_ERROR`, …).
     #[serde(default)]
     pub error_type: Option<String>,
+    /// Whether the job's wrapper reported back: separate stdout and stderr, CPU time,
+    /// peak memory and telemetry come from it. False when the job ended before it
+    /// could (stopped, or its runtime environment failed): the log is then read whole.
+    #[serde(default)]
+    pub reported: bool,
+    /// The data folder was the same folder seen from the cluster (a shared file
+    /// system): the script wrote into it directly and nothing was copied.
+    #[serde(default)]
+    pub shared_filesystem: bool,
+    /// Whether the data folder's files were copied back into the local data folder.
+    #[serde(default)]
+    pub data_returned: bool,
+    /// Size of the script's data folder on the cluster, bytes (regular files only).
+    #[serde(default)]
+    pub data_bytes: u64,
+    /// Regular files in the script's data folder on the cluster.
+    #[serde(default)]
+    pub data_files: u64,
+    /// Where the files stay, `node:path`, when they were not copied back.
+    #[serde(default)]
+    pub data_left_at: Option<String>,
+    /// Why the data was not copied back, or what was left out (links never travel).
+    #[serde(default)]
+    pub data_note: Option<String>,
 }
 
 /// `--sandbox`.

@@ -297,6 +297,8 @@ impl Backend for Local {
 pub struct Ray {
     pub shared: Shared,
     pub client: ray::RayClient,
+    /// `--ray-max-return`: the largest data folder copied back, bytes.
+    pub max_return: u64,
 }
 
 impl Backend for Ray {
@@ -306,7 +308,7 @@ impl Backend for Ray {
         stop: watch::Receiver<Stop>,
     ) -> AttemptFuture<'a> {
         Box::pin(async move {
-            // The shim's paths are this machine's: they stay behind.
+            // The shim's paths are this machine's: the job's wrapper sets its own.
             let env = self
                 .shared
                 .env(&req, false)
@@ -330,16 +332,19 @@ impl Backend for Ray {
                 stdout_log: req.stdout_log,
                 stderr_log: req.stderr_log,
                 timeout: req.settings.timeout,
+                data_dir: req.data_dir,
+                max_return: self.max_return,
             };
-            let (mut outcome, job) = ray::run_attempt(&self.client, &spec, stop)
+            let done = ray::run_attempt(&self.client, &spec, stop)
                 .await
                 .map_err(AttemptError::Ray)?;
+            let mut outcome = done.outcome;
             outcome.start =
                 Start::ColdFallback("a Ray job starts its own interpreter on the cluster".into());
             Ok(Attempted {
                 outcome,
-                jax: None,
-                ray: Some(job),
+                jax: done.jax,
+                ray: Some(done.job),
                 enforced: Enforced::default(),
             })
         })

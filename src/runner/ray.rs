@@ -1,12 +1,12 @@
 //! The Ray backend: each attempt is a job on a Ray cluster, submitted over the Ray
-//! Jobs REST API. The script's folder travels as a content-addressed package; the
-//! attempt's result is built from the job's status and logs, so timeouts, retries,
-//! fallback and every report behave as for local runs.
+//! Jobs REST API. The script's folder and jax-runner's wrapper travel as
+//! content-addressed packages; the wrapper runs the script and sends back, through the
+//! job's log, what a local attempt records (see `ray/returned.rs`), so timeouts,
+//! retries, fallback and every report behave as for local runs.
 
 use crate::error::RayError;
-use crate::model::RayJob;
+use crate::model::{JaxTelemetry, RayJob};
 use crate::plan::Cluster;
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -18,10 +18,14 @@ use super::output::Drained;
 use super::sys::Exit;
 use super::Stop;
 
+mod outcome;
+mod package;
+mod returned;
+#[cfg(test)]
+mod wrapper_tests;
+
 /// How often a job's status is polled.
 const POLL: Duration = Duration::from_millis(500);
-/// Largest script folder sent to the cluster.
-const MAX_PACKAGE: u64 = 100 * 1024 * 1024;
 
 /// A client of one cluster.
 #[derive(Debug, Clone)]
@@ -130,9 +134,8 @@ impl RayClient {
         })
     }
 
-    /// Uploads `dir` as a package named by its content, unless the cluster has it.
-    pub async fn upload(&self, dir: &Path) -> Result<String, RayError> {
-        let bytes = package(dir)?;
+    /// Uploads `bytes` as a package named by its content, unless the cluster has it.
+    pub async fn upload(&self, bytes: Vec<u8>) -> Result<String, RayError> {
         let hash: String = Sha256::digest(&bytes)[..16]
             .iter()
             .map(|b| format!("{b:02x}"))
@@ -198,58 +201,6 @@ impl RayClient {
     }
 }
 
-/// Zips `dir` with its files at the archive's root (Ray's `working_dir` layout).
-fn package(dir: &Path) -> Result<Vec<u8>, RayError> {
-    let fail = |message: String| RayError::Package {
-        path: dir.to_path_buf(),
-        message,
-    };
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d)
-            .map_err(|e| fail(e.to_string()))?
-            .flatten()
-        {
-            let p = e.path();
-            let name = e.file_name();
-            if name == "__pycache__" || name.to_string_lossy().starts_with('.') {
-                continue;
-            }
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(p),
-                Ok(t) if t.is_file() => files.push(p),
-                _ => {}
-            }
-        }
-    }
-    files.sort();
-    let mut total = 0u64;
-    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    // Fixed timestamps: the same folder always makes the same package name.
-    let opts = zip::write::SimpleFileOptions::default()
-        .compression_method(zip::CompressionMethod::Deflated)
-        .last_modified_time(zip::DateTime::default());
-    for f in files {
-        let rel = f
-            .strip_prefix(dir)
-            .unwrap_or(&f)
-            .to_string_lossy()
-            .into_owned();
-        let bytes = std::fs::read(&f).map_err(|e| fail(format!("{}: {e}", f.display())))?;
-        total += bytes.len() as u64;
-        if total > MAX_PACKAGE {
-            return Err(fail(format!(
-                "the folder is over {} MiB",
-                MAX_PACKAGE >> 20
-            )));
-        }
-        zip.start_file(rel, opts).map_err(|e| fail(e.to_string()))?;
-        zip.write_all(&bytes).map_err(|e| fail(e.to_string()))?;
-    }
-    Ok(zip.finish().map_err(|e| fail(e.to_string()))?.into_inner())
-}
-
 /// What one job needs.
 pub struct JobSpec<'a> {
     pub script: &'a Path,
@@ -259,45 +210,134 @@ pub struct JobSpec<'a> {
     pub stdout_log: &'a Path,
     pub stderr_log: &'a Path,
     pub timeout: Duration,
+    /// The script's local data folder (`GNN_OUTPUT_DIR`).
+    pub data_dir: &'a Path,
+    /// `--ray-max-return`: the largest data folder copied back, bytes.
+    pub max_return: u64,
+}
+
+/// What an attempt on the cluster brings back.
+pub struct JobOutcome {
+    pub outcome: AttemptOutcome,
+    pub job: RayJob,
+    /// The telemetry shim's report, when the wrapper sent it.
+    pub jax: Option<JaxTelemetry>,
 }
 
 /// Runs one attempt as a job and reports it as a local attempt would be reported.
 pub async fn run_attempt(
     client: &RayClient,
     spec: &JobSpec<'_>,
-    mut stop: tokio::sync::watch::Receiver<Stop>,
-) -> Result<(AttemptOutcome, RayJob), RayError> {
+    stop: tokio::sync::watch::Receiver<Stop>,
+) -> Result<JobOutcome, RayError> {
     let dir = spec.script.parent().unwrap_or(Path::new("."));
-    let uri = client.upload(dir).await?;
+    let uri = client.upload(package::package(dir)?).await?;
+    let wrapper = client.upload(package::wrapper_package()).await?;
     let file = spec
         .script
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let env: serde_json::Map<String, Value> = spec
+    let nonce = nonce(&spec.submission_id);
+    let mut env: serde_json::Map<String, Value> = spec
         .env
         .iter()
         .map(|(k, v)| (k.clone(), json!(v)))
         .collect();
+    env.insert("JAX_RUNNER_RAY_SCRIPT".into(), json!(file));
+    env.insert("JAX_RUNNER_RAY_NONCE".into(), json!(nonce));
+    env.insert(
+        "JAX_RUNNER_RAY_MAX_RETURN".into(),
+        json!(spec.max_return.to_string()),
+    );
     let body = json!({
-        "entrypoint": format!("python {}", shell_word(&file)),
+        "entrypoint": format!("python -m {}", package::WRAPPER_MODULE),
         "submission_id": spec.submission_id,
-        "runtime_env": {"working_dir": uri, "env_vars": env},
+        "runtime_env": {"working_dir": uri, "py_modules": [wrapper], "env_vars": env},
         "entrypoint_num_cpus": 1,
         "entrypoint_num_gpus": if spec.gpu { 1 } else { 0 },
         "metadata": {"submitted_by": "jax-runner", "script": spec.script.to_string_lossy()},
     });
+    // Seen from the job, this marker says the data folder is shared: nothing to copy.
+    let marker = spec.data_dir.join(format!(".jax-runner-ray-{nonce}"));
+    let _ = std::fs::write(&marker, b"");
     let started_at = SystemTime::now();
     let started = Instant::now();
-    let id = client.submit(&body).await?;
+    let polled = poll(client, &body, spec.timeout, stop).await;
+    let _ = std::fs::remove_file(&marker);
+    let (id, status, stopped_by) = polled?;
+    let logs = client.logs(&id).await.unwrap_or_default();
+    let mut job = RayJob {
+        address: client.address().to_string(),
+        job_id: id,
+        node_id: status["driver_node_id"].as_str().map(str::to_string),
+        status: status["status"].as_str().unwrap_or("").to_string(),
+        // On failure Ray's message ends with the log's tail: the return block is not news.
+        message: status["message"]
+            .as_str()
+            .map(|m| returned::without_block(m, &nonce).to_string()),
+        error_type: status["error_type"].as_str().map(str::to_string),
+        ..Default::default()
+    };
+    let mut outcome = AttemptOutcome {
+        started_at,
+        duration: started.elapsed(),
+        exit: Exit {
+            code: status["driver_exit_code"].as_i64().map(|c| c as i32).or(
+                match status["status"].as_str() {
+                    Some("SUCCEEDED") => Some(0),
+                    _ => Some(1),
+                },
+            ),
+            signal: None,
+            user_cpu: Duration::ZERO,
+            system_cpu: Duration::ZERO,
+            max_rss_bytes: 0,
+        },
+        stopped_by,
+        peak_rss_bytes: 0,
+        stdout: Drained::default(),
+        stderr: Drained::default(),
+        leaks: Vec::new(),
+        kernel_oom_kill: false,
+        refused_forks: 0,
+        sampled_cpu: (0.0, 0.0),
+        gpu_device_opened: None,
+        capabilities: None,
+        gpu: None,
+        start: Start::Cold,
+    };
+    // A log Ray could not fetch from the job's node leaves its message, which holds the
+    // log's last 20,000 characters: a small return block fits in it.
+    let message = status["message"].as_str().unwrap_or_default();
+    let found = returned::find(&logs, &nonce).or_else(|| returned::find(message, &nonce));
+    let jax = match found {
+        Some(r) => outcome::reported(r, spec, &mut outcome, &mut job),
+        None => {
+            outcome::whole_log(&logs, &nonce, spec, &mut outcome);
+            None
+        }
+    };
+    Ok(JobOutcome { outcome, job, jax })
+}
+
+/// Submits the job and polls it to its end, stopping it on timeout or `stop`.
+async fn poll(
+    client: &RayClient,
+    body: &Value,
+    timeout: Duration,
+    mut stop: tokio::sync::watch::Receiver<Stop>,
+) -> Result<(String, Value, Option<StoppedBy>), RayError> {
+    let started = Instant::now();
+    let id = client.submit(body).await?;
     let mut stopped_by = None;
-    let status = loop {
+    loop {
         let s = client.status(&id).await?;
         let state = s["status"].as_str().unwrap_or("").to_string();
         if matches!(state.as_str(), "SUCCEEDED" | "FAILED" | "STOPPED") {
-            break s;
+            return Ok((id, s, stopped_by));
         }
-        if stopped_by.is_none() && started.elapsed() > spec.timeout {
+        if stopped_by.is_none() && started.elapsed() > timeout {
             stopped_by = Some(StoppedBy::Timeout);
             client.stop(&id).await;
         }
@@ -310,108 +350,17 @@ pub async fn run_attempt(
             stopped_by = Some(StoppedBy::Interrupt);
             client.stop(&id).await;
         }
-    };
-    let logs = client.logs(&id).await.unwrap_or_default();
-    let _ = std::fs::write(spec.stdout_log, &logs);
-    let _ = std::fs::write(spec.stderr_log, b"");
-    let mut stdout = Drained {
-        bytes: logs.len() as u64,
-        ..Default::default()
-    };
-    // The job's log holds stdout and stderr together: classify from all of it.
-    for line in logs.lines() {
-        stdout.scan.line(line.as_bytes());
-    }
-    stdout.tail = super::output::last_lines(logs.as_bytes(), 40);
-    let code =
-        status["driver_exit_code"]
-            .as_i64()
-            .map(|c| c as i32)
-            .or(match status["status"].as_str() {
-                Some("SUCCEEDED") => Some(0),
-                _ => Some(1),
-            });
-    let stderr = Drained {
-        tail: stdout.tail.clone(),
-        scan: stdout.scan.clone(),
-        ..Default::default()
-    };
-    let job = RayJob {
-        address: client.address().to_string(),
-        job_id: id,
-        node_id: status["driver_node_id"].as_str().map(str::to_string),
-        status: status["status"].as_str().unwrap_or("").to_string(),
-        message: status["message"].as_str().map(str::to_string),
-        error_type: status["error_type"].as_str().map(str::to_string),
-    };
-    Ok((
-        AttemptOutcome {
-            started_at,
-            duration: started.elapsed(),
-            exit: Exit {
-                code,
-                signal: None,
-                user_cpu: Duration::ZERO,
-                system_cpu: Duration::ZERO,
-                max_rss_bytes: 0,
-            },
-            stopped_by,
-            peak_rss_bytes: 0,
-            stdout,
-            stderr,
-            leaks: Vec::new(),
-            kernel_oom_kill: false,
-            refused_forks: 0,
-            sampled_cpu: (0.0, 0.0),
-            gpu_device_opened: None,
-            capabilities: None,
-            gpu: None,
-            start: Start::Cold,
-        },
-        job,
-    ))
-}
-
-/// Quotes a file name for the entrypoint's shell.
-fn shell_word(s: &str) -> String {
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn packages_put_files_at_the_root_and_are_reproducible() {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join("model.py"), "print(1)\n").unwrap();
-        std::fs::create_dir_all(tmp.path().join("data")).unwrap();
-        std::fs::write(tmp.path().join("data/a.json"), "{}").unwrap();
-        std::fs::create_dir_all(tmp.path().join("__pycache__")).unwrap();
-        std::fs::write(tmp.path().join("__pycache__/x.pyc"), "x").unwrap();
-        let a = package(tmp.path()).unwrap();
-        assert_eq!(
-            a,
-            package(tmp.path()).unwrap(),
-            "same folder, same bytes, same name"
-        );
-        let mut z = zip::ZipArchive::new(std::io::Cursor::new(a)).unwrap();
-        let mut names: Vec<String> = (0..z.len())
-            .map(|i| z.by_index(i).unwrap().name().to_string())
-            .collect();
-        names.sort();
-        assert_eq!(names, vec!["data/a.json", "model.py"]);
-    }
-
-    #[test]
-    fn entrypoint_words_are_quoted_when_needed() {
-        assert_eq!(shell_word("model.py"), "model.py");
-        assert_eq!(shell_word("my model.py"), "'my model.py'");
-    }
+/// A token framing this job's return block: unknown to other jobs' output.
+fn nonce(submission_id: &str) -> String {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let seed = format!("{submission_id}:{}:{}", std::process::id(), now.as_nanos());
+    Sha256::digest(seed.as_bytes())[..12]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

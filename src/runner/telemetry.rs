@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::model::JaxTelemetry;
 
-const SHIM: &str = include_str!("telemetry/sitecustomize.py");
+pub(crate) const SHIM: &str = include_str!("telemetry/sitecustomize.py");
 
 /// Writes the shim into `<cache>/telemetry-shim/<hash>/` (once per shim version) and
 /// returns that folder.

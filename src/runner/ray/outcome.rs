@@ -1,0 +1,104 @@
+//! An attempt's outcome from what the job left: the wrapper's report when it sent one
+//! (separate streams, CPU time, peak memory, telemetry, the data folder), else the
+//! job's whole log.
+
+use std::time::Duration;
+
+use super::returned::Returned;
+use super::JobSpec;
+use crate::model::{JaxTelemetry, RayJob};
+use crate::runner::attempt::AttemptOutcome;
+use crate::runner::output::Drained;
+use crate::runner::sys::Exit;
+
+/// stderr lines kept for the result, as for local runs.
+const STDERR_TAIL_LINES: usize = 40;
+
+/// The wrapper reported: its streams, figures and telemetry are the attempt's, and
+/// the data folder is unpacked where a local run would have written it.
+pub fn reported(
+    mut r: Returned,
+    spec: &JobSpec<'_>,
+    outcome: &mut AttemptOutcome,
+    job: &mut RayJob,
+) -> Option<JaxTelemetry> {
+    let rep = &r.report;
+    outcome.exit = Exit {
+        code: rep.code,
+        signal: rep.signal,
+        user_cpu: Duration::from_secs_f64(rep.user_cpu_s.max(0.0)),
+        system_cpu: Duration::from_secs_f64(rep.system_cpu_s.max(0.0)),
+        max_rss_bytes: rep.max_rss_bytes,
+    };
+    outcome.peak_rss_bytes = rep.peak_rss_bytes.max(rep.max_rss_bytes);
+    outcome.gpu_device_opened = rep.gpu_device_opened;
+    let _ = std::fs::write(spec.stdout_log, &r.stdout);
+    let _ = std::fs::write(spec.stderr_log, &r.stderr);
+    outcome.stdout = Drained {
+        bytes: r.stdout.len() as u64 + rep.stdout_cut_bytes,
+        cut_bytes: rep.stdout_cut_bytes,
+        ..Default::default()
+    };
+    outcome.stderr = Drained {
+        bytes: r.stderr.len() as u64 + rep.stderr_cut_bytes,
+        cut_bytes: rep.stderr_cut_bytes,
+        tail: crate::runner::output::last_lines(&r.stderr, STDERR_TAIL_LINES),
+        ..Default::default()
+    };
+    for line in r.stderr.split(|b| *b == b'\n') {
+        outcome.stderr.scan.line(line);
+    }
+    job.reported = true;
+    job.shared_filesystem = rep.shared_filesystem;
+    job.data_bytes = rep.data_bytes;
+    job.data_files = rep.data_files;
+    job.data_left_at = rep
+        .data_left_at
+        .as_ref()
+        .map(|path| format!("{}:{path}", rep.node));
+    job.data_note = if rep.shared_filesystem {
+        None
+    } else if !rep.data_returned {
+        Some(format!(
+            "the data folder ({} bytes) is over --ray-max-return ({} bytes): nothing was copied",
+            rep.data_bytes, spec.max_return
+        ))
+    } else {
+        (rep.data_left_out > 0).then(|| {
+            format!(
+                "{} links or special files were left on the cluster",
+                rep.data_left_out
+            )
+        })
+    };
+    if rep.data_returned {
+        match r.unpack_data(spec.data_dir, spec.max_return) {
+            Ok(_) => job.data_returned = true,
+            Err(e) => job.data_note = Some(e.to_string()),
+        }
+    }
+    r.report.telemetry()
+}
+
+/// No report came back (the job was stopped, or never ran the wrapper): the job's
+/// log holds stdout and stderr together, so the attempt is classified from all of it.
+pub fn whole_log(logs: &str, nonce: &str, spec: &JobSpec<'_>, outcome: &mut AttemptOutcome) {
+    // A block cut short by the job's end is no use to anyone reading the log.
+    let logs = super::returned::without_block(logs, nonce);
+    let _ = std::fs::write(spec.stdout_log, logs);
+    let _ = std::fs::write(spec.stderr_log, b"");
+    let mut stdout = Drained {
+        bytes: logs.len() as u64,
+        ..Default::default()
+    };
+    for line in logs.lines() {
+        stdout.scan.line(line.as_bytes());
+    }
+    stdout.tail = crate::runner::output::last_lines(logs.as_bytes(), STDERR_TAIL_LINES);
+    outcome.stderr = Drained {
+        tail: stdout.tail.clone(),
+        scan: stdout.scan.clone(),
+        ..Default::default()
+    };
+    outcome.stdout = stdout;
+}

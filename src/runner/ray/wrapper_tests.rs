@@ -1,0 +1,149 @@
+//! The job's wrapper (`ray_job.py`) run here with the system's Python, no cluster: what
+//! it prints is what `returned` reads, for a private, an oversized and a shared data
+//! folder.
+
+use std::path::Path;
+use std::process::Command;
+
+use super::package::{wrapper_package, WRAPPER_MODULE};
+use super::returned::{find, Returned};
+
+const SCRIPT: &str = r#"
+import os, sys
+d = os.environ["GNN_OUTPUT_DIR"]
+os.makedirs(os.path.join(d, "sub"), exist_ok=True)
+open(os.path.join(d, "a.txt"), "w").write("a" * 100)
+open(os.path.join(d, "sub", "b.txt"), "w").write("b")
+os.symlink("/etc/passwd", os.path.join(d, "link"))
+print("out")
+sys.stderr.write("err\n")
+sys.exit(3)
+"#;
+
+/// Unpacks the wrapper package into `dir` (as Ray does for `py_modules`).
+fn unpack_wrapper(dir: &Path) {
+    let mut z = zip::ZipArchive::new(std::io::Cursor::new(wrapper_package())).unwrap();
+    z.extract(dir).unwrap();
+}
+
+/// Runs the wrapper on `SCRIPT` with `data` as the local data folder.
+fn run(tmp: &Path, data: &Path, max_return: u64) -> Returned {
+    let out = Command::new("python3")
+        .args(["-m", WRAPPER_MODULE])
+        .current_dir(tmp.join("job"))
+        .env("PYTHONPATH", tmp.join("pkg"))
+        .env("GNN_OUTPUT_DIR", data)
+        .env("JAX_RUNNER_RAY_SCRIPT", "script.py")
+        .env("JAX_RUNNER_RAY_NONCE", "n1")
+        .env("JAX_RUNNER_RAY_MAX_RETURN", max_return.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "the script's exit status");
+    let log = String::from_utf8(out.stdout).unwrap();
+    // Both streams echo into the job's log (in whichever order the pipes gave them).
+    let before = &log[..log.find("==jax-runner-return").unwrap()];
+    assert!(
+        before.contains("out\n") && before.contains("err\n"),
+        "{log}"
+    );
+    find(&log, "n1").expect("a return block")
+}
+
+fn setup() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    unpack_wrapper(&tmp.path().join("pkg"));
+    std::fs::create_dir(tmp.path().join("job")).unwrap();
+    std::fs::write(tmp.path().join("job/script.py"), SCRIPT).unwrap();
+    tmp
+}
+
+#[test]
+fn the_wrapper_returns_streams_figures_telemetry_and_the_data_folder() {
+    let tmp = setup();
+    // Absent here: the wrapper makes the same path, and removes it once packed.
+    let node_data = tmp.path().join("node/data");
+    let mut r = run(tmp.path(), &node_data, 1 << 20);
+    assert_eq!(r.stdout, b"out\n");
+    assert_eq!(r.stderr, b"err\n");
+    assert_eq!(r.report.code, Some(3));
+    assert_eq!(r.report.signal, None);
+    assert!(r.report.peak_rss_bytes.max(r.report.max_rss_bytes) > 0);
+    let jax = r.report.telemetry().expect("the shim ran in the script");
+    assert!(!jax.jax_imported);
+    assert!(!r.report.shared_filesystem);
+    assert!(r.report.data_returned);
+    assert_eq!(r.report.data_files, 2);
+    assert_eq!(r.report.data_bytes, 101);
+    assert_eq!(r.report.data_left_out, 1, "the link stays behind");
+    assert!(!tmp.path().join("node").exists(), "what it made is gone");
+    let local = tmp.path().join("local");
+    std::fs::create_dir(&local).unwrap();
+    assert_eq!(r.unpack_data(&local, 1 << 20).unwrap(), 2);
+    assert_eq!(std::fs::read(local.join("sub/b.txt")).unwrap(), b"b");
+    assert!(std::fs::symlink_metadata(local.join("link")).is_err());
+}
+
+#[test]
+fn an_oversized_folder_stays_where_it_was_written() {
+    let tmp = setup();
+    let node_data = tmp.path().join("node/data");
+    let mut r = run(tmp.path(), &node_data, 50);
+    assert!(!r.report.data_returned);
+    assert_eq!(r.report.data_bytes, 101);
+    assert_eq!(
+        r.report.data_left_at.as_deref(),
+        Some(node_data.to_str().unwrap())
+    );
+    assert!(
+        node_data.join("a.txt").is_file(),
+        "the files stay on the node"
+    );
+    let local = tmp.path().join("local");
+    std::fs::create_dir(&local).unwrap();
+    assert_eq!(r.unpack_data(&local, 1 << 20).unwrap(), 0, "nothing came");
+}
+
+#[test]
+fn a_shared_folder_is_written_in_place_and_not_copied() {
+    let tmp = setup();
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::write(shared.join(".jax-runner-ray-n1"), b"").unwrap();
+    let r = run(tmp.path(), &shared, 1 << 20);
+    assert!(r.report.shared_filesystem);
+    assert!(!r.report.data_returned);
+    assert_eq!(r.report.data_files, 2, "the marker is not the script's");
+    assert!(shared.join("sub/b.txt").is_file());
+}
+
+#[test]
+fn a_stopped_job_still_reports() {
+    use std::io::BufRead;
+    let tmp = setup();
+    let script = "import time\nprint('ready', flush=True)\nwhile True:\n    time.sleep(1)\n";
+    std::fs::write(tmp.path().join("job/script.py"), script).unwrap();
+    let mut child = Command::new("python3")
+        .args(["-m", WRAPPER_MODULE])
+        .current_dir(tmp.path().join("job"))
+        .env("PYTHONPATH", tmp.path().join("pkg"))
+        .env("GNN_OUTPUT_DIR", tmp.path().join("node/data"))
+        .env("JAX_RUNNER_RAY_SCRIPT", "script.py")
+        .env("JAX_RUNNER_RAY_NONCE", "n1")
+        .env("JAX_RUNNER_RAY_MAX_RETURN", "1000")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    // What Ray's stop sends first.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut out, &mut log).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    let r = find(&log, "n1").expect("a return block after the stop");
+    assert_eq!(r.report.signal, Some(libc::SIGTERM));
+    assert_eq!(r.stdout, b"ready\n");
+}
