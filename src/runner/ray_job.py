@@ -71,14 +71,28 @@ def tree(root):
 
 def pump(src, sink, echo, lock):
     """Copies one of the script's streams into `sink` and, as it comes, into the
-    job's log (the cluster's own view of the job stays readable)."""
+    job's log (the cluster's own view of the job stays readable). The log gets whole
+    lines only, so a line of one stream never runs into a line of the other; a line
+    longer than a read goes out as it is."""
+    pending = b""
     while True:
         chunk = src.read1(65536)
         if not chunk:
             break
         sink.write(chunk)
+        pending += chunk
+        cut = pending.rfind(b"\n") + 1
+        if cut == 0:
+            if len(pending) < 65536:
+                continue
+            cut = len(pending)
         with lock:
-            echo.write(chunk)
+            echo.write(pending[:cut])
+            echo.flush()
+        pending = pending[cut:]
+    if pending:
+        with lock:
+            echo.write(pending + b"\n")
             echo.flush()
 
 
