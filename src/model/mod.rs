@@ -3,6 +3,7 @@
 
 pub mod doctor;
 pub mod gnn;
+mod gpu;
 pub mod list;
 mod metrics;
 pub mod reason;
@@ -12,6 +13,7 @@ mod vocab;
 
 use serde::{Deserialize, Serialize};
 
+pub use gpu::GpuUse;
 pub use list::PlannedScript;
 pub use metrics::{DeviceTimes, PerformanceMetrics, RunInfo, ScriptSummary, Totals};
 pub use settings::Setting;
@@ -81,22 +83,13 @@ pub struct Attempt {
     pub signal: Option<i32>,
     /// Peak resident memory of the whole process tree, MiB.
     pub peak_memory_mb: f64,
-    /// The GPU the attempt ran on (NVML index), when it ran on one the runner knows.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub gpu_index: Option<u32>,
+    /// What the attempt used of its GPU (`gpu_index`, `peak_gpu_memory_mb`,
+    /// `gpu_memory_source`, `gpu_utilization_pct`), at the top level of the attempt.
+    #[serde(flatten)]
+    pub gpu: GpuUse,
     /// `XLA_PYTHON_CLIENT_MEM_FRACTION` it was given: its part of a shared GPU.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub gpu_mem_fraction: Option<f64>,
-    /// Peak GPU memory, MiB (see `gpu_memory_source` for what it counts).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub peak_gpu_memory_mb: Option<f64>,
-    /// `process` (NVML's figure for the script's own processes) or `device` (the
-    /// growth of the GPU's used memory while it ran, others on the GPU included).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub gpu_memory_source: Option<GpuMemorySource>,
-    /// Mean GPU utilisation while it ran, percent (NVML, sampled with the memory).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub gpu_utilization_pct: Option<f64>,
     /// User CPU seconds of the child and its waited-for descendants (kernel accounting).
     pub cpu_user_s: f64,
     /// System CPU seconds, likewise.
@@ -373,18 +366,11 @@ pub struct ScriptResult {
     pub execution_time_s: f64,
     /// Highest tree RSS of any attempt, MiB.
     pub peak_memory_mb: f64,
-    /// The GPU of the final attempt (NVML index), when it ran on one.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub gpu_index: Option<u32>,
-    /// Highest GPU memory of any attempt, MiB.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub peak_gpu_memory_mb: Option<f64>,
-    /// What that figure counts: `process` or `device` (see the attempt's).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub gpu_memory_source: Option<GpuMemorySource>,
-    /// Mean GPU utilisation of the final attempt, percent.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub gpu_utilization_pct: Option<f64>,
+    /// What the script used of its GPU, at the top level of the result: the final
+    /// attempt's GPU and utilisation, the highest peak of any attempt and what that
+    /// peak counts.
+    #[serde(flatten)]
+    pub gpu: GpuUse,
     /// User CPU seconds summed over attempts.
     pub cpu_user_s: f64,
     /// System CPU seconds summed over attempts.

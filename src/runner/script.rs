@@ -348,10 +348,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
         },
         xla_preset: None,
         device_times: ctx.device_times.get(&script.id).copied(),
-        gpu_index: None,
-        peak_gpu_memory_mb: None,
-        gpu_memory_source: None,
-        gpu_utilization_pct: None,
+        gpu: Default::default(),
         fingerprint: ctx
             .fingerprints
             .get(&script.id)

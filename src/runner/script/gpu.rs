@@ -32,7 +32,7 @@ pub(super) fn shared(ctx: &RunContext) -> bool {
 /// Records which GPU the attempt got.
 pub(super) fn place(attempt: &mut Attempt, slot: Option<&GpuSlot>) {
     if let Some(s) = slot.filter(|_| attempt.device == Platform::Gpu) {
-        attempt.gpu_index = Some(s.index);
+        attempt.gpu.gpu_index = Some(s.index);
         attempt.gpu_mem_fraction = s.mem_fraction;
     }
 }
@@ -40,9 +40,9 @@ pub(super) fn place(attempt: &mut Attempt, slot: Option<&GpuSlot>) {
 /// Records what the attempt used of its GPU.
 pub(super) fn usage(attempt: &mut Attempt, usage: Option<&GpuUsage>) {
     if let Some(u) = usage {
-        attempt.peak_gpu_memory_mb = Some(u.peak_memory_mb);
-        attempt.gpu_memory_source = Some(u.memory_source);
-        attempt.gpu_utilization_pct = u.utilization_pct;
+        attempt.gpu.peak_gpu_memory_mb = Some(u.peak_memory_mb);
+        attempt.gpu.gpu_memory_source = Some(u.memory_source);
+        attempt.gpu.gpu_utilization_pct = u.utilization_pct;
     }
 }
 
@@ -52,16 +52,16 @@ pub(super) fn finish(ctx: &RunContext, r: &mut ScriptResult) {
     let Some(last) = r.attempts.last() else {
         return;
     };
-    r.gpu_index = last.gpu_index;
-    r.gpu_utilization_pct = last.gpu_utilization_pct;
+    r.gpu.gpu_index = last.gpu.gpu_index;
+    r.gpu.gpu_utilization_pct = last.gpu.gpu_utilization_pct;
     let peak = r
         .attempts
         .iter()
-        .filter_map(|a| Some((a.peak_gpu_memory_mb?, a.gpu_memory_source)))
+        .filter_map(|a| Some((a.gpu.peak_gpu_memory_mb?, a.gpu.gpu_memory_source)))
         .max_by(|a, b| a.0.total_cmp(&b.0));
     if let Some((mb, source)) = peak {
-        r.peak_gpu_memory_mb = Some(mb);
-        r.gpu_memory_source = source;
+        r.gpu.peak_gpu_memory_mb = Some(mb);
+        r.gpu.gpu_memory_source = source;
     }
     let on_gpu = r.attempts.iter().any(|a| a.device == Platform::Gpu);
     r.xla_preset = ctx.config.xla_preset.filter(|_| on_gpu);

@@ -84,11 +84,8 @@ fn record(
             .to_string()
     });
     Attempt {
-        gpu_index: None,
+        gpu: Default::default(),
         gpu_mem_fraction: None,
-        peak_gpu_memory_mb: None,
-        gpu_memory_source: None,
-        gpu_utilization_pct: None,
         device_check,
         number,
         device,

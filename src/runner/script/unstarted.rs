@@ -54,11 +54,8 @@ pub(super) fn spawn_failure(
         (Status::Failed, FailureClass::ScriptError)
     };
     Attempt {
-        gpu_index: None,
+        gpu: Default::default(),
         gpu_mem_fraction: None,
-        peak_gpu_memory_mb: None,
-        gpu_memory_source: None,
-        gpu_utilization_pct: None,
         device_check: None,
         number,
         device,

@@ -84,8 +84,8 @@ async fn out_of_memory_on_an_unshared_gpu_goes_to_the_cpu() {
     let r = run(&ctx, "big", stop).await;
     let devices: Vec<Platform> = r.attempts.iter().map(|a| a.device).collect();
     assert_eq!(devices, [Platform::Gpu, Platform::Cpu]);
-    assert_eq!(r.gpu_index, None, "the final attempt ran on the CPU");
-    assert_eq!(r.attempts[0].gpu_index, Some(0));
+    assert_eq!(r.gpu.gpu_index, None, "the final attempt ran on the CPU");
+    assert_eq!(r.attempts[0].gpu.gpu_index, Some(0));
 }
 
 #[tokio::test]
