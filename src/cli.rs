@@ -10,7 +10,8 @@ use jax_runner::model::Device;
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0    every script succeeded
-  1    at least one script failed, timed out, or is listed but missing or refused
+  1    at least one script failed, timed out or was skipped (--fail-fast,
+       --max-fail), or is listed but missing or refused
   2    usage or environment error (bad option, missing or unreadable folder, no
        usable Python, results not writable or their file system full)
   3    no scripts found
