@@ -307,3 +307,21 @@ impl PerformanceMetrics {
         self.totals.failed == 0 && self.totals.missing == 0 && self.totals.refused == 0
     }
 }
+
+/// A run record for tests: a CPU run of 2 jobs with `patch`'s keys on top.
+#[cfg(test)]
+pub(crate) fn test_run_info(patch: serde_json::Value) -> RunInfo {
+    let mut run = serde_json::json!({
+        "started_at": "x", "finished_at": "x", "wall_time_s": 0.0,
+        "device_requested": "cpu", "device": "cpu", "jobs": 2, "interpreter": "/py",
+        "interpreter_source": "flag", "python_version": "3", "jax_version": null,
+        "jaxlib_version": null, "output_dir": "/out", "results_dir": "/r",
+        "compilation_cache": null, "interrupted": false, "retries": 0, "retry_on": [],
+        "fallback": "cpu", "runner_peak_rss_mb": 1.0, "device_choice": "requested"
+    });
+    let base = run.as_object_mut().expect("an object");
+    for (k, v) in patch.as_object().expect("patch is an object") {
+        base.insert(k.clone(), v.clone());
+    }
+    serde_json::from_value(run).expect("a valid RunInfo")
+}

@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 
 pub use gpu::GpuUse;
 pub use list::PlannedScript;
+#[cfg(test)]
+pub(crate) use metrics::test_run_info;
 pub use metrics::{DeviceTimes, PerformanceMetrics, RunInfo, ScriptSummary, Totals};
 pub use settings::Setting;
 pub use vocab::{

@@ -169,15 +169,7 @@ fn summary_counts_and_rate_follow_gnn() {
     let record = r.records.push(&never);
     let d = document::detail(record, &r.entries["a"], "/py", Default::default());
     assert!(d.skipped && d.structured_result_file.is_none());
-    let run: crate::model::RunInfo = serde_json::from_value(json!({
-        "started_at": "x", "finished_at": "x", "wall_time_s": 0.0,
-        "device_requested": "cpu", "device": "cpu", "jobs": 2, "interpreter": "/py",
-        "interpreter_source": "flag", "python_version": "3", "jax_version": null,
-        "jaxlib_version": null, "output_dir": "/out", "results_dir": "/r",
-        "compilation_cache": null, "interrupted": true, "retries": 0, "retry_on": [],
-        "fallback": "cpu", "runner_peak_rss_mb": 1.0, "device_choice": "requested"
-    }))
-    .unwrap();
+    let run = crate::model::test_run_info(json!({"interrupted": true}));
     let metrics = PerformanceMetrics::build(run, Vec::new(), Vec::new(), Vec::new());
     let s = r.summary(&metrics);
     // Nothing attempted: GNN's 100.0, and the run did not succeed.

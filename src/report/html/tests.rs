@@ -77,29 +77,9 @@ fn result(
 }
 
 fn metrics(results: &[ScriptResult]) -> PerformanceMetrics {
-    let run: crate::model::RunInfo = serde_json::from_value(json!({
-        "started_at": "2026-11-22T07:40:35.000Z",
-        "finished_at": "2026-11-22T07:40:45.000Z",
-        "wall_time_s": 10.0,
-        "device_requested": "cpu",
-        "device": "cpu",
-        "jobs": 2,
-        "interpreter": "/venv/bin/python",
-        "interpreter_source": "flag",
-        "python_version": "3.11.2",
-        "jax_version": "0.10.2",
-        "jaxlib_version": "0.10.2",
-        "output_dir": "/out",
-        "results_dir": "/out/execution_results/jax",
-        "compilation_cache": null,
-        "interrupted": false,
-        "retries": 1,
-        "retry_on": ["timed_out"],
-        "fallback": "cpu",
-        "runner_peak_rss_mb": 20.0,
-        "device_choice": "requested"
-    }))
-    .unwrap();
+    let run = crate::model::test_run_info(
+        json!({"started_at": "2026-11-22T07:40:35.000Z", "finished_at": "2026-11-22T07:40:45.000Z", "wall_time_s": 10.0, "interpreter": "/venv/bin/python", "python_version": "3.11.2", "jax_version": "0.10.2", "jaxlib_version": "0.10.2", "results_dir": "/out/execution_results/jax", "retries": 1, "retry_on": ["timed_out"], "runner_peak_rss_mb": 20.0}),
+    );
     PerformanceMetrics::build(
         run,
         results.iter().map(ScriptSummary::of).collect(),

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::model::{RunInfo, ScriptResult, ScriptSummary};
+use crate::model::{ScriptResult, ScriptSummary};
 
 fn attempt(n: u32, status: &str, class: &str, code: i32) -> serde_json::Value {
     json!({"number": n, "device": "cpu", "slot": 0, "started_at": "2026-11-22T07:40:35.693Z",
@@ -33,15 +33,9 @@ fn result(id: &str, status: &str, class: &str, attempts: Vec<serde_json::Value>)
 }
 
 fn metrics(results: &[ScriptResult], missing: Vec<String>) -> PerformanceMetrics {
-    let run: RunInfo = serde_json::from_value(json!({
-        "started_at": "2026-11-22T07:40:35.000Z", "finished_at": "x", "wall_time_s": 3.0,
-        "device_requested": "cpu", "device": "cpu", "jobs": 2, "interpreter": "/py",
-        "interpreter_source": "flag", "python_version": "3", "jax_version": null,
-        "jaxlib_version": null, "output_dir": "/out", "results_dir": "/r",
-        "compilation_cache": null, "interrupted": false, "retries": 1, "retry_on": [],
-        "fallback": "cpu", "runner_peak_rss_mb": 1.0, "device_choice": "requested"
-    }))
-    .unwrap();
+    let run = crate::model::test_run_info(
+        json!({"started_at": "2026-11-22T07:40:35.000Z", "wall_time_s": 3.0, "retries": 1}),
+    );
     let lines = results.iter().map(ScriptSummary::of).collect();
     PerformanceMetrics::build(run, lines, missing, vec![])
 }

@@ -35,15 +35,9 @@ fn hostile_result() -> ScriptResult {
 
 fn report() -> String {
     let result = hostile_result();
-    let run: crate::model::RunInfo = serde_json::from_value(json!({
-        "started_at": "x", "finished_at": "x", "wall_time_s": 0.0,
-        "device_requested": "cpu", "device": "cpu", "jobs": 2, "interpreter": "/py",
-        "interpreter_source": "flag", "python_version": "3 <i>", "jax_version": null,
-        "jaxlib_version": null, "output_dir": "/out", "results_dir": "/r",
-        "compilation_cache": null, "interrupted": false, "retries": 0, "retry_on": [],
-        "fallback": "cpu", "runner_peak_rss_mb": 1.0, "device_choice": "requested <u>"
-    }))
-    .unwrap();
+    let run = crate::model::test_run_info(
+        json!({"python_version": "3 <i>", "device_choice": "requested <u>"}),
+    );
     let metrics = PerformanceMetrics::build(
         run,
         vec![ScriptSummary::of(&result)],

@@ -47,15 +47,7 @@ fn finished(r: ScriptResult) -> RunEvent {
 }
 
 fn metrics(ids: &[&str]) -> PerformanceMetrics {
-    let run: crate::model::RunInfo = serde_json::from_value(json!({
-        "started_at": "x", "finished_at": "x", "wall_time_s": 0.0,
-        "device_requested": "cpu", "device": "cpu", "jobs": 2, "interpreter": "/py",
-        "interpreter_source": "flag", "python_version": "3", "jax_version": null,
-        "jaxlib_version": null, "output_dir": "/out", "results_dir": "/r",
-        "compilation_cache": null, "interrupted": false, "retries": 0, "retry_on": [],
-        "fallback": "cpu", "runner_peak_rss_mb": 1.0, "device_choice": "requested"
-    }))
-    .unwrap();
+    let run = crate::model::test_run_info(json!({}));
     let scripts = ids
         .iter()
         .map(|id| ScriptSummary::of(&result(id, json!({}))))
