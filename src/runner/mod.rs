@@ -188,7 +188,8 @@ pub async fn run_all(
         .map(|s| (s, &why, false))
         .chain(skipped.into_iter().map(|s| (s, &skip_why, true)));
     for ((index, script), why, skip) in unstarted {
-        let mut result = script::base_result(&ctx, &script);
+        let settings = crate::config::settings_for(&ctx.config, &script.id, &script.relative_path);
+        let mut result = script::base_result(&ctx, &script, &settings);
         result.stderr_tail = vec![format!("[jax-runner] not started: {why}")];
         if skip {
             result.status = crate::model::Status::Skipped;

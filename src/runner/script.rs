@@ -33,7 +33,7 @@ pub async fn run_script(
     let config = &ctx.config;
     let settings = crate::config::settings_for(config, &script.id, &script.relative_path);
     let retry = settings.retry_policy(&config.retry);
-    let mut result = base_result(ctx, script);
+    let mut result = base_result(ctx, script, &settings);
     let data_dir = ctx.data_dir(&script.id);
     let prepared =
         std::fs::create_dir_all(ctx.logs_dir()).and_then(|_| std::fs::create_dir_all(&data_dir));
@@ -294,9 +294,12 @@ pub fn status_of(class: FailureClass) -> Status {
 }
 
 /// A result before any attempt: what the run never got to stays like this.
-pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
+pub fn base_result(
+    ctx: &RunContext,
+    script: &Script,
+    settings: &crate::config::ScriptSettings,
+) -> ScriptResult {
     let (stdout_log, stderr_log) = ctx.log_paths(&script.id, 1);
-    let settings = crate::config::settings_for(&ctx.config, &script.id, &script.relative_path);
     let lossy = |p: PathBuf| p.to_string_lossy().into_owned();
     ScriptResult {
         schema_version: SCHEMA_VERSION,
@@ -354,7 +357,7 @@ pub fn base_result(ctx: &RunContext, script: &Script) -> ScriptResult {
             .get(&script.id)
             .cloned()
             .unwrap_or_default(),
-        overrides: settings.overridden,
+        overrides: settings.overridden.clone(),
     }
 }
 
