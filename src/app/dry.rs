@@ -75,11 +75,6 @@ fn cold_reason(config: &RunConfig, bwrap: &Result<Bwrap, String>) -> Option<Stri
     if config.ray.is_some() {
         return Some("scripts run on the Ray cluster".into());
     }
-    match bwrap {
-        Ok(b) if !b.userns => Some(
-            "warm start inside the sandbox needs a user namespace, which bwrap cannot make here"
-                .into(),
-        ),
-        _ => None,
-    }
+    let sandboxed = bwrap.as_ref().ok();
+    sandboxed.and_then(Bwrap::no_warm_start).map(str::to_string)
 }

@@ -242,11 +242,8 @@ impl SandboxSetup {
     /// outputs (writable, for the data folders) and the interpreter; each script's
     /// own view is then cut from it.
     pub fn zygote(&self, shared: &Shared) -> Result<ZygoteSandbox, String> {
-        if !self.bwrap.userns {
-            return Err(
-                "warm start inside the sandbox needs a user namespace, which bwrap cannot make here"
-                    .into(),
-            );
+        if let Some(why) = self.bwrap.no_warm_start() {
+            return Err(why.into());
         }
         let config = &shared.config;
         let mut readable = self.readable(shared);

@@ -22,6 +22,16 @@ pub struct Bwrap {
     pub cap_drop: bool,
 }
 
+impl Bwrap {
+    /// Why no script can start warm inside this bwrap's sandbox, if one cannot: the
+    /// zygote holds its capabilities only in a user namespace of its own.
+    pub fn no_warm_start(&self) -> Option<&'static str> {
+        (!self.userns).then_some(
+            "warm start inside the sandbox needs a user namespace, which bwrap cannot make here",
+        )
+    }
+}
+
 /// The command that installs bubblewrap, for error messages.
 pub const INSTALL_HINT: &str =
     "apt-get install bubblewrap   (Debian/Ubuntu; dnf install bubblewrap on Fedora/RHEL)";
