@@ -204,3 +204,53 @@ fn the_old_trace_flag_is_now_a_profile_name() {
 
 #[path = "daily/profiles.rs"]
 mod profiles;
+
+#[test]
+fn missing_manifest_entries_count_only_when_selected() {
+    let t = Tree::new();
+    let render = "out/11_render_output";
+    t.fixture("ok_plain.py", &format!("{render}/a/jax/present.py"));
+    let manifest = serde_json::json!({"file_results": {"a.md": {"framework_results": {"jax": {
+        "success": true,
+        "output_files": ["a/jax/present.py", "b/jax/gone.py"]
+    }}}}});
+    t.write(
+        &format!("{render}/render_processing_summary.json"),
+        &manifest.to_string(),
+    );
+    let run = |args: &[&str]| {
+        t.cmd()
+            .arg("--output-dir")
+            .arg(t.root().join(render))
+            .args(["--sandbox", "off", "--no-preflight"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    assert_eq!(
+        code(&out),
+        1,
+        "the missing script fails the run: {}",
+        stderr(&out)
+    );
+    let out = run(&["-k", "present"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let out = run(&["-k", "gone"]);
+    assert_eq!(code(&out), 1, "a selected missing script still counts");
+}
+
+#[test]
+fn a_dry_run_starts_no_script() {
+    let t = Tree::new();
+    t.write(
+        "m/jax/marks.py",
+        "import os\nopen(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'RAN'), 'w').write('x')\n",
+    );
+    let out = t.run(&["--dry-run", "--sandbox", "off"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!t.root().join("m/jax/RAN").exists(), "the script ran");
+    // The same script does leave its mark when it runs, so the check can fail.
+    assert_eq!(code(&t.run(&["--sandbox", "off"])), 0);
+    assert!(t.root().join("m/jax/RAN").exists());
+}

@@ -196,3 +196,42 @@ fn the_readme_sample_config_is_valid_for_every_profile() {
         assert_eq!(timeout, want, "{profile}");
     }
 }
+
+#[test]
+fn variables_and_profiles_take_every_documented_form() {
+    let (t, cwd) = tree();
+    std::fs::write(
+        cwd.path().join("forms.toml"),
+        "[profile.default]\npreflight = false\n",
+    )
+    .unwrap();
+    let token = "not-to-be-written-anywhere";
+    let out = t
+        .cmd()
+        .current_dir(cwd.path())
+        .args(["--config", "forms.toml", "-k", "reporter"])
+        // A repeatable option takes a comma-separated list; flags take on/off words.
+        .env("JAX_RUNNER_ENV", "SEED=5,FROM_PROFILE=env")
+        .env("JAX_RUNNER_FAIL_FAST", "off")
+        .env("JAX_RUNNER_RAY_TOKEN", token)
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = std::fs::read_to_string(t.results_dir().join("logs/reporter.stdout.log")).unwrap();
+    assert!(log.contains("SEED=5 FROM_PROFILE=env"), "{log}");
+    let m = t.metrics();
+    // `preflight = false` is `--no-preflight`.
+    let (value, source) = setting(&m, "no-preflight");
+    assert_eq!(value, "true");
+    assert!(
+        source.starts_with("profile default (") && source.ends_with("forms.toml:2)"),
+        "{source}"
+    );
+    assert_eq!(
+        setting(&m, "fail-fast"),
+        ("false", "environment (JAX_RUNNER_FAIL_FAST)")
+    );
+    assert_eq!(setting(&m, "ray-token").0, "(hidden)");
+    let text = std::fs::read_to_string(t.results_dir().join("performance_metrics.json")).unwrap();
+    assert!(!text.contains(token), "the token reached the metrics");
+}
