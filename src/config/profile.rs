@@ -120,10 +120,6 @@ impl ConfigFile {
         Ok(file)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The profiles the file defines, in file order.
     pub fn profiles(&self) -> Vec<String> {
         self.profile_tables()
