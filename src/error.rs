@@ -212,6 +212,8 @@ pub enum SandboxError {
     Start(std::io::Error),
     #[error("bwrap cannot create namespaces here: {stderr}")]
     Namespaces { stderr: String },
+    #[error("{version} is too old: it lacks --perms and --dir (bubblewrap 0.5 or newer has them)")]
+    TooOld { version: String },
 }
 
 /// Why the warm-start zygote cannot start a script (it then starts cold).

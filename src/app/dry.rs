@@ -5,7 +5,7 @@ use crate::config::{settings_for, RunConfig, WarmStart};
 use crate::discovery::Script;
 use crate::model::PlannedScript;
 use crate::plan::Plan;
-use crate::runner::sandbox::Bwrap;
+use crate::runner::sandbox::Sandboxing;
 
 use super::schedule::Schedule;
 
@@ -24,12 +24,12 @@ impl DryPlan {
     pub fn new(
         config: &RunConfig,
         plan: &Plan,
-        bwrap: &Result<Bwrap, String>,
+        sandboxing: &Result<Sandboxing, String>,
         scripts: &[Script],
         schedule: Schedule,
     ) -> DryPlan {
-        let sandbox = if bwrap.is_ok() { "bwrap" } else { "none" };
-        let cold_reason = cold_reason(config, bwrap);
+        let sandbox = sandboxing.as_ref().map_or("none", Sandboxing::kind);
+        let cold_reason = cold_reason(config, sandboxing);
         let start = if cold_reason.is_some() {
             "cold"
         } else {
@@ -68,13 +68,15 @@ impl DryPlan {
     }
 }
 
-fn cold_reason(config: &RunConfig, bwrap: &Result<Bwrap, String>) -> Option<String> {
+fn cold_reason(config: &RunConfig, sandboxing: &Result<Sandboxing, String>) -> Option<String> {
     if config.warm_start == WarmStart::Off {
         return Some("--warm-start off".into());
     }
     if config.ray.is_some() {
         return Some("scripts run on the Ray cluster".into());
     }
-    let sandboxed = bwrap.as_ref().ok();
-    sandboxed.and_then(Bwrap::no_warm_start).map(str::to_string)
+    let sandboxed = sandboxing.as_ref().ok();
+    sandboxed
+        .and_then(Sandboxing::no_warm_start)
+        .map(str::to_string)
 }

@@ -22,8 +22,9 @@ use crate::plan::{plan, ray_plan, Plan};
 use crate::python::{Interpreter, Resolver};
 use crate::report::gnn::GnnEntry;
 use crate::runner::backends::{self, SandboxSetup, Shared};
+use crate::runner::identity::Identity;
 use crate::runner::ray::RayClient;
-use crate::runner::sandbox::{self, Bwrap};
+use crate::runner::sandbox::{self, Sandboxing};
 use crate::runner::{telemetry, Backend};
 
 /// Everything decided before the first script starts.
@@ -57,7 +58,7 @@ pub struct Execution {
 /// Prepares a run of `config`.
 pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
     let mut warnings = Vec::new();
-    let bwrap = choose_sandbox(config)?;
+    let sandboxing = choose_sandbox(config)?;
     let discovery = discover(config)?;
     // One line per kind past a few: 200,000 missing entries make one warning.
     warnings.extend(bounded_messages(
@@ -114,7 +115,7 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         plan.jobs = jobs;
         warnings.extend(lowered);
     }
-    if let (Err(reason), SandboxMode::Auto, None) = (&bwrap, config.sandbox, &config.ray) {
+    if let (Err(reason), SandboxMode::Auto, None) = (&sandboxing, config.sandbox, &config.ray) {
         warnings.push(format!(
             "scripts run without a sandbox: {reason} (install it with `{}`)",
             sandbox::INSTALL_HINT
@@ -126,7 +127,22 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
             "GPU requested but unusable ({reason}) and --fallback none: scripts will fail"
         ));
     }
-    let compilation_cache = compilation_cache(config, bwrap.is_ok(), &mut warnings);
+    // Who the scripts are on the host: a root runner's take an unused uid for the run.
+    let identity = match sandboxing.is_ok() {
+        true => Identity::for_tree(&config.output_dir).map_err(|e| {
+            Error::Config(crate::error::ConfigError::SandboxUnavailable {
+                reason: format!("failed to choose the sandbox user: {e}"),
+                hint: "run jax-runner as an ordinary user, or with --sandbox off",
+            })
+        })?,
+        false => Identity::current(),
+    };
+    let identity = Arc::new(identity);
+    let compilation_cache = compilation_cache(
+        config,
+        sandboxing.is_ok().then_some(identity.as_ref()),
+        &mut warnings,
+    );
     let gnn = config
         .gnn_layout
         .then(|| crate::report::gnn::plan(&config.step12_dir, &discovery.scripts));
@@ -142,14 +158,19 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
             let dry = super::dry::DryPlan::new(
                 config,
                 &plan,
-                &bwrap,
+                &sandboxing,
                 &discovery.scripts,
                 schedule(&inputs),
             );
             (None, Some(dry))
         }
         Some(inputs) => {
-            let exec = execution(inputs, bwrap, compilation_cache.clone(), &mut warnings).await;
+            let setup = Setup {
+                sandboxing,
+                identity,
+                compilation_cache: compilation_cache.clone(),
+            };
+            let exec = execution(inputs, setup, &mut warnings).await;
             (Some(exec), None)
         }
         None => (None, None),
@@ -167,13 +188,20 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
     })
 }
 
-/// The backend, and which scripts run in what order.
-async fn execution(
-    inputs: Inputs<'_>,
-    bwrap: Result<Bwrap, String>,
+/// How the run's scripts are sandboxed, as decided before the backend is made.
+struct Setup {
+    sandboxing: Result<Sandboxing, String>,
+    identity: Arc<Identity>,
     compilation_cache: Option<PathBuf>,
-    warnings: &mut Vec<String>,
-) -> Execution {
+}
+
+/// The backend, and which scripts run in what order.
+async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>) -> Execution {
+    let Setup {
+        sandboxing,
+        identity,
+        compilation_cache,
+    } = setup;
     let Inputs {
         config,
         interp,
@@ -189,7 +217,11 @@ async fn execution(
             None
         }
     };
-    let sandbox_info = sandbox_info(config, &bwrap);
+    let seccomp = match sandboxing.is_ok() && config.ray.is_none() {
+        true => seccomp_filter(warnings),
+        false => Vec::new(),
+    };
+    let sandbox_info = sandbox_info(config, &sandboxing, &identity, !seccomp.is_empty());
     let shared = Shared {
         config: config.clone(),
         compilation_cache,
@@ -207,15 +239,17 @@ async fn execution(
             max_return: r.max_return,
         }),
         None => {
-            let sandbox = bwrap.ok().map(|bwrap| SandboxSetup {
-                bwrap,
+            let sandbox = sandboxing.ok().map(|sandboxing| SandboxSetup {
+                sandboxing,
                 home: std::env::var_os("HOME").map(PathBuf::from),
                 python_paths: sandbox::python_paths(
                     &interp.path,
                     &interp.info.prefix,
                     &interp.info.base_prefix,
                 ),
-                seccomp: seccomp_filter(warnings),
+                seccomp,
+                identity,
+                helper: sandbox::helper(),
             });
             if gnn.is_some() {
                 // The zygote binds the data folders' roots as they are when it starts.

@@ -8,65 +8,84 @@ use crate::config::{CompilationCache, RunConfig, WarmStart};
 use crate::error::ConfigError;
 use crate::model::{SandboxInfo, SandboxMode};
 use crate::python::Interpreter;
-use crate::runner::sandbox::{self, Bwrap};
+use crate::runner::sandbox::{self, Sandboxing};
 use crate::runner::telemetry;
 use crate::runner::zygote::{Zygote, ZygoteSandbox};
 
-/// Whether scripts run sandboxed: bwrap when it works (`auto`, `on`), else why not.
-/// `--sandbox on` without a working bwrap is an error that says how to install it.
-pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Bwrap, String>, ConfigError> {
+/// Whether scripts run sandboxed: bwrap when it works (`auto`, `on`), else, for a
+/// root runner, the built-in sandbox (a root runner never hands a script the host's
+/// uid 0), else why not. `--sandbox on` with neither is an error that says how to
+/// install bwrap.
+pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Sandboxing, String>, ConfigError> {
     if config.ray.is_some() {
         return Ok(Err("scripts run on the Ray cluster".into()));
     }
     match config.sandbox {
         SandboxMode::Off => Ok(Err("--sandbox off".into())),
-        mode => match sandbox::detect() {
-            Ok(b) => Ok(Ok(b)),
-            Err(reason) if mode == SandboxMode::On => Err(ConfigError::SandboxUnavailable {
-                reason: reason.to_string(),
-                hint: sandbox::INSTALL_HINT,
-            }),
-            Err(reason) => Ok(Err(reason.to_string())),
+        mode => match (sandbox::detect(), sandbox::builtin()) {
+            (Ok(b), _) => Ok(Ok(Sandboxing::Bwrap(b))),
+            (Err(_), Some(builtin)) => Ok(Ok(builtin)),
+            (Err(reason), None) if mode == SandboxMode::On => {
+                Err(ConfigError::SandboxUnavailable {
+                    reason: reason.to_string(),
+                    hint: sandbox::INSTALL_HINT,
+                })
+            }
+            (Err(reason), None) => Ok(Err(reason.to_string())),
         },
     }
 }
 
-/// The seccomp program for sandboxed scripts; without one they still run with no
+/// The seccomp programs for sandboxed scripts; without them scripts still run with no
 /// capabilities, and the run says the filter is missing.
-pub(super) fn seccomp_filter(warnings: &mut Vec<String>) -> Option<PathBuf> {
+pub(super) fn seccomp_filter(warnings: &mut Vec<String>) -> Vec<PathBuf> {
     match crate::runner::seccomp::install(&crate::paths::cache_dir()) {
-        Ok(Some(path)) => Some(path),
+        Ok(Some(paths)) => paths,
         Ok(None) => {
             warnings.push(
                 "no seccomp filter for this processor: sandboxed scripts run without one".into(),
             );
-            None
+            Vec::new()
         }
         Err(e) => {
             warnings.push(format!("seccomp filter disabled: failed to write it: {e}"));
-            None
+            Vec::new()
         }
     }
 }
 
-/// The compilation cache folder, created; `None` (and a warning) when it cannot be.
+/// The compilation cache folder, created and (sandboxed) given to the sandbox user;
+/// `None` (and a warning) when it cannot be.
 ///
-/// A sandboxed script can write the cache, so whatever it writes is trusted only by
-/// other sandboxed scripts: sandboxed runs keep a default cache of their own, beside
-/// the one unsandboxed runs use, and an entry planted from inside the sandbox never
-/// reaches a script running outside it. A folder named with `--compilation-cache` is
+/// A sandboxed script can write the cache, so an entry it plants is loaded by any
+/// script that later compiles the same computation. By default sandboxed runs keep a
+/// cache per tree (`--output-dir`), beside the one unsandboxed runs use: a script can
+/// change only what the scripts of its own tree compute, never another tree's, nor a
+/// script running outside the sandbox. A folder named with `--compilation-cache` is
 /// used as given, by both.
 pub(super) fn compilation_cache(
     config: &RunConfig,
-    sandboxed: bool,
+    sandbox: Option<&crate::runner::identity::Identity>,
     warnings: &mut Vec<String>,
 ) -> Option<PathBuf> {
-    let dir = cache_folder(config, sandboxed)?;
-    match std::fs::create_dir_all(&dir) {
-        Ok(()) => Some(dir),
+    let dir = cache_folder(config, sandbox.is_some())?;
+    let made = std::fs::create_dir_all(&dir).and_then(|()| match sandbox {
+        Some(identity) => identity.own_all(&dir),
+        None => Ok(()),
+    });
+    match made {
+        Ok(()) => {
+            let default = CompilationCache::default_dir();
+            if sandbox.is_some()
+                && matches!(&config.compilation_cache, CompilationCache::Dir(d) if *d == default)
+            {
+                super::cache::forget_unused(&dir);
+            }
+            Some(dir)
+        }
         Err(e) => {
             warnings.push(format!(
-                "compilation cache disabled: failed to create {}: {e}",
+                "compilation cache disabled: failed to prepare {}: {e}",
                 dir.display()
             ));
             None
@@ -79,7 +98,10 @@ fn cache_folder(config: &RunConfig, sandboxed: bool) -> Option<PathBuf> {
     match &config.compilation_cache {
         CompilationCache::Off => None,
         CompilationCache::Dir(dir) if sandboxed && *dir == CompilationCache::default_dir() => {
-            Some(dir.with_file_name("jax-compilation-cache-sandboxed"))
+            Some(super::cache::tree_cache(
+                &dir.with_file_name("jax-compilation-cache-sandboxed"),
+                &config.output_dir,
+            ))
         }
         CompilationCache::Dir(dir) => Some(dir.clone()),
     }
@@ -161,11 +183,25 @@ pub(super) fn zygote_env(
 }
 
 /// What every result says about isolation.
-pub(super) fn sandbox_info(config: &RunConfig, bwrap: &Result<Bwrap, String>) -> SandboxInfo {
-    let on = bwrap.is_ok();
+pub(super) fn sandbox_info(
+    config: &RunConfig,
+    sandboxing: &Result<Sandboxing, String>,
+    identity: &crate::runner::identity::Identity,
+    seccomp: bool,
+) -> SandboxInfo {
+    let on = sandboxing.is_ok();
     SandboxInfo {
-        kind: if on { "bwrap" } else { "none" }.into(),
-        reason: bwrap.as_ref().err().cloned(),
+        kind: match sandboxing {
+            Ok(s) => s.kind(),
+            Err(_) => "none",
+        }
+        .into(),
+        layers: sandboxing
+            .as_ref()
+            .map(|s| s.layers(identity.switched, seccomp))
+            .unwrap_or_default(),
+        uid: Some(identity.uid),
+        reason: sandboxing.as_ref().err().cloned(),
         network: !on,
         home_visible: !on,
         environment: if on { "allowlist" } else { "inherited" }.into(),
@@ -182,7 +218,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sandboxed_runs_keep_a_default_cache_of_their_own() {
+    fn sandboxed_runs_keep_a_default_cache_per_tree() {
         let tmp = tempfile::tempdir().unwrap();
         let mut opts = crate::config::test_options(tmp.path());
         opts.compilation_cache = None;
@@ -194,7 +230,20 @@ mod tests {
             own, shared,
             "nothing planted inside reaches an unsandboxed run"
         );
-        assert_eq!(own.parent(), shared.parent());
+        assert_eq!(
+            own.parent().unwrap().parent(),
+            shared.parent(),
+            "beside the shared cache: {own:?}"
+        );
+        // Another tree, another cache: a plant reaches only its own tree's scripts.
+        let other = tmp.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        let mut opts_b = crate::config::test_options(&other);
+        opts_b.compilation_cache = None;
+        let config_b = RunConfig::from_options(opts_b).unwrap();
+        let theirs = cache_folder(&config_b, true).unwrap();
+        assert_ne!(own, theirs);
+        assert_eq!(own.parent(), theirs.parent());
         // A folder the user names is used as given.
         let named = tmp.path().join("cache");
         opts.compilation_cache = Some(named.to_string_lossy().into_owned());

@@ -140,8 +140,18 @@ pub struct Attempt {
 /// How a script was isolated.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SandboxInfo {
-    /// `bwrap`, or `none` when unsandboxed.
+    /// `bwrap`; `builtin` (a root runner without a working bwrap: its own mount,
+    /// network, IPC and UTS namespaces where the kernel allows, and the sandbox uid);
+    /// or `none` when unsandboxed.
     pub kind: String,
+    /// What confined the script: `bwrap` or `namespaces`, `uid` (it ran as an
+    /// unprivileged user the runner switched to) and `seccomp`. Empty when unsandboxed.
+    #[serde(default)]
+    pub layers: Vec<String>,
+    /// The host uid the script ran as: the run's sandbox user when the runner is root,
+    /// else the runner's own uid.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub uid: Option<u32>,
     /// Why there is no sandbox (`--sandbox off`, bwrap missing, …).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub reason: Option<String>,

@@ -93,8 +93,9 @@ pub struct AttemptSpec {
     pub token: String,
     /// How the script is sandboxed, when it is.
     pub sandbox: Option<SandboxSpec>,
-    /// The seccomp program bwrap installs (sandboxed runs only).
-    pub seccomp: Option<PathBuf>,
+    /// The seccomp programs installed before the script's first line (sandboxed runs
+    /// only), in order.
+    pub seccomp: Vec<PathBuf>,
     /// `--memory-limit`: the tree's RSS above which the group is killed, bytes.
     pub memory_limit: Option<u64>,
     /// `--max-procs`, enforced by `cgroup` when there is one, else by sampling.
@@ -109,14 +110,25 @@ pub struct AttemptSpec {
 }
 
 /// A sandboxed attempt: bwrap's command for a cold start, the same mounts as steps
-/// for a warm one.
+/// for a warm one (and for the built-in sandbox's cold start).
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
-    pub bwrap: PathBuf,
-    /// bwrap's arguments, ending in `--`.
-    pub args: Vec<OsString>,
-    /// The mounts of `args` as steps, for the zygote inside the sandbox.
+    /// bwrap and its arguments, ending in `--`; `None` for the built-in sandbox.
+    pub bwrap: Option<(PathBuf, Vec<OsString>)>,
+    /// The mounts as steps.
     pub steps: Vec<super::mounts::MountStep>,
+    /// The unprivileged user the script becomes (a root runner's).
+    pub user: Option<super::identity::SandboxUser>,
+    /// `jax-runner` itself, which finishes a cold start inside bwrap
+    /// (`__sandbox-exec`).
+    pub helper: PathBuf,
+}
+
+impl SandboxSpec {
+    /// bwrap's path, when bwrap sandboxes the attempt.
+    pub fn bwrap_path(&self) -> Option<&Path> {
+        self.bwrap.as_ref().map(|(p, _)| p.as_path())
+    }
 }
 
 /// Sends an attempt's resource samples into the event stream.

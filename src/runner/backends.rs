@@ -13,6 +13,7 @@ use super::attempt::{
     AttemptError, AttemptFuture, AttemptRequest, AttemptSpec, Attempted, Backend, Enforced,
     SampleSink, SandboxSpec, Start,
 };
+use super::identity::Identity;
 use super::zygote::{Zygote, ZygoteSandbox};
 use super::{child, env, limits, mounts, ray, sandbox, telemetry, Stop};
 use crate::config::RunConfig;
@@ -112,16 +113,20 @@ fn telemetry_report(req: &AttemptRequest<'_>) -> PathBuf {
         .join(format!(".jax-runner-telemetry.{}.json", req.number))
 }
 
-/// What a sandboxed run needs to build each script's bwrap command.
+/// What a sandboxed run needs to build each script's sandbox.
 #[derive(Debug, Clone)]
 pub struct SandboxSetup {
-    pub bwrap: sandbox::Bwrap,
+    pub sandboxing: sandbox::Sandboxing,
     /// `$HOME`, hidden inside.
     pub home: Option<PathBuf>,
     /// Interpreter folders to keep readable inside a hidden `$HOME`.
     pub python_paths: Vec<PathBuf>,
-    /// The seccomp program, where there is one for this machine.
-    pub seccomp: Option<PathBuf>,
+    /// The seccomp programs, where there are some for this machine.
+    pub seccomp: Vec<PathBuf>,
+    /// Who the scripts are on the host.
+    pub identity: Arc<Identity>,
+    /// `jax-runner` itself, which finishes a cold start inside bwrap.
+    pub helper: PathBuf,
 }
 
 /// Scripts as processes on this machine.
@@ -169,7 +174,11 @@ impl Local {
                 .sandbox
                 .as_ref()
                 .map(|sb| sb.attempt(&self.shared, req, &cwd)),
-            seccomp: self.sandbox.as_ref().and_then(|sb| sb.seccomp.clone()),
+            seccomp: self
+                .sandbox
+                .as_ref()
+                .map(|sb| sb.seccomp.clone())
+                .unwrap_or_default(),
             env: self.shared.env(req, self.sandbox.is_some()),
             cwd,
             env_clear: self.sandbox.is_some(),
@@ -199,14 +208,16 @@ impl Local {
 }
 
 impl SandboxSetup {
-    /// Folders every sandboxed script reads: the interpreter's, the shim's, and the
-    /// parent's `PYTHONPATH` (which passes in, so its folders must stay visible).
+    /// Folders every sandboxed script reads: the interpreter's, the shim's, the
+    /// parent's `PYTHONPATH` (which passes in, so its folders must stay visible), and
+    /// the helper that finishes a cold start.
     fn readable(&self, shared: &Shared) -> Vec<PathBuf> {
         let mut readable = self.python_paths.clone();
         if let Some(pp) = std::env::var_os("PYTHONPATH") {
             readable.extend(std::env::split_paths(&pp).filter(|p| p.is_absolute()));
         }
         readable.extend(shared.shim_dir.clone());
+        readable.push(self.helper.clone());
         readable
     }
 
@@ -219,21 +230,26 @@ impl SandboxSetup {
         readable.push(cwd.to_path_buf());
         let mut writable = vec![req.data_dir.to_path_buf()];
         writable.extend(shared.compilation_cache.clone());
-        let mounts = sandbox::Mounts {
+        let user = self.identity.switched_to();
+        let mounts = mounts::Mounts {
             home: self.home.clone(),
             readable,
             writable,
             cwd: cwd.to_path_buf(),
             gpu: req.platform == Platform::Gpu,
-            userns: self.bwrap.userns,
-            cap_drop: self.bwrap.cap_drop,
             outputs: vec![config.results_dir.clone(), config.step12_dir.clone()],
             sources: vec![config.output_dir.clone()],
+            user,
+        };
+        let bwrap = match &self.sandboxing {
+            sandbox::Sandboxing::Bwrap(b) => Some((b.path.clone(), sandbox::args(b, &mounts))),
+            sandbox::Sandboxing::Builtin { .. } => None,
         };
         SandboxSpec {
-            bwrap: self.bwrap.path.clone(),
-            args: sandbox::args(&mounts),
+            bwrap,
             steps: mounts::steps(&mounts),
+            user,
+            helper: self.helper.clone(),
         }
     }
 
@@ -242,7 +258,7 @@ impl SandboxSetup {
     /// outputs (writable, for the data folders) and the interpreter; each script's
     /// own view is then cut from it.
     pub fn zygote(&self, shared: &Shared) -> Result<ZygoteSandbox, String> {
-        if let Some(why) = self.bwrap.no_warm_start() {
+        if let Some(why) = self.sandboxing.no_warm_start() {
             return Err(why.into());
         }
         let config = &shared.config;
@@ -250,19 +266,22 @@ impl SandboxSetup {
         readable.push(config.output_dir.clone());
         let mut writable = vec![config.results_dir.clone(), config.step12_dir.clone()];
         writable.extend(shared.compilation_cache.clone());
-        let base = sandbox::Mounts {
+        let base = mounts::Mounts {
             home: self.home.clone(),
             readable,
             writable,
             cwd: PathBuf::from("/"),
             gpu: config.may_use_gpu(),
-            userns: true,
             ..Default::default()
         };
+        let bwrap = match &self.sandboxing {
+            sandbox::Sandboxing::Bwrap(b) => Some((b.path.clone(), sandbox::zygote_args(b, &base))),
+            sandbox::Sandboxing::Builtin { .. } => None,
+        };
         Ok(ZygoteSandbox {
-            bwrap: self.bwrap.path.clone(),
-            args: sandbox::zygote_args(&base),
+            bwrap,
             seccomp: self.seccomp.clone(),
+            user: self.identity.switched_to(),
         })
     }
 }
@@ -275,6 +294,15 @@ impl Backend for Local {
     ) -> AttemptFuture<'a> {
         Box::pin(async move {
             let (spec, enforced) = self.spec(&req);
+            if let Some(sb) = &self.sandbox {
+                // The data folder is the sandbox user's to write (the runner made it).
+                sb.identity
+                    .own(req.data_dir)
+                    .map_err(|source| AttemptError::Prepare {
+                        path: req.data_dir.to_path_buf(),
+                        source,
+                    })?;
+            }
             let mut outcome = child::run_attempt(&spec, self.zygote.as_ref(), stop).await?;
             if let (Start::Cold, Some(reason)) = (&outcome.start, &self.cold_reason) {
                 outcome.start = Start::ColdFallback(reason.clone());

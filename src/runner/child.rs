@@ -88,7 +88,7 @@ pub async fn run_attempt(
         Some(cg) if stopped_by.is_none() && cg.oom_killed() => Some(StoppedBy::MemoryCgroup),
         _ => stopped_by,
     };
-    let exit = if spec.sandbox.is_some() {
+    let exit = if spec.sandbox.as_ref().is_some_and(|sb| sb.bwrap.is_some()) {
         let (code, signal) = super::sandbox::decode_exit(exit.code, exit.signal);
         Exit {
             code,
@@ -105,7 +105,8 @@ pub async fn run_attempt(
     let init = spec
         .sandbox
         .as_ref()
-        .map(|sb| sb.bwrap.to_string_lossy().into_owned());
+        .and_then(|sb| sb.bwrap_path())
+        .map(|p| p.to_string_lossy().into_owned());
     let cgroup = spec.cgroup.clone();
     let mut leaks = tokio::task::spawn_blocking(move || {
         let mut leaks = reaper::sweep(&token, &seen, init.as_deref());
@@ -261,16 +262,21 @@ type Supervised = (
     Option<GpuSampler>,
 );
 
-/// The effective capabilities of the script's processes (bwrap's own aside), OR-ed,
-/// from the kernel's view in `/proc`: what the script could really do, whatever it
-/// reports about itself. `None` while none of its processes is visible. `init`, a
-/// warm sandbox's namespace init, is the runner's plumbing, not the script.
+/// The effective capabilities of the script's processes (bwrap's own and the
+/// `__sandbox-exec` helper's aside), OR-ed, from the kernel's view in `/proc`: what the
+/// script could really do, whatever it reports about itself. `None` while none of its
+/// processes is visible. `init`, a warm sandbox's namespace init, is the runner's
+/// plumbing, not the script.
 fn script_capabilities(tree: &[u32], spec: &AttemptSpec, init: Option<u32>) -> Option<u64> {
-    let bwrap = spec.sandbox.as_ref().map(|sb| sb.bwrap.as_path());
+    let plumbing: Vec<&std::path::Path> = spec
+        .sandbox
+        .iter()
+        .flat_map(|sb| sb.bwrap_path().into_iter().chain([sb.helper.as_path()]))
+        .collect();
     let mut seen = None;
     for &p in tree.iter().filter(|p| Some(**p) != init) {
-        if bwrap.is_some() && std::fs::read_link(format!("/proc/{p}/exe")).ok().as_deref() == bwrap
-        {
+        let exe = std::fs::read_link(format!("/proc/{p}/exe")).ok();
+        if exe.is_some_and(|e| plumbing.contains(&e.as_path())) {
             continue;
         }
         let Ok(status) = std::fs::read_to_string(format!("/proc/{p}/status")) else {
@@ -292,13 +298,13 @@ fn script_capabilities(tree: &[u32], spec: &AttemptSpec, init: Option<u32>) -> O
 /// namespace with it, taking the script's grace period away, so only the processes
 /// inside are signalled.
 fn terminate(pid: libc::pid_t, spec: &AttemptSpec) {
-    let Some(sb) = &spec.sandbox else {
+    let Some(bwrap) = spec.sandbox.as_ref().and_then(|sb| sb.bwrap_path()) else {
         sys::kill_group(pid, libc::SIGTERM);
         return;
     };
     for p in super::tree::tree_pids(pid as u32) {
         let exe = std::fs::read_link(format!("/proc/{p}/exe")).ok();
-        if exe.as_deref() != Some(sb.bwrap.as_path()) {
+        if exe.as_deref() != Some(bwrap) {
             sys::kill_pid(p as i32, libc::SIGTERM);
         }
     }

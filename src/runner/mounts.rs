@@ -1,9 +1,21 @@
 //! What one sandboxed script sees, as a single list of mount steps. A cold start hands
-//! the steps to bubblewrap as arguments; a warm start inside the sandbox hands the same
-//! steps to the zygote, whose forked child applies them in a mount namespace of its own.
-//! One list, so the two starts cannot drift apart.
+//! the steps to bubblewrap as arguments (or, as root without bwrap, applies them itself
+//! between fork and exec); a warm start hands the same steps to the zygote, whose
+//! forked child applies them in a mount namespace of its own. One list, so the starts
+//! cannot drift apart.
+//!
+//! The view: the host's root read-only, less what a script has no business seeing —
+//! `/run` and `/var` (daemons' sockets live there), `/root`, `/home`, `/srv`, `/mnt`,
+//! `/media`, the password hashes, the run's other scripts and outputs — and a private
+//! `/tmp`, `/dev/shm` and `$HOME`. What the script needs inside a hidden folder (its
+//! own folder, the interpreter, its data folder) is bound back. When the runner is root
+//! the script is an unprivileged user: a host folder that user could not pass through
+//! on the way to something it needs is hidden too, so the way there is made of fresh
+//! folders it can pass.
 
 use std::path::{Path, PathBuf};
+
+use super::identity::SandboxUser;
 
 /// What one sandboxed attempt may see, beyond a read-only root.
 #[derive(Debug, Clone, Default)]
@@ -18,10 +30,6 @@ pub struct Mounts {
     pub cwd: PathBuf,
     /// Pass the NVIDIA device nodes.
     pub gpu: bool,
-    /// Give the script a user namespace of its own (see `Bwrap::userns`).
-    pub userns: bool,
-    /// Drop every capability (see `Bwrap::cap_drop`).
-    pub cap_drop: bool,
     /// The runner's own outputs (results folder, GNN's step-12 folder): hidden behind an
     /// empty tmpfs, so no script reads another's results, logs or data; the script's
     /// own data folder is bound back (it is among `writable`).
@@ -30,22 +38,43 @@ pub struct Mounts {
     /// script reads or rewrites another's source; its own folder is bound back
     /// read-only (it is among `readable`).
     pub sources: Vec<PathBuf>,
+    /// The unprivileged user the script becomes when the runner is root.
+    pub user: Option<SandboxUser>,
 }
 
+/// Host folders hidden from every script: sockets of daemons (`/run`, `/var/run`),
+/// other users' homes and root's, and places data of other people and services lives.
+pub const HIDDEN: &[&str] = &["/run", "/var", "/root", "/home", "/srv", "/mnt", "/media"];
+
 /// What the host's `/sys` says about its network: no business of a script that has
-/// none (hidden like the outputs).
+/// none.
 const HOST_DETAILS: &[&str] = &["/sys/class/net", "/sys/devices/virtual/net"];
+
+/// Files no script reads, masked by an empty device.
+const MASKED: &[&str] = &[
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/shadow-",
+    "/etc/gshadow-",
+];
+
+/// Private scratch space, a fresh writable tmpfs for each script.
+const SCRATCH: &[&str] = &["/tmp", "/dev/shm"];
 
 /// One step, applied in order: later mounts land on top of earlier ones.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "op", content = "path", rename_all = "snake_case")]
 pub enum MountStep {
-    /// An empty tmpfs over the folder.
+    /// An empty tmpfs over the folder (mode 1777, so the sandbox user may use it).
     Tmpfs(PathBuf),
+    /// A folder made (mode 0755) inside a tmpfs, on the way to a bind below it.
+    Dir(PathBuf),
     /// The path, hidden by an earlier tmpfs, bound back onto itself read-only.
     ReadOnly(PathBuf),
     /// The path bound onto itself writable.
     Writable(PathBuf),
+    /// An empty device bound over a file, so it reads as nothing.
+    Mask(PathBuf),
     /// A tmpfs made read-only once everything under it is in place: a write there
     /// would only vanish with the sandbox, so it is refused instead.
     RemountReadOnly(PathBuf),
@@ -56,164 +85,217 @@ impl MountStep {
     pub fn path(&self) -> &Path {
         match self {
             MountStep::Tmpfs(p)
+            | MountStep::Dir(p)
             | MountStep::ReadOnly(p)
             | MountStep::Writable(p)
+            | MountStep::Mask(p)
             | MountStep::RemountReadOnly(p) => p,
         }
     }
 }
 
-/// The steps for `m`, in the order they must be applied.
-///
-/// The private `/tmp`, the empty home and the hidden sources and outputs come first;
-/// a folder inside one already hidden needs no tmpfs of its own. What must stay
-/// visible inside them (a script folder under `/tmp`, a venv under `~/.cache`) is
-/// bound back afterwards, then the writable folders, then the hidden sources and
-/// outputs turn read-only (the binds under them keep their own modes).
-pub fn steps(m: &Mounts) -> Vec<MountStep> {
-    let mut covers: Vec<&Path> = vec![Path::new("/tmp")];
-    covers.extend(
-        m.home
-            .as_deref()
-            .filter(|h| *h != Path::new("/") && *h != Path::new("/tmp")),
-    );
-    let frozen: Vec<&Path> = m
-        .sources
-        .iter()
-        .chain(&m.outputs)
-        .map(PathBuf::as_path)
-        .chain(HOST_DETAILS.iter().map(Path::new))
-        .filter(|o| *o != Path::new("/") && o.exists())
-        .collect();
-    covers.extend(frozen.iter().copied());
-    let mut kept: Vec<&Path> = Vec::new();
-    for c in &covers {
-        let inside_another = covers.iter().any(|o| o != c && c.starts_with(o));
-        if !inside_another && !kept.contains(c) {
-            kept.push(c);
+/// The covers of a view: hidden folders (read-only at the end) and scratch ones.
+struct Covers {
+    hidden: Vec<PathBuf>,
+    scratch: Vec<PathBuf>,
+}
+
+impl Covers {
+    fn of(m: &Mounts) -> Covers {
+        let mut scratch: Vec<PathBuf> = SCRATCH.iter().map(PathBuf::from).collect();
+        scratch.extend(m.home.clone().filter(|h| h != Path::new("/")));
+        let mut hidden: Vec<PathBuf> = HIDDEN
+            .iter()
+            .chain(HOST_DETAILS)
+            .map(PathBuf::from)
+            .chain(m.sources.iter().cloned())
+            .chain(m.outputs.iter().cloned())
+            .filter(|p| p != Path::new("/") && is_real_dir(p))
+            .collect();
+        if let Some(user) = m.user {
+            hidden.extend(closed_ways(m, user, &hidden, &scratch));
         }
+        let mut c = Covers { hidden, scratch };
+        c.prune();
+        c
     }
-    let mut out: Vec<MountStep> = kept
+
+    /// Drops covers already hidden by another: anything under a scratch tmpfs, and a
+    /// hidden folder under another hidden one. A scratch folder under a hidden one
+    /// stays (a writable `$HOME` inside a hidden `/home`).
+    fn prune(&mut self) {
+        let under_scratch = |p: &Path| self.scratch.iter().any(|s| p != s && p.starts_with(s));
+        let under_hidden = |p: &Path| self.hidden.iter().any(|h| p != h && p.starts_with(h));
+        let scratch: Vec<PathBuf> = self
+            .scratch
+            .iter()
+            .filter(|p| !under_scratch(p))
+            .cloned()
+            .collect();
+        let hidden: Vec<PathBuf> = self
+            .hidden
+            .iter()
+            .filter(|p| !under_scratch(p) && !under_hidden(p) && !scratch.contains(p))
+            .cloned()
+            .collect();
+        self.hidden = dedup(hidden);
+        self.scratch = dedup(scratch);
+    }
+
+    /// Every cover, outermost first.
+    fn in_order(&self) -> Vec<&PathBuf> {
+        let mut all: Vec<&PathBuf> = self.hidden.iter().chain(&self.scratch).collect();
+        all.sort_by_key(|p| p.components().count());
+        all
+    }
+
+    /// The innermost cover holding `p` (or `p` itself when it is one).
+    fn around(&self, p: &Path) -> Option<&PathBuf> {
+        self.hidden
+            .iter()
+            .chain(&self.scratch)
+            .filter(|c| p.starts_with(c))
+            .max_by_key(|c| c.components().count())
+    }
+}
+
+/// The steps for `m`, in the order they must be applied: the covers outermost first
+/// (with the folders on the way to a cover nested in another), the binds back,
+/// shallowest first, with the folders on their way, the masks, then the hidden covers
+/// turn read-only (the binds under them keep their own modes).
+pub fn steps(m: &Mounts) -> Vec<MountStep> {
+    let covers = Covers::of(m);
+    let mut view = View {
+        covers: covers.in_order().into_iter().cloned().collect(),
+        binds: Vec::new(),
+        out: Vec::new(),
+    };
+    for cover in &covers.in_order() {
+        view.way_to(cover);
+        view.out.push(MountStep::Tmpfs((*cover).clone()));
+    }
+    let mut readable: Vec<&PathBuf> = m
+        .readable
         .iter()
-        .map(|c| MountStep::Tmpfs(c.to_path_buf()))
+        .filter(|p| covers.around(p).is_some() && p.exists())
         .collect();
+    readable.sort_by_key(|p| p.components().count());
+    readable.dedup();
+    for p in readable {
+        view.bind(MountStep::ReadOnly(p.clone()));
+    }
+    for p in m.writable.iter().filter(|p| p.exists()) {
+        view.bind(MountStep::Writable(p.clone()));
+    }
+    let mut out = view.out;
     out.extend(
-        m.readable
+        MASKED
             .iter()
-            .filter(|p| kept.iter().any(|h| p.starts_with(h)) && p.exists())
-            .map(|p| MountStep::ReadOnly(p.clone())),
+            .map(Path::new)
+            .filter(|p| p.is_file())
+            .map(|p| MountStep::Mask(p.to_path_buf())),
     );
     out.extend(
-        m.writable
+        covers
+            .hidden
             .iter()
-            .filter(|p| p.exists())
-            .map(|p| MountStep::Writable(p.clone())),
-    );
-    out.extend(
-        kept.iter()
-            .filter(|c| frozen.contains(c))
-            .map(|c| MountStep::RemountReadOnly(c.to_path_buf())),
+            .map(|c| MountStep::RemountReadOnly(c.clone())),
     );
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The view as the steps so far build it.
+struct View {
+    covers: Vec<PathBuf>,
+    binds: Vec<PathBuf>,
+    out: Vec<MountStep>,
+}
 
-    fn dirs(root: &Path, names: &[&str]) -> Vec<PathBuf> {
-        names
+impl View {
+    fn bind(&mut self, step: MountStep) {
+        let p = step.path().to_path_buf();
+        self.way_to(&p);
+        self.out.push(step);
+        self.binds.push(p);
+    }
+
+    /// The folders to make before `target` can be mounted: those between the innermost
+    /// cover holding it and it. Under a bind the host's own folders are there already.
+    fn way_to(&mut self, target: &Path) {
+        let parent = target.parent().unwrap_or(target);
+        let base = self
+            .covers
             .iter()
-            .map(|n| {
-                let d = root.join(n);
-                std::fs::create_dir_all(&d).unwrap();
-                d
-            })
-            .collect()
-    }
-
-    #[test]
-    fn home_is_hidden_then_the_needed_folders_come_back() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = dirs(tmp.path(), &["home/.cache/venv", "data"]);
-        let home = tmp.path().join("home");
-        let s = steps(&Mounts {
-            home: Some(home.clone()),
-            readable: vec![d[0].clone(), PathBuf::from("/usr")],
-            writable: vec![d[1].clone()],
-            ..Default::default()
-        });
-        // home lies under /tmp here: the private /tmp hides it already.
-        assert_eq!(s[0], MountStep::Tmpfs("/tmp".into()));
-        assert!(!s.contains(&MountStep::Tmpfs(home)), "{s:?}");
-        assert!(s.contains(&MountStep::ReadOnly(d[0].clone())));
-        assert!(s.contains(&MountStep::Writable(d[1].clone())));
-        assert!(
-            !s.contains(&MountStep::ReadOnly("/usr".into())),
-            "outside a hidden folder nothing needs binding back"
-        );
-    }
-
-    #[test]
-    fn sources_and_outputs_are_hidden_but_the_scripts_own_folders() {
-        let tmp = tempfile::tempdir().unwrap();
-        let tree = tmp.path().join("tree");
-        let d = dirs(&tree, &["a/jax", "b/jax", "results/data/a"]);
-        let results = tree.join("results");
-        let s = steps(&Mounts {
-            readable: vec![d[0].clone()],
-            writable: vec![d[2].clone()],
-            sources: vec![tree.clone()],
-            outputs: vec![results.clone(), PathBuf::from("/")],
-            ..Default::default()
-        });
-        let at = |step: MountStep| {
-            s.iter()
-                .position(|x| *x == step)
-                .unwrap_or_else(|| panic!("no {step:?} in {s:?}"))
+            .chain(&self.binds)
+            .filter(|c| parent.starts_with(c))
+            .max_by_key(|c| c.components().count());
+        let Some(base) = base.filter(|b| self.covers.contains(b)).cloned() else {
+            return;
         };
-        // The tree is under /tmp in this test, so the private /tmp hides it already.
-        let hidden = at(MountStep::Tmpfs("/tmp".into()));
-        let own_source = at(MountStep::ReadOnly(d[0].clone()));
-        let own_data = at(MountStep::Writable(d[2].clone()));
-        assert!(hidden < own_source && own_source < own_data, "{s:?}");
-        assert!(!s.contains(&MountStep::ReadOnly(d[1].clone())));
-        assert!(!s.contains(&MountStep::Tmpfs("/".into())), "never hide /");
-    }
-
-    #[test]
-    fn hidden_folders_outside_tmp_turn_read_only_after_the_binds() {
-        // Folders outside /tmp that exist on every Linux machine (only looked at).
-        let tree = PathBuf::from("/usr");
-        let own = tree.join("bin");
-        let data = tree.join("lib");
-        let s = steps(&Mounts {
-            readable: vec![own.clone()],
-            writable: vec![data.clone()],
-            sources: vec![tree.clone()],
-            outputs: vec![tree.join("share")],
-            ..Default::default()
-        });
-        let host: Vec<MountStep> = s
-            .iter()
-            .filter(|x| x.path().starts_with("/sys"))
-            .cloned()
+        let mut dirs: Vec<PathBuf> = target
+            .ancestors()
+            .skip(1)
+            .take_while(|a| *a != base)
+            .map(Path::to_path_buf)
             .collect();
-        if Path::new("/sys/class/net").exists() {
-            assert!(host.contains(&MountStep::Tmpfs("/sys/class/net".into())));
-            assert!(host.contains(&MountStep::RemountReadOnly("/sys/class/net".into())));
+        dirs.reverse();
+        for d in dirs {
+            let step = MountStep::Dir(d);
+            if !self.out.contains(&step) {
+                self.out.push(step);
+            }
         }
-        let s: Vec<MountStep> = s.into_iter().filter(|x| !host.contains(x)).collect();
-        assert_eq!(
-            s,
-            vec![
-                MountStep::Tmpfs("/tmp".into()),
-                MountStep::Tmpfs(tree.clone()),
-                MountStep::ReadOnly(own),
-                MountStep::Writable(data),
-                MountStep::RemountReadOnly(tree),
-            ],
-            "a hidden folder inside another gets no tmpfs of its own"
-        );
     }
 }
+
+/// Host folders the sandbox user could not pass through on its way to something it
+/// must reach (a bind, a cover's place): each becomes hidden, so the way is made of
+/// fresh folders. What else such a folder holds the user could not reach anyway.
+fn closed_ways(
+    m: &Mounts,
+    user: SandboxUser,
+    hidden: &[PathBuf],
+    scratch: &[PathBuf],
+) -> Vec<PathBuf> {
+    let mut closed: Vec<PathBuf> = Vec::new();
+    let targets: Vec<&PathBuf> = m
+        .readable
+        .iter()
+        .chain(&m.writable)
+        .chain(std::iter::once(&m.cwd))
+        .chain(hidden)
+        .chain(scratch)
+        .collect();
+    for t in targets {
+        for a in t.ancestors().skip(1).collect::<Vec<_>>().into_iter().rev() {
+            let covered = hidden
+                .iter()
+                .chain(scratch)
+                .chain(&closed)
+                .any(|c| a.starts_with(c));
+            if covered {
+                break;
+            }
+            let open = std::fs::metadata(a).map(|meta| user.can_enter(&meta));
+            if open.is_ok_and(|o| !o) {
+                closed.push(a.to_path_buf());
+                break;
+            }
+        }
+    }
+    closed
+}
+
+/// A folder, not a link to one: a link's target is the host's business.
+fn is_real_dir(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
+}
+
+fn dedup(mut v: Vec<PathBuf>) -> Vec<PathBuf> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[cfg(test)]
+mod tests;

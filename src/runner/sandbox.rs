@@ -1,13 +1,19 @@
 //! The bubblewrap sandbox: each script sees a read-only filesystem with only its data
 //! folder, a private `/tmp` and the compilation cache writable, an empty `$HOME`, no
 //! network, its own PID namespace, and dies with the runner.
+//!
+//! An ordinary user's bwrap gives the script a user namespace of its own, mapped to
+//! that user. A root runner's bwrap runs without one (a user namespace made by root
+//! maps its users to the host's root) and hands the script to `jax-runner
+//! __sandbox-exec`, which drops it to the run's unprivileged uid before the script
+//! starts; either way that helper sets `no_new_privs`, installs the seccomp filter
+//! and closes every descriptor above 2.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-pub use super::mounts::Mounts;
-use super::mounts::{steps, MountStep};
+use super::mounts::{steps, MountStep, Mounts};
 use crate::error::SandboxError;
 
 /// A working bubblewrap.
@@ -15,26 +21,109 @@ use crate::error::SandboxError;
 pub struct Bwrap {
     pub path: PathBuf,
     pub version: String,
-    /// bwrap can give the script a user namespace of its own here, so even a runner
-    /// started as root hands it no capability of the host's.
+    /// bwrap gives the script a user namespace of its own (an ordinary user's run).
     pub userns: bool,
     /// bwrap accepts `--cap-drop ALL` here (always as root).
     pub cap_drop: bool,
+    /// The runner is root: bwrap runs without a user namespace and the script drops
+    /// to the sandbox uid in `__sandbox-exec`.
+    pub privileged: bool,
+    /// This bwrap knows `--disable-userns` (0.8+).
+    pub disable_userns: bool,
 }
 
-impl Bwrap {
-    /// Why no script can start warm inside this bwrap's sandbox, if one cannot: the
-    /// zygote holds its capabilities only in a user namespace of its own.
+/// How a run's scripts are sandboxed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sandboxing {
+    /// bubblewrap's namespaces and mounts.
+    Bwrap(Bwrap),
+    /// A root runner without a working bwrap: the runner makes each script's mount
+    /// (and network, IPC, UTS) namespace itself where the kernel lets it
+    /// (`namespaces`), and drops it to the sandbox uid.
+    Builtin { namespaces: bool },
+}
+
+impl Sandboxing {
+    /// Why no script can start warm inside this sandbox, if one cannot: the zygote
+    /// needs the capabilities to build each script's namespaces, which an ordinary
+    /// user's zygote holds only in a user namespace of its own.
     pub fn no_warm_start(&self) -> Option<&'static str> {
-        (!self.userns).then_some(
-            "warm start inside the sandbox needs a user namespace, which bwrap cannot make here",
-        )
+        match self {
+            Sandboxing::Bwrap(b) if !b.userns && !b.privileged => Some(
+                "warm start inside the sandbox needs a user namespace, which bwrap cannot make here",
+            ),
+            _ => None,
+        }
     }
+
+    /// `bwrap` or `builtin`, as results say it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Sandboxing::Bwrap(_) => "bwrap",
+            Sandboxing::Builtin { .. } => "builtin",
+        }
+    }
+
+    /// What confines the scripts, as results list it: the sandbox, `uid` when they
+    /// switch to the sandbox user, `seccomp` when there is a filter for this machine.
+    pub fn layers(&self, switched: bool, seccomp: bool) -> Vec<String> {
+        let mut l: Vec<&str> = match self {
+            Sandboxing::Bwrap(_) => vec!["bwrap"],
+            Sandboxing::Builtin { namespaces: true } => vec!["namespaces"],
+            Sandboxing::Builtin { namespaces: false } => vec![],
+        };
+        if switched {
+            l.push("uid");
+        }
+        if seccomp {
+            l.push("seccomp");
+        }
+        l.into_iter().map(String::from).collect()
+    }
+}
+
+/// The built-in sandbox, for a root runner without a working bwrap; whether this
+/// machine lets the runner give a script mount and network namespaces of its own (a
+/// container without `CAP_SYS_ADMIN` does not: the script then only drops to the
+/// sandbox user). `None` for an ordinary user, who cannot switch users.
+pub fn builtin() -> Option<Sandboxing> {
+    if !rustix::process::geteuid().is_root() {
+        return None;
+    }
+    let mut probe = Command::new("/bin/sh");
+    probe
+        .args(["-c", "exit 0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    use std::os::unix::process::CommandExt;
+    // SAFETY: one system call between fork and exec.
+    unsafe {
+        probe.pre_exec(|| {
+            use rustix::thread::UnshareFlags as U;
+            rustix::thread::unshare_unsafe(U::NEWNS | U::NEWNET | U::NEWIPC | U::NEWUTS)?;
+            Ok(())
+        });
+    }
+    let namespaces = probe.status().is_ok_and(|s| s.success());
+    Some(Sandboxing::Builtin { namespaces })
 }
 
 /// The command that installs bubblewrap, for error messages.
 pub const INSTALL_HINT: &str =
     "apt-get install bubblewrap   (Debian/Ubuntu; dnf install bubblewrap on Fedora/RHEL)";
+
+/// The hidden first argument of `jax-runner` that makes it the sandbox's last step
+/// before the script (see [`super::sandbox_exec`]).
+pub const EXEC_ARG: &str = "__sandbox-exec";
+
+/// `jax-runner` itself (its real path), which finishes each cold start inside bwrap
+/// as `__sandbox-exec`.
+pub fn helper() -> PathBuf {
+    std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
+}
 
 /// Finds `bwrap` on PATH and proves it can build the namespaces a run needs.
 pub fn detect() -> Result<Bwrap, SandboxError> {
@@ -45,6 +134,16 @@ pub fn detect() -> Result<Bwrap, SandboxError> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
+    let help = Command::new(&path)
+        .arg("--help")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let knows = |flag: &str| help.split_whitespace().any(|w| w == flag);
+    if !knows("--perms") || !knows("--dir") {
+        return Err(SandboxError::TooOld { version });
+    }
+    let root = rustix::process::geteuid().is_root();
     let probe = |userns: bool, cap_drop: bool| {
         let mut cmd = Command::new(&path);
         cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"])
@@ -67,17 +166,16 @@ pub fn detect() -> Result<Bwrap, SandboxError> {
             .output()
             .map_err(SandboxError::Start)
     };
-    // A user namespace where the kernel allows one. Without it, bwrap still drops
-    // every capability as root; a setuid bwrap may refuse `--cap-drop` to a user, who
-    // holds no capability to drop anyway. Root never runs without dropping them.
-    // SAFETY: getuid cannot fail.
-    let root = unsafe { libc::getuid() } == 0;
-    let mut tries = vec![(true, true), (false, true)];
-    if !root {
-        tries.push((false, false));
-    }
+    // Root never takes a user namespace (it would map the script to the host's root):
+    // its scripts drop to the sandbox uid instead. An ordinary user takes one where the
+    // kernel allows; without it bwrap (setuid) still isolates, and a setuid bwrap may
+    // refuse `--cap-drop` to a user, who holds no capability to drop anyway.
+    let tries: &[(bool, bool)] = match root {
+        true => &[(false, true)],
+        false => &[(true, true), (false, true), (false, false)],
+    };
     let mut last = None;
-    for (userns, cap_drop) in tries {
+    for &(userns, cap_drop) in tries {
         let out = probe(userns, cap_drop)?;
         if out.status.success() {
             return Ok(Bwrap {
@@ -85,6 +183,8 @@ pub fn detect() -> Result<Bwrap, SandboxError> {
                 version,
                 userns,
                 cap_drop,
+                privileged: root,
+                disable_userns: knows("--disable-userns"),
             });
         }
         last = Some(out);
@@ -96,12 +196,12 @@ pub fn detect() -> Result<Bwrap, SandboxError> {
     })
 }
 
-/// A user namespace whose only user is not root: the runner's own uid, or `nobody`
-/// (65534) when the runner is root.
+/// A user namespace whose only user is the runner's own (an ordinary user's run).
 fn identity() -> Vec<String> {
-    // SAFETY: getuid and getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let (uid, gid) = if uid == 0 { (65534, 65534) } else { (uid, gid) };
+    let (uid, gid) = (
+        rustix::process::getuid().as_raw(),
+        rustix::process::getgid().as_raw(),
+    );
     [
         "--unshare-user",
         "--uid",
@@ -113,8 +213,9 @@ fn identity() -> Vec<String> {
     .to_vec()
 }
 
-/// bwrap's arguments up to (and including) `--`; the program and its arguments follow.
-pub fn args(m: &Mounts) -> Vec<OsString> {
+/// bwrap's arguments up to (and including) `--`; the program and its arguments follow
+/// (`__sandbox-exec`, then the interpreter).
+pub fn args(b: &Bwrap, m: &Mounts) -> Vec<OsString> {
     let mut a: Vec<OsString> = [
         "--die-with-parent",
         "--unshare-pid",
@@ -124,12 +225,21 @@ pub fn args(m: &Mounts) -> Vec<OsString> {
     ]
     .map(OsString::from)
     .to_vec();
-    // No capability survives into the script, whoever started the runner.
-    if m.cap_drop {
+    // No capability survives into the script, whoever started the runner; as root the
+    // helper keeps the three it needs to drop to the sandbox user, and then has none.
+    if b.cap_drop {
         a.extend(["--cap-drop", "ALL"].map(OsString::from));
     }
-    if m.userns {
+    if b.privileged {
+        for cap in ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"] {
+            a.extend(["--cap-add", cap].map(OsString::from));
+        }
+    }
+    if b.userns {
         a.extend(identity().into_iter().map(OsString::from));
+        if b.disable_userns {
+            a.push("--disable-userns".into());
+        }
     }
     a.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(OsString::from));
     a.extend(step_args(&steps(m)));
@@ -139,13 +249,15 @@ pub fn args(m: &Mounts) -> Vec<OsString> {
 }
 
 /// bwrap's arguments for the warm-start zygote inside the sandbox (up to `--`). The
-/// zygote runs only the runner's own code: it keeps every capability, but only inside
-/// a user namespace of its own, never the host's, so each forked child can build its
-/// script's mounts and namespaces (from `base`'s view: the run's scripts, outputs and
-/// interpreter visible) and then drop them all before the script's first line. The
-/// host's `/proc` is bound, not a new one, because the kernel lets a child mount a
-/// fresh `/proc` for its own PID namespace only where a complete one is visible.
-pub fn zygote_args(base: &Mounts) -> Vec<OsString> {
+/// zygote runs only the runner's own code. An ordinary user's keeps every capability,
+/// but only inside a user namespace of its own; a root runner's is root in its own
+/// mount, network, IPC and UTS namespaces (each script it forks drops to the sandbox
+/// uid before its first line). Either way each forked child can build its script's
+/// mounts and namespaces (from `base`'s view: the run's scripts, outputs and
+/// interpreter visible). The host's `/proc` is bound, not a new one, because the
+/// kernel lets a child mount a fresh `/proc` for its own PID namespace only where a
+/// complete one is visible.
+pub fn zygote_args(b: &Bwrap, base: &Mounts) -> Vec<OsString> {
     let mut a: Vec<OsString> = [
         "--die-with-parent",
         "--unshare-net",
@@ -154,8 +266,14 @@ pub fn zygote_args(base: &Mounts) -> Vec<OsString> {
     ]
     .map(OsString::from)
     .to_vec();
-    a.extend(identity().into_iter().map(OsString::from));
-    a.extend(["--cap-add", "ALL", "--ro-bind", "/", "/"].map(OsString::from));
+    if !b.privileged {
+        a.extend(identity().into_iter().map(OsString::from));
+        a.extend(["--cap-add", "ALL"].map(OsString::from));
+        if b.disable_userns {
+            a.push("--disable-userns".into());
+        }
+    }
+    a.extend(["--ro-bind", "/", "/"].map(OsString::from));
     a.extend(["--dev", "/dev", "--bind", "/proc", "/proc"].map(OsString::from));
     a.extend(step_args(&steps(base)));
     a.extend(device_args(base.gpu));
@@ -165,19 +283,19 @@ pub fn zygote_args(base: &Mounts) -> Vec<OsString> {
 
 /// The steps as bwrap options.
 fn step_args(steps: &[MountStep]) -> Vec<OsString> {
-    let mut a = Vec::new();
+    let mut a: Vec<OsString> = Vec::new();
     for step in steps {
-        let (flag, path): (&str, &Path) = match step {
-            MountStep::Tmpfs(p) => ("--tmpfs", p),
-            MountStep::ReadOnly(p) => ("--ro-bind", p),
-            MountStep::Writable(p) => ("--bind", p),
-            MountStep::RemountReadOnly(p) => ("--remount-ro", p),
+        let p: OsString = step.path().into();
+        let args: Vec<OsString> = match step {
+            // Scratch space the sandbox user may use, whoever owns the tmpfs.
+            MountStep::Tmpfs(_) => vec!["--perms".into(), "1777".into(), "--tmpfs".into(), p],
+            MountStep::Dir(_) => vec!["--perms".into(), "0755".into(), "--dir".into(), p],
+            MountStep::ReadOnly(_) => vec!["--ro-bind".into(), p.clone(), p],
+            MountStep::Writable(_) => vec!["--bind".into(), p.clone(), p],
+            MountStep::Mask(_) => vec!["--ro-bind".into(), "/dev/null".into(), p],
+            MountStep::RemountReadOnly(_) => vec!["--remount-ro".into(), p],
         };
-        a.push(flag.into());
-        a.push(path.into());
-        if matches!(step, MountStep::ReadOnly(_) | MountStep::Writable(_)) {
-            a.push(path.into());
-        }
+        a.extend(args);
     }
     a
 }
@@ -236,63 +354,4 @@ pub fn python_paths(python: &Path, prefix: &str, base_prefix: &str) -> Vec<PathB
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_cold_start_drops_everything_and_ends_in_the_separator() {
-        let tmp = tempfile::tempdir().unwrap();
-        let data = tmp.path().join("data");
-        std::fs::create_dir_all(&data).unwrap();
-        let a: Vec<String> = args(&Mounts {
-            writable: vec![data.clone()],
-            cwd: data.clone(),
-            userns: true,
-            cap_drop: true,
-            ..Default::default()
-        })
-        .into_iter()
-        .map(|s| s.into_string().unwrap())
-        .collect();
-        assert!(a
-            .windows(3)
-            .any(|w| w[0] == "--bind" && w[1] == w[2] && w[1] == data.to_str().unwrap()));
-        for flag in [
-            "--unshare-net",
-            "--unshare-pid",
-            "--die-with-parent",
-            "--unshare-user",
-        ] {
-            assert!(a.iter().any(|s| s == flag), "{flag} in {a:?}");
-        }
-        assert!(a.windows(2).any(|w| w[0] == "--cap-drop" && w[1] == "ALL"));
-        assert!(a.windows(2).any(|w| w[0] == "--proc" && w[1] == "/proc"));
-        assert_eq!(a.last().unwrap(), "--");
-    }
-
-    #[test]
-    fn the_zygote_keeps_capabilities_only_in_its_own_user_namespace() {
-        let a: Vec<String> = zygote_args(&Mounts::default())
-            .into_iter()
-            .map(|s| s.into_string().unwrap())
-            .collect();
-        let at = |flag: &str| a.iter().position(|s| s == flag);
-        assert!(
-            at("--unshare-user").is_some() && at("--cap-add").is_some(),
-            "{a:?}"
-        );
-        assert!(
-            at("--unshare-pid").is_none(),
-            "scripts get their PID namespaces per fork"
-        );
-        assert!(a.windows(3).any(|w| w == ["--bind", "/proc", "/proc"]));
-        assert_eq!(a.last().unwrap(), "--");
-    }
-
-    #[test]
-    fn signal_exit_codes_are_decoded() {
-        assert_eq!(decode_exit(Some(139), None), (None, Some(11)));
-        assert_eq!(decode_exit(Some(1), None), (Some(1), None));
-        assert_eq!(decode_exit(None, Some(9)), (None, Some(9)));
-    }
-}
+mod tests;

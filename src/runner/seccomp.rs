@@ -82,7 +82,7 @@ pub fn program() -> Option<Vec<u8>> {
 
 /// Writes the program into `dir` (content-named, so runs share it) and returns its
 /// path, or `None` where there is no program for this machine.
-pub fn install(dir: &Path) -> std::io::Result<Option<PathBuf>> {
+pub fn install(dir: &Path) -> std::io::Result<Option<Vec<PathBuf>>> {
     let Some(program) = program() else {
         return Ok(None);
     };
@@ -93,7 +93,25 @@ pub fn install(dir: &Path) -> std::io::Result<Option<PathBuf>> {
         std::fs::File::create(&tmp)?.write_all(&program)?;
         std::fs::rename(&tmp, &path)?;
     }
-    Ok(Some(path))
+    Ok(Some(vec![path]))
+}
+
+/// Installs `programs` (raw `sock_filter` arrays) in order into this thread, with
+/// `no_new_privs` first. No allocation: safe between fork and exec.
+pub fn apply_prepared(programs: &[Vec<u8>]) -> std::io::Result<()> {
+    rustix::thread::set_no_new_privs(true)?;
+    for p in programs {
+        let prog = libc::sock_fprog {
+            len: (p.len() / 8) as u16,
+            filter: p.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: the program outlives the call; the kernel copies it.
+        let rc = unsafe { libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -136,7 +154,7 @@ mod tests {
         let a = install(tmp.path()).unwrap();
         let b = install(tmp.path()).unwrap();
         assert_eq!(a, b);
-        if let Some(path) = a {
+        if let Some(path) = a.map(|p| p[0].clone()) {
             assert_eq!(std::fs::read(path).unwrap(), program().unwrap());
         }
     }

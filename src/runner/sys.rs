@@ -89,6 +89,32 @@ pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// Marks every descriptor from `first` up close-on-exec: what the runner's parent left
+/// open (a CI harness's fd 251, a file, a folder) never reaches a script. One
+/// `close_range` call (Linux 5.11+); older kernels get each open descriptor marked.
+pub fn cloexec_from(first: u32) -> std::io::Result<()> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range with integer arguments only; it marks, it closes nothing.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if !matches!(err.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EINVAL)) {
+        return Err(err);
+    }
+    for entry in std::fs::read_dir("/proc/self/fd")?.flatten() {
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if fd >= first as i32 {
+            // SAFETY: setting a flag on a descriptor number; a closed one gives EBADF.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +129,20 @@ mod tests {
         let exit = wait4(child.id() as i32).unwrap();
         assert_eq!((exit.code, exit.signal), (Some(7), None));
         assert!(exit.max_rss_bytes > 0);
+    }
+
+    #[test]
+    fn descriptors_left_open_do_not_survive_an_exec() {
+        use std::os::fd::AsRawFd;
+        let file = tempfile::tempfile().unwrap();
+        // As a parent that forgot CLOEXEC would leave it.
+        let fd = file.as_raw_fd();
+        // SAFETY: clearing the flag on our own descriptor.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+        cloexec_from(3).unwrap();
+        // SAFETY: reading the flags of our own descriptor.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        assert_ne!(flags & libc::FD_CLOEXEC, 0);
     }
 
     #[test]

@@ -24,14 +24,20 @@ import jax.numpy  # noqa: F401
 import numpy  # noqa: F401
 
 CONTROL = socket.socket(fileno=3)
+MAX_FD = os.sysconf("SC_OPEN_MAX")
 TRUTHY = ("1", "true", "yes", "on")
 SANDBOXED = "--sandboxed" in sys.argv
-SECCOMP = b""
+# The seccomp programs every script installs, in order, and (a root runner's) the
+# unprivileged uid:gid every script drops to before its first line.
+SECCOMP = []
+USER = None
 for _arg in sys.argv:
     if _arg.startswith("--seccomp-fd="):
         _fd = int(_arg.split("=", 1)[1])
         with os.fdopen(_fd, "rb") as _fh:
-            SECCOMP = _fh.read()
+            SECCOMP.append(_fh.read())
+    elif _arg.startswith("--user="):
+        USER = tuple(int(x) for x in _arg.split("=", 1)[1].split(":"))
 LIBC = ctypes.CDLL(None, use_errno=True)
 LIBC.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
 
@@ -109,7 +115,10 @@ def become_script(req, fds):
                 fh.write(str(os.getpid()))
     for target, fd in zip((0, 1, 2), fds):
         os.dup2(fd, target)
-        os.close(fd)
+        if fd > 2:
+            os.close(fd)
+    # Nothing of the zygote's or the runner's reaches the script.
+    os.closerange(3, MAX_FD)
     os.environ.clear()
     os.environ.update(req["env"])
     os.chdir(req["cwd"])

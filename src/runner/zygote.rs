@@ -48,11 +48,14 @@ pub struct Zygote {
 /// How to start the zygote inside the sandbox.
 #[derive(Debug, Clone)]
 pub struct ZygoteSandbox {
-    pub bwrap: PathBuf,
-    /// bwrap's arguments up to `--` (see `sandbox::zygote_args`).
-    pub args: Vec<OsString>,
-    /// The seccomp program every script's process installs before its first line.
-    pub seccomp: Option<PathBuf>,
+    /// bwrap and its arguments up to `--` (see `sandbox::zygote_args`); `None` for
+    /// the built-in sandbox, where a root runner's zygote builds each script's
+    /// namespaces from the host's view.
+    pub bwrap: Option<(PathBuf, Vec<OsString>)>,
+    /// The seccomp programs every script's process installs before its first line.
+    pub seccomp: Vec<PathBuf>,
+    /// The unprivileged user every script drops to (a root runner's).
+    pub user: Option<super::identity::SandboxUser>,
 }
 
 /// The zygote's first line: ready, and (sandboxed) whether a test child could build
@@ -101,15 +104,18 @@ impl Zygote {
             python: python.to_path_buf(),
             source,
         };
-        let filter = match sandbox.and_then(|s| s.seccomp.as_ref()) {
-            Some(path) => Some(std::fs::File::open(path).map_err(start_error)?),
-            None => None,
-        };
-        let filter_fd = filter.as_ref().map(|f| f.as_raw_fd());
-        let mut cmd = match sandbox {
-            Some(sb) => {
-                let mut c = Command::new(&sb.bwrap);
-                c.args(&sb.args).arg(python);
+        let filters = sandbox
+            .map(|s| s.seccomp.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(std::fs::File::open)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(start_error)?;
+        let filter_fds: Vec<RawFd> = filters.iter().map(|f| f.as_raw_fd()).collect();
+        let mut cmd = match sandbox.and_then(|sb| sb.bwrap.as_ref()) {
+            Some((bwrap, args)) => {
+                let mut c = Command::new(bwrap);
+                c.args(args).arg(python);
                 c
             }
             None => Command::new(python),
@@ -124,8 +130,11 @@ impl Zygote {
         if sandbox.is_some() {
             cmd.arg("--sandboxed");
         }
-        if filter.is_some() {
-            cmd.arg("--seccomp-fd=4");
+        for n in 0..filter_fds.len() {
+            cmd.arg(format!("--seccomp-fd={}", FIRST_FILTER_FD + n as RawFd));
+        }
+        if let Some(u) = sandbox.and_then(|sb| sb.user) {
+            cmd.arg(format!("--user={}:{}", u.uid, u.gid));
         }
         cmd.env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -137,12 +146,12 @@ impl Zygote {
         // SAFETY: fcntl, dup2, prctl and getppid are async-signal-safe.
         unsafe {
             cmd.pre_exec(move || {
-                place_fds(child_fd, filter_fd)?;
+                place_fds(child_fd, &filter_fds)?;
                 super::reaper::die_with_parent(parent)
             });
         }
         let child = cmd.spawn().map_err(start_error)?;
-        drop((theirs, filter));
+        drop((theirs, filters));
         let pid = child.id() as libc::pid_t;
         let zygote = Zygote {
             pid,
@@ -223,10 +232,15 @@ impl Drop for Zygote {
     }
 }
 
-/// In the child before exec: the control socket on fd 3 and the seccomp program on
-/// fd 4, both kept open across exec, whatever numbers they had.
-/// Async-signal-safe: only fcntl and dup2.
-fn place_fds(socket: RawFd, filter: Option<RawFd>) -> std::io::Result<()> {
+/// Where the zygote finds its first seccomp program (the control socket is on 3).
+const FIRST_FILTER_FD: RawFd = 4;
+/// More seccomp programs than a run ever has (two today).
+const MAX_FILTERS: usize = 8;
+
+/// In the child before exec: the control socket on fd 3 and the seccomp programs from
+/// fd 4 on, all kept open across exec, whatever numbers they had. Everything else the
+/// runner holds is close-on-exec. Async-signal-safe: only fcntl and dup2.
+fn place_fds(socket: RawFd, filters: &[RawFd]) -> std::io::Result<()> {
     let check = |r: libc::c_int| {
         if r < 0 {
             Err(std::io::Error::last_os_error())
@@ -234,18 +248,23 @@ fn place_fds(socket: RawFd, filter: Option<RawFd>) -> std::io::Result<()> {
             Ok(r)
         }
     };
+    // Out of the way first (above every target), so placing one cannot close another;
+    // the copies close at exec, the placed descriptors stay. A fixed array: no
+    // allocation between fork and exec.
+    let mut moved = [0 as RawFd; MAX_FILTERS];
+    if filters.len() > MAX_FILTERS {
+        return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
+    }
+    let above = FIRST_FILTER_FD + MAX_FILTERS as RawFd;
     // SAFETY: plain descriptor calls on descriptors this process owns.
     unsafe {
-        // Out of the way first, so placing one cannot close the other; the copies
-        // close at exec, the placed descriptors stay.
-        let socket = check(libc::fcntl(socket, libc::F_DUPFD_CLOEXEC, 5))?;
-        let filter = match filter {
-            Some(f) => Some(check(libc::fcntl(f, libc::F_DUPFD_CLOEXEC, 5))?),
-            None => None,
-        };
+        let socket = check(libc::fcntl(socket, libc::F_DUPFD_CLOEXEC, above))?;
+        for (n, f) in filters.iter().enumerate() {
+            moved[n] = check(libc::fcntl(*f, libc::F_DUPFD_CLOEXEC, above))?;
+        }
         check(libc::dup2(socket, 3))?;
-        if let Some(f) = filter {
-            check(libc::dup2(f, 4))?;
+        for (n, f) in moved[..filters.len()].iter().enumerate() {
+            check(libc::dup2(*f, FIRST_FILTER_FD + n as RawFd))?;
         }
     }
     Ok(())

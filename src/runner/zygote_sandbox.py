@@ -26,9 +26,7 @@ def mount(source, target, fstype, flags, data=None):
 
 
 def read_only(path):
-    flags = os.statvfs(path).f_flag
-    kept = sum(ms for st, ms in LOCKED if flags & st)
-    mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+    remount(path, MS_RDONLY)
 
 
 def mount_point(fd, path):
@@ -53,6 +51,15 @@ def loopback_up():
         fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", 0x1 | 0x8 | 0x40))
 
 
+def make_dir(path):
+    """A folder on the way to a bind, 0755 whatever the umask."""
+    try:
+        os.mkdir(path, 0o755)
+        os.chmod(path, 0o755)
+    except FileExistsError:
+        pass
+
+
 def build_namespaces(steps):
     """In the child: the script's own namespaces and view of the files, from the same
     steps a cold start hands bubblewrap."""
@@ -67,7 +74,10 @@ def build_namespaces(steps):
     for step in steps:
         op, path = step["op"], step["path"]
         if op == "tmpfs":
-            mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+            # Scratch the sandbox user may use, whoever owns the tmpfs.
+            mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        elif op == "dir":
+            make_dir(path)
         elif op in ("read_only", "writable"):
             fd = held.pop(path)
             mount_point(fd, path)
@@ -75,11 +85,46 @@ def build_namespaces(steps):
             os.close(fd)
             if op == "read_only":
                 read_only(path)
+            else:
+                remount(path, 0)  # nosuid, nodev: nothing planted there gains a thing
+        elif op == "mask":
+            mount("/dev/null", path, None, MS_BIND)
+            read_only(path)
         elif op == "remount_read_only":
             read_only(path)
-    if os.path.isdir("/dev/shm"):
-        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
     loopback_up()
+
+
+def remount(path, extra):
+    """The bind at `path` again, nosuid and nodev, plus `extra` flags, keeping the ones
+    the kernel locked on the mount it inherited."""
+    flags = os.statvfs(path).f_flag
+    kept = sum(ms for st, ms in LOCKED if flags & st)
+    mount(None, path, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | extra | kept)
+
+
+def proc_read_only():
+    """The fresh /proc's knobs read-only, as bwrap leaves them."""
+    for name in ("sys", "sysrq-trigger", "irq", "bus"):
+        path = "/proc/" + name
+        if os.path.exists(path):
+            mount(path, path, None, MS_BIND | MS_REC)
+            remount(path, MS_RDONLY)
+
+
+def become_user(user):
+    """A root runner's sandbox user, for good: no capability left in the bounding set,
+    no supplementary group, the uid and gid (which empties the other sets)."""
+    with open("/proc/sys/kernel/cap_last_cap") as fh:
+        last = int(fh.read())
+    for cap in range(last + 1):
+        check(LIBC.prctl(24, cap, 0, 0, 0) == 0, "drop capability %d" % cap)  # CAPBSET_DROP
+    uid, gid = user
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise OSError("failed to become uid %d" % uid)
 
 
 def drop_privileges():
@@ -88,17 +133,19 @@ def drop_privileges():
     with open("/proc/sys/kernel/cap_last_cap") as fh:
         last = int(fh.read())
     for cap in range(last + 1):
-        check(LIBC.prctl(24, cap, 0, 0, 0) == 0, "drop capability %d" % cap)  # CAPBSET_DROP
+        if LIBC.prctl(23, cap, 0, 0, 0) == 1:  # CAPBSET_READ: still in the bounding set
+            check(LIBC.prctl(24, cap, 0, 0, 0) == 0, "drop capability %d" % cap)
     LIBC.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL (older kernels have none)
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
     check(LIBC.capset(header, (ctypes.c_uint32 * 6)()) == 0, "drop capabilities")
     check(LIBC.prctl(38, 1, 0, 0, 0) == 0, "set no_new_privs")
-    if SECCOMP:
-        class Program(ctypes.Structure):
-            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-        code = ctypes.create_string_buffer(SECCOMP, len(SECCOMP))
-        program = Program(len(SECCOMP) // 8, ctypes.addressof(code))
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    for filt in SECCOMP:
+        code = ctypes.create_string_buffer(filt, len(filt))
+        program = Program(len(filt) // 8, ctypes.addressof(code))
         done = LIBC.prctl(22, 2, ctypes.byref(program), 0, 0) == 0  # SECCOMP_MODE_FILTER
         check(done, "install the seccomp filter")
 
@@ -121,6 +168,9 @@ def be_init(req, fds):
         if host_parent() != req["runner_pid"]:
             os._exit(137)
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        proc_read_only()
+        if USER:
+            become_user(USER)
         drop_privileges()
         script = os.fork()
     except BaseException as exc:
@@ -219,6 +269,9 @@ def probe_sandbox():
             if init == 0:
                 try:
                     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                    proc_read_only()
+                    if USER:
+                        become_user(USER)
                     drop_privileges()
                     os._exit(0)
                 except BaseException as exc:

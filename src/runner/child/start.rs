@@ -1,9 +1,9 @@
-//! Starting one attempt's process: cold (the interpreter, under bwrap when
-//! sandboxed, with the seccomp filter and the cgroup joined before exec) or warm (forked
-//! by the zygote, inside the sandbox or not). Either way the result is a PID that is
+//! Starting one attempt's process: cold (the interpreter, under bwrap when sandboxed,
+//! or in the built-in sandbox made between fork and exec, with the cgroup joined
+//! before exec) or warm (forked by the zygote, inside the sandbox or not). Either way the result is a PID that is
 //! the runner's child, and the read ends of its output pipes.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -11,31 +11,60 @@ use std::sync::Arc;
 
 use crate::error::ZygoteError;
 use crate::runner::attempt::{AttemptError, AttemptSpec, Start};
-use crate::runner::reaper;
+use crate::runner::identity::become_user;
+use crate::runner::mountns::MountNamespace;
 use crate::runner::sys;
 use crate::runner::zygote::{self, Zygote};
+use crate::runner::{reaper, sandbox, seccomp};
 
 /// Runs a script whose path is not valid UTF-8 (see the file for why).
 const LAUNCH_ODD_NAME: &str = include_str!("../launch.py");
 
-/// The command of a cold start, and the seccomp program's file, which bwrap reads
-/// from an inherited descriptor and which must stay open until the spawn.
-fn command(spec: &AttemptSpec) -> Result<(Command, Option<std::fs::File>), std::io::Error> {
-    let mut filter = None;
+/// What a cold start holds open until the spawn: the seccomp programs' files, whose
+/// descriptors bwrap passes on to `__sandbox-exec`.
+type Held = Vec<std::fs::File>;
+
+/// The command of a cold start. Under bwrap the program is `jax-runner
+/// __sandbox-exec`, which finishes the sandbox and execs the interpreter; in the
+/// built-in sandbox the child does the same work itself between fork and exec.
+fn command(spec: &AttemptSpec) -> Result<(Command, Held), std::io::Error> {
+    let filters: Held = match &spec.sandbox {
+        Some(_) => spec
+            .seccomp
+            .iter()
+            .map(std::fs::File::open)
+            .collect::<Result<_, _>>()?,
+        None => Vec::new(),
+    };
+    let filter_fds: Vec<i32> = filters.iter().map(|f| f.as_raw_fd()).collect();
+    let mut builtin = None;
     let mut cmd = match &spec.sandbox {
-        Some(sb) => {
-            let mut c = Command::new(&sb.bwrap);
-            // Everything up to the final `--`, then the filter, then the program.
-            let (end, options) = sb.args.split_last().expect("bwrap arguments end in --");
-            c.args(options);
-            if let Some(path) = &spec.seccomp {
-                let file = std::fs::File::open(path)?;
-                c.arg("--seccomp").arg(file.as_raw_fd().to_string());
-                filter = Some(file);
+        Some(sb) => match &sb.bwrap {
+            Some((bwrap, args)) => {
+                let mut c = Command::new(bwrap);
+                c.args(args).arg(&sb.helper).arg(sandbox::EXEC_ARG);
+                if let Some(u) = sb.user {
+                    c.arg("--user").arg(format!("{}:{}", u.uid, u.gid));
+                }
+                for fd in &filter_fds {
+                    c.arg("--seccomp-fd").arg(fd.to_string());
+                }
+                c.arg("--").arg(&spec.python);
+                c
             }
-            c.arg(end).arg(&spec.python);
-            c
-        }
+            None => {
+                let programs = filters
+                    .iter()
+                    .map(|mut f| {
+                        let mut bytes = Vec::new();
+                        f.read_to_end(&mut bytes).map(|_| bytes)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let ns = MountNamespace::new(&sb.steps, &spec.cwd)?;
+                builtin = Some((ns, programs, sb.user));
+                Command::new(&spec.python)
+            }
+        },
         None => Command::new(&spec.python),
     };
     if spec.script.to_str().is_some() {
@@ -59,24 +88,32 @@ fn command(spec: &AttemptSpec) -> Result<(Command, Option<std::fs::File>), std::
     cmd.env(reaper::TOKEN_VAR, &spec.token);
     let parent = std::process::id() as libc::pid_t;
     let cgroup = spec.cgroup.clone();
-    let filter_fd = filter.as_ref().map(|f| f.as_raw_fd());
-    // SAFETY: the closure only makes async-signal-safe calls (prctl, getppid, open,
-    // write, close) and allocates nothing.
+    // SAFETY: the closure makes system calls only (prctl, getppid, mount, open, write,
+    // setresuid…) on buffers made before the fork, and allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
+            // Joined as the runner (root owns the cgroup files), before anything else.
             if let Some(cg) = &cgroup {
                 cg.join_from_child()?;
             }
-            // bwrap reads the filter from this descriptor: it must survive the exec.
-            if let Some(fd) = filter_fd {
-                if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+            if let Some((ns, programs, user)) = builtin.as_mut() {
+                ns.apply()?;
+                if let Some(u) = user {
+                    become_user(u.uid, u.gid)?;
+                }
+                seccomp::apply_prepared(programs)?;
+            }
+            // bwrap passes these to `__sandbox-exec`: they must survive the exec.
+            for fd in &filter_fds {
+                if libc::fcntl(*fd, libc::F_SETFD, 0) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             }
+            // Last: a change of uid clears the death signal.
             reaper::die_with_parent(parent)
         });
     }
-    Ok((cmd, filter))
+    Ok((cmd, filters))
 }
 
 /// Starts the script, warm when a zygote is there and can honour everything the

@@ -1,0 +1,277 @@
+//! Who a sandboxed script is on the host: never root. A runner started as root takes
+//! an unused uid for the run (and the gid of the same number), from the range systemd
+//! keeps for dynamic users, and every sandboxed process drops to it before the
+//! script's first line: no supplementary groups, no capability in any set,
+//! `no_new_privs`. The kernel's checks of the uid (sysctls, root-only files, setuid
+//! plants, signals to root's processes) then refuse what an empty capability set alone
+//! did not. An ordinary user's runner runs its scripts as that user.
+
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+/// systemd's range for `DynamicUser=` (61184–65519): no distribution hands these out
+/// to people or packages.
+pub const FIRST_UID: u32 = 61184;
+pub const LAST_UID: u32 = 65519;
+
+/// The host identity of a run's sandboxed scripts.
+#[derive(Debug)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+    /// The runner is root and scripts switch to `uid`/`gid` (an ordinary user's runner
+    /// runs them as itself).
+    pub switched: bool,
+    /// Held for the run, so a concurrent run never takes the same uid.
+    _lock: Option<File>,
+}
+
+impl Identity {
+    /// The runner's own identity: what an ordinary user's scripts run as.
+    pub fn current() -> Identity {
+        Identity {
+            uid: rustix::process::getuid().as_raw(),
+            gid: rustix::process::getgid().as_raw(),
+            switched: false,
+            _lock: None,
+        }
+    }
+
+    /// The run's identity: the runner's own for an ordinary user; for root, a free uid
+    /// of the dynamic range, chosen from a hash of the tree so that runs of the same
+    /// tree take the same one (its compilation cache and data folders stay its own)
+    /// and the next free one when that is taken.
+    pub fn for_tree(tree: &Path) -> std::io::Result<Identity> {
+        if !rustix::process::geteuid().is_root() {
+            return Ok(Identity::current());
+        }
+        let span = LAST_UID - FIRST_UID + 1;
+        let digest = Sha256::digest(tree.as_os_str().as_encoded_bytes());
+        let start = u32::from_le_bytes([digest[0], digest[1], digest[2], digest[3]]) % span;
+        let locks = lock_dir()?;
+        let in_use = uids_in_use();
+        for i in 0..span {
+            let uid = FIRST_UID + (start + i) % span;
+            if in_use.contains(&uid) || known(uid) {
+                continue;
+            }
+            if let Some(lock) = try_lock(&locks.join(format!("uid-{uid}.lock")))? {
+                return Ok(Identity {
+                    uid,
+                    gid: uid,
+                    switched: true,
+                    _lock: Some(lock),
+                });
+            }
+        }
+        Err(std::io::Error::other(format!(
+            "no free uid in {FIRST_UID}-{LAST_UID} for the sandbox"
+        )))
+    }
+
+    /// The user scripts switch to, when the runner is root.
+    pub fn switched_to(&self) -> Option<SandboxUser> {
+        self.switched.then_some(SandboxUser {
+            uid: self.uid,
+            gid: self.gid,
+        })
+    }
+
+    /// Gives a folder the runner made for a script (its data folder, the compilation
+    /// cache) to the sandbox user, without following a link planted in its place.
+    pub fn own(&self, dir: &Path) -> std::io::Result<()> {
+        if !self.switched {
+            return Ok(());
+        }
+        use rustix::fs::{AtFlags, Gid, Uid, CWD};
+        rustix::fs::chownat(
+            CWD,
+            dir,
+            Some(Uid::from_raw(self.uid)),
+            Some(Gid::from_raw(self.gid)),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )?;
+        Ok(())
+    }
+}
+
+impl Identity {
+    /// Gives a folder and everything in it to the sandbox user (the compilation cache
+    /// of a tree, which an earlier run with another uid may have written), links
+    /// included as links and never followed.
+    pub fn own_all(&self, dir: &Path) -> std::io::Result<()> {
+        if !self.switched {
+            return Ok(());
+        }
+        for entry in walkdir::WalkDir::new(dir).follow_links(false) {
+            let entry = entry.map_err(std::io::Error::other)?;
+            let meta = entry.metadata().map_err(std::io::Error::other)?;
+            if meta.uid() != self.uid || meta.gid() != self.gid {
+                self.own(entry.path())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The unprivileged user a root runner's scripts become.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxUser {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl SandboxUser {
+    /// Whether this user may pass through the folder `meta` describes (its mode bits;
+    /// it has no supplementary group and no capability).
+    pub fn can_enter(&self, meta: &std::fs::Metadata) -> bool {
+        let mode = meta.mode();
+        if meta.uid() == self.uid {
+            mode & 0o100 != 0
+        } else if meta.gid() == self.gid {
+            mode & 0o010 != 0
+        } else {
+            mode & 0o001 != 0
+        }
+    }
+}
+
+/// Whether the user and group databases name `uid` (as a user or a group).
+fn known(uid: u32) -> bool {
+    use nix::unistd::{Gid, Group, Uid, User};
+    !matches!(User::from_uid(Uid::from_raw(uid)), Ok(None))
+        || !matches!(Group::from_gid(Gid::from_raw(uid)), Ok(None))
+}
+
+/// Uids that own a running process (`/proc/PID` belongs to the process's uid).
+fn uids_in_use() -> std::collections::HashSet<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.uid())
+        .collect()
+}
+
+/// Root's folder of uid locks: `/run/jax-runner` (gone at reboot, as the uids' use is),
+/// else the cache folder; made 0700 and refused when it is not root's own folder.
+fn lock_dir() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = match Path::new("/run").is_dir() {
+        true => PathBuf::from("/run/jax-runner"),
+        false => crate::paths::cache_dir().join("uid-locks"),
+    };
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    let meta = std::fs::symlink_metadata(&dir)?;
+    if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        return Err(std::io::Error::other(format!(
+            "{} is not a folder only root can write",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+fn try_lock(path: &Path) -> std::io::Result<Option<File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(file)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Becomes `uid`/`gid` for good, from root: every capability out of the bounding set
+/// (so nothing exec'd can get one back), no supplementary groups, then the gid and uid
+/// (which empties the other capability sets), no ambient capabilities, and
+/// `no_new_privs`. Only system calls, no allocation: safe between fork and exec.
+pub fn become_user(uid: u32, gid: u32) -> std::io::Result<()> {
+    use rustix::process::{Gid, Uid};
+    use rustix::thread as t;
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments only; EINVAL past the last capability.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINVAL) {
+                return Err(err);
+            }
+        }
+    }
+    t::set_thread_groups(&[])?;
+    let (u, g) = (Uid::from_raw(uid), Gid::from_raw(gid));
+    t::set_thread_res_gid(g, g, g)?;
+    t::set_thread_res_uid(u, u, u)?;
+    // The switch emptied the permitted and effective sets; the inheritable one too.
+    let none = t::CapabilitySet::empty();
+    t::set_capabilities(
+        None,
+        t::CapabilitySets {
+            effective: none,
+            permitted: none,
+            inheritable: none,
+        },
+    )?;
+    t::clear_ambient_capability_set()?;
+    t::set_no_new_privs(true)?;
+    // Never trust a silent failure to switch.
+    if rustix::process::getuid() != u || rustix::process::geteuid() != u {
+        return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ordinary_user_keeps_itself_and_root_takes_a_free_dynamic_uid() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = Identity::for_tree(tmp.path()).unwrap();
+        if !a.switched {
+            assert_eq!(a.uid, rustix::process::getuid().as_raw());
+            return;
+        }
+        assert!((FIRST_UID..=LAST_UID).contains(&a.uid), "{a:?}");
+        assert_eq!(a.gid, a.uid);
+        assert!(!known(a.uid));
+        // While the first run holds its uid, a second run of the same tree takes another.
+        let b = Identity::for_tree(tmp.path()).unwrap();
+        assert_ne!(a.uid, b.uid);
+        drop((a, b));
+        // Released, the same tree gets the same uid again.
+        let c = Identity::for_tree(tmp.path()).unwrap().uid;
+        assert_eq!(Identity::for_tree(tmp.path()).unwrap().uid, c);
+    }
+
+    #[test]
+    fn can_enter_follows_the_mode_bits_that_apply() {
+        let tmp = tempfile::tempdir().unwrap();
+        let me = SandboxUser {
+            uid: rustix::process::getuid().as_raw(),
+            gid: rustix::process::getgid().as_raw(),
+        };
+        let other = SandboxUser {
+            uid: 61999,
+            gid: 61999,
+        };
+        use std::os::unix::fs::PermissionsExt;
+        for (mode, mine, theirs) in [(0o700, true, false), (0o711, true, true)] {
+            std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode)).unwrap();
+            let meta = std::fs::metadata(tmp.path()).unwrap();
+            assert_eq!(me.can_enter(&meta), mine, "{mode:o}");
+            assert_eq!(other.can_enter(&meta), theirs, "{mode:o}");
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! The built-in sandbox's view, for a root runner without a working bwrap: between
+//! fork and exec the script's process takes mount, network, IPC and UTS namespaces of
+//! its own and applies the same mount steps bwrap would be given (see `mounts.rs`),
+//! then drops to the sandbox user. Everything is prepared before the fork: the child
+//! only makes system calls, on paths and buffers made here.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+
+use rustix::fs::{Mode, OFlags, CWD};
+use rustix::mount::{MountFlags, MountPropagationFlags};
+
+use super::mounts::MountStep;
+
+/// One step, its path ready for the kernel.
+#[derive(Debug)]
+struct Prepared {
+    step: MountStep,
+    path: CString,
+}
+
+/// The steps of one attempt, ready to apply in the child.
+#[derive(Debug)]
+pub struct MountNamespace {
+    steps: Vec<Prepared>,
+    /// One source descriptor per bind, filled in the child (made here, so the child
+    /// does not allocate).
+    sources: Vec<Option<rustix::fd::OwnedFd>>,
+    /// The working directory, entered again through the new view (the process entered
+    /// the host's before the mounts).
+    cwd: CString,
+}
+
+impl MountNamespace {
+    pub fn new(steps: &[MountStep], cwd: &std::path::Path) -> std::io::Result<MountNamespace> {
+        let c = |p: &std::path::Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+        };
+        let steps = steps
+            .iter()
+            .map(|s| {
+                Ok(Prepared {
+                    step: s.clone(),
+                    path: c(s.path())?,
+                })
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let binds = steps.iter().filter(|p| is_bind(&p.step)).count();
+        let mut sources = Vec::with_capacity(binds);
+        sources.resize_with(binds, || None);
+        Ok(MountNamespace {
+            steps,
+            sources,
+            cwd: c(cwd)?,
+        })
+    }
+
+    /// In the child, between fork and exec: the namespaces, then the steps. Every
+    /// bind's source is opened before any tmpfs can hide it, and bound from its
+    /// descriptor. No allocation.
+    pub fn apply(&mut self) -> std::io::Result<()> {
+        use rustix::thread::UnshareFlags as U;
+        // SAFETY: this process is single-threaded (a child between fork and exec), so
+        // no other thread shares the namespaces or descriptors being changed.
+        unsafe {
+            rustix::thread::unshare_unsafe(U::NEWNS | U::NEWNET | U::NEWIPC | U::NEWUTS)?;
+        }
+        rustix::mount::mount_change(
+            c"/",
+            MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
+        )?;
+        let binds = self.steps.iter().filter(|p| is_bind(&p.step));
+        for (n, p) in binds.enumerate() {
+            let flags = OFlags::PATH | OFlags::CLOEXEC;
+            self.sources[n] = Some(rustix::fs::open(p.path.as_c_str(), flags, Mode::empty())?);
+        }
+
+        let mut n = 0;
+        let safe = MountFlags::NOSUID | MountFlags::NODEV;
+        for p in &self.steps {
+            let path = p.path.as_c_str();
+            match &p.step {
+                MountStep::Tmpfs(_) => {
+                    rustix::mount::mount(c"tmpfs", path, c"tmpfs", safe, Some(c"mode=1777"))?
+                }
+                MountStep::Dir(_) => make_dir(path)?,
+                MountStep::ReadOnly(_) | MountStep::Writable(_) => {
+                    let fd = self.sources[n].take().expect("opened above");
+                    n += 1;
+                    bind_from(&fd, path)?;
+                    let ro = matches!(p.step, MountStep::ReadOnly(_));
+                    let flags = MountFlags::BIND
+                        | safe
+                        | if ro {
+                            MountFlags::RDONLY
+                        } else {
+                            MountFlags::empty()
+                        };
+                    rustix::mount::mount_remount(path, flags, c"")?;
+                }
+                MountStep::Mask(_) => {
+                    rustix::mount::mount_bind(c"/dev/null", path)?;
+                    rustix::mount::mount_remount(
+                        path,
+                        MountFlags::BIND | MountFlags::RDONLY | safe,
+                        c"",
+                    )?;
+                }
+                MountStep::RemountReadOnly(_) => rustix::mount::mount_remount(
+                    path,
+                    MountFlags::BIND | MountFlags::RDONLY | safe,
+                    c"",
+                )?,
+            }
+        }
+        rustix::process::chdir(self.cwd.as_c_str())?;
+        Ok(())
+    }
+}
+
+fn is_bind(step: &MountStep) -> bool {
+    matches!(step, MountStep::ReadOnly(_) | MountStep::Writable(_))
+}
+
+/// A folder on the way to a bind, 0755 whatever the umask.
+fn make_dir(path: &std::ffi::CStr) -> std::io::Result<()> {
+    match rustix::fs::mkdir(path, Mode::from_raw_mode(0o755)) {
+        Ok(()) => Ok(rustix::fs::chmod(path, Mode::from_raw_mode(0o755))?),
+        Err(rustix::io::Errno::EXIST) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Binds the folder or file `fd` names onto `target`, making the mount point (a
+/// folder, or an empty file) where a fresh tmpfs has none.
+fn bind_from(fd: &rustix::fd::OwnedFd, target: &std::ffi::CStr) -> std::io::Result<()> {
+    let is_dir = rustix::fs::fstat(fd)?.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    if is_dir {
+        match rustix::fs::mkdir(target, Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        let flags = OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        match rustix::fs::openat(CWD, target, flags, Mode::from_raw_mode(0o644)) {
+            Ok(_) | Err(rustix::io::Errno::ISDIR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    rustix::mount::mount_bind_recursive(ProcFd::of(fd).as_c_str(), target)?;
+    Ok(())
+}
+
+/// `/proc/self/fd/N` without allocating: the kernel follows it to the very file the
+/// descriptor holds, whatever now hides its path.
+struct ProcFd {
+    buf: [u8; 32],
+}
+
+impl ProcFd {
+    fn of(fd: &rustix::fd::OwnedFd) -> ProcFd {
+        use rustix::fd::AsRawFd;
+        let mut buf = [0u8; 32];
+        let prefix = b"/proc/self/fd/";
+        buf[..prefix.len()].copy_from_slice(prefix);
+        let mut digits = [0u8; 10];
+        let mut n = fd.as_raw_fd() as u32;
+        let mut len = 0;
+        loop {
+            digits[len] = b'0' + (n % 10) as u8;
+            len += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for i in 0..len {
+            buf[prefix.len() + i] = digits[len - 1 - i];
+        }
+        ProcFd { buf }
+    }
+
+    fn as_c_str(&self) -> &std::ffi::CStr {
+        std::ffi::CStr::from_bytes_until_nul(&self.buf).expect("nul-terminated")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_fd_paths_are_written_without_allocating() {
+        let file = std::fs::File::open("/dev/null").unwrap();
+        let fd: rustix::fd::OwnedFd = file.into();
+        use rustix::fd::AsRawFd;
+        let want = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        assert_eq!(ProcFd::of(&fd).as_c_str().to_str().unwrap(), want);
+    }
+}

@@ -1,0 +1,165 @@
+use super::*;
+
+fn dirs(root: &Path, names: &[&str]) -> Vec<PathBuf> {
+    names
+        .iter()
+        .map(|n| {
+            let d = root.join(n);
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        })
+        .collect()
+}
+
+/// A folder outside `/tmp` (which every view hides behind a private tmpfs), so the
+/// covers of the tree itself show.
+fn outside_tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/target")).unwrap()
+}
+
+fn at(s: &[MountStep], step: &MountStep) -> usize {
+    s.iter()
+        .position(|x| x == step)
+        .unwrap_or_else(|| panic!("no {step:?} in {s:?}"))
+}
+
+#[test]
+fn home_is_hidden_then_the_needed_folders_come_back_by_fresh_folders() {
+    let tmp = outside_tmp();
+    let d = dirs(tmp.path(), &["home/.cache/venv", "data"]);
+    let home = tmp.path().join("home");
+    let s = steps(&Mounts {
+        home: Some(home.clone()),
+        readable: vec![d[0].clone(), PathBuf::from("/usr")],
+        writable: vec![d[1].clone()],
+        ..Default::default()
+    });
+    let cover = at(&s, &MountStep::Tmpfs(home.clone()));
+    let way = at(&s, &MountStep::Dir(home.join(".cache")));
+    let venv = at(&s, &MountStep::ReadOnly(d[0].clone()));
+    assert!(cover < way && way < venv, "{s:?}");
+    assert!(s.contains(&MountStep::Writable(d[1].clone())));
+    assert!(
+        !s.contains(&MountStep::ReadOnly("/usr".into())),
+        "outside a hidden folder nothing needs binding back"
+    );
+    assert!(s.contains(&MountStep::Tmpfs("/tmp".into())));
+    assert!(
+        !s.contains(&MountStep::RemountReadOnly(home)),
+        "$HOME is scratch"
+    );
+}
+
+#[test]
+fn daemons_sockets_and_other_homes_are_hidden_and_read_only() {
+    let s = steps(&Mounts::default());
+    for dir in HIDDEN.iter().filter(|d| is_real_dir(Path::new(d))) {
+        assert!(s.contains(&MountStep::Tmpfs(dir.into())), "{dir}: {s:?}");
+        assert!(
+            s.contains(&MountStep::RemountReadOnly(dir.into())),
+            "{dir}: {s:?}"
+        );
+    }
+    if Path::new("/etc/shadow").is_file() {
+        assert!(s.contains(&MountStep::Mask("/etc/shadow".into())));
+    }
+    assert!(s.contains(&MountStep::Tmpfs("/dev/shm".into())));
+}
+
+#[test]
+fn a_home_inside_a_hidden_folder_stays_writable() {
+    let s = steps(&Mounts {
+        home: Some("/home/someone".into()),
+        ..Default::default()
+    });
+    if is_real_dir(Path::new("/home")) {
+        let home = at(&s, &MountStep::Tmpfs("/home/someone".into()));
+        assert!(at(&s, &MountStep::Tmpfs("/home".into())) < home, "{s:?}");
+        assert!(!s.contains(&MountStep::RemountReadOnly("/home/someone".into())));
+    }
+}
+
+#[test]
+fn sources_and_outputs_are_hidden_but_the_scripts_own_folders() {
+    let tmp = outside_tmp();
+    let tree = tmp.path().join("tree");
+    let d = dirs(&tree, &["a/jax", "b/jax", "results/data/a"]);
+    let results = tree.join("results");
+    let s = steps(&Mounts {
+        readable: vec![d[0].clone()],
+        writable: vec![d[2].clone()],
+        sources: vec![tree.clone()],
+        outputs: vec![results.clone(), PathBuf::from("/")],
+        ..Default::default()
+    });
+    let hidden = at(&s, &MountStep::Tmpfs(tree.clone()));
+    let way = at(&s, &MountStep::Dir(tree.join("a")));
+    let own_source = at(&s, &MountStep::ReadOnly(d[0].clone()));
+    let data_way = at(&s, &MountStep::Dir(results.join("data")));
+    let own_data = at(&s, &MountStep::Writable(d[2].clone()));
+    assert!(
+        hidden < way && way < own_source && data_way < own_data,
+        "{s:?}"
+    );
+    assert!(!s.contains(&MountStep::ReadOnly(d[1].clone())));
+    assert!(!s.contains(&MountStep::Tmpfs("/".into())), "never hide /");
+    assert!(
+        !s.contains(&MountStep::Tmpfs(results)),
+        "inside the hidden tree already"
+    );
+    let frozen = at(&s, &MountStep::RemountReadOnly(tree));
+    assert!(frozen > own_data, "read-only after the binds: {s:?}");
+}
+
+#[test]
+fn a_folder_the_sandbox_user_cannot_enter_is_replaced_on_the_way() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = outside_tmp();
+    let private = tmp.path().join("private");
+    let d = dirs(&private, &["tree/m/jax", "tree/results/data/m"]);
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let base = Mounts {
+        readable: vec![d[0].clone()],
+        writable: vec![d[1].clone()],
+        cwd: d[0].clone(),
+        sources: vec![private.join("tree")],
+        ..Default::default()
+    };
+    let user = SandboxUser {
+        uid: 61999,
+        gid: 61999,
+    };
+    let mine = steps(&base);
+    assert!(
+        !mine.contains(&MountStep::Tmpfs(private.clone())),
+        "the runner's own user passes: {mine:?}"
+    );
+    let s = steps(&Mounts {
+        user: Some(user),
+        ..base
+    });
+    let cover = at(&s, &MountStep::Tmpfs(private.clone()));
+    let way = at(&s, &MountStep::Dir(private.join("tree")));
+    assert!(cover < way && way < at(&s, &MountStep::ReadOnly(d[0].clone())));
+    assert!(
+        !s.contains(&MountStep::Tmpfs(private.join("tree"))),
+        "the tree lies inside the new cover: {s:?}"
+    );
+    assert!(s.contains(&MountStep::RemountReadOnly(private)));
+}
+
+#[test]
+fn a_bind_inside_a_bind_needs_no_folders_made() {
+    let tmp = outside_tmp();
+    let tree = tmp.path().join("tree");
+    let d = dirs(&tree, &["m/jax/out/data"]);
+    let script = tree.join("m/jax");
+    let s = steps(&Mounts {
+        readable: vec![script.clone()],
+        writable: vec![d[0].clone()],
+        sources: vec![tree.clone()],
+        ..Default::default()
+    });
+    assert!(!s.contains(&MountStep::Dir(script.join("out"))), "{s:?}");
+    assert!(at(&s, &MountStep::ReadOnly(script)) < at(&s, &MountStep::Writable(d[0].clone())));
+}
