@@ -1,161 +1,225 @@
-//! The seccomp filter bubblewrap installs before a sandboxed script starts: system
-//! calls that change mounts, namespaces, keys, kernel modules or other processes'
-//! memory fail with `EPERM`, whatever capabilities the process holds. Together with
-//! an empty capability set and `no_new_privs`, a script as root cannot undo its
-//! sandbox (`umount`, `mount -o remount,rw`, `unshare`, `setns`, `ptrace`).
+//! The seccomp filters a sandboxed script runs under, cold (`__sandbox-exec` or the
+//! built-in sandbox installs them just before exec) or warm (the zygote's child installs them before the script's first line). They
+//! refuse the calls a script could use to undo its sandbox or reach past it, whatever
+//! capabilities it holds:
 //!
-//! The program is classic BPF, written here for x86_64 and aarch64; other machines
-//! run without the filter (and say so).
+//! - **Mounts and the root:** `mount`, `umount2`, `pivot_root`, `chroot` and the new
+//!   mount API would unhide `$HOME` or make `/` writable.
+//! - **Namespaces:** `unshare`, `setns`, and `clone` with a `CLONE_NEW*` flag. A new
+//!   user namespace hands back every capability inside it, and with them mounts,
+//!   firewall tables and the rest of the kernel's privileged code. `clone3` keeps its
+//!   flags in a struct a filter cannot read, so it answers `ENOSYS`: the C library then
+//!   falls back to `clone`, whose flags the filter reads.
+//! - **Other processes:** `ptrace`, `process_vm_readv`/`writev`, `pidfd_getfd`,
+//!   `process_madvise` and `kcmp` read or steer another process's memory or files.
+//! - **Host sockets:** `socket(AF_UNIX)`, since a socket file on the read-only root
+//!   (docker, dbus, a database) still accepts a connection; `socket(AF_VSOCK)`, since
+//!   vsock belongs to no network namespace and reaches a VM's host past
+//!   `--unshare-net`. `socketpair`, which only makes a connected pair, stays allowed.
+//! - **The terminal:** `ioctl(TIOCSTI)` types into the controlling terminal, whose
+//!   shell reads it after the run; `TIOCLINUX` does the same on a virtual console.
+//! - **The kernel's own state and its riskiest code:** the keyring (`keyctl`,
+//!   `add_key`, `request_key`; it is not namespaced), modules, `kexec`, `bpf`,
+//!   `perf_event_open`, `userfaultfd`, `io_uring_*` (its requests never pass the
+//!   filter), `syslog`, `swapon`/`swapoff`, `reboot`, `acct`, and on x86 `iopl`,
+//!   `ioperm` and `modify_ldt`.
+//! - **Setuid and setgid files:** `chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `open`,
+//!   `openat`, `creat`, `mknod` and `mknodat` with `S_ISUID` or `S_ISGID` in the mode.
+//!   A script's files belong to the sandbox user (or the user who runs jax-runner):
+//!   a setuid copy of the interpreter left in a data folder would let anyone on the
+//!   host act as that user. `openat2` answers `ENOSYS` (its mode is in a struct), so
+//!   callers fall back to `openat`.
+//! - **File handles:** `open_by_handle_at` opens a file by inode, outside the mounts
+//!   the sandbox shows; `name_to_handle_at` makes the handles.
+//!
+//! Threads, `fork`, `exec`, `mmap`, `futex`, pipes, `socketpair`, `epoll`, `eventfd`,
+//! `memfd_create`, `prctl`, `sched_*`, `getrandom` and inet sockets (in the script's
+//! own empty network namespace) stay allowed: JAX, numpy and their subprocesses use
+//! them.
+//!
+//! `seccompiler` (Firecracker's) compiles the filters from the `libc::SYS_*` numbers of
+//! the build's processor: x86_64, aarch64 or riscv64. Elsewhere there is no filter and
+//! the run says so. It gives a filter one action, so there are two programs, installed
+//! in order: `EPERM` for the calls above, `ENOSYS` for `clone3` and `openat2`. Each starts with
+//! seccompiler's architecture check, which kills the process on a call made through
+//! another ABI of the machine (i386's `int 0x80` on x86_64, AArch32 on aarch64). x32
+//! calls on x86_64 pass that check (same audit arch, bit 30 set in the number), so
+//! every refused call is refused under its x32 numbers too.
 
-use std::io::Write;
+use std::fmt;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
-/// `struct seccomp_data`: the syscall number at offset 0, the audit arch at 4.
-const NR_OFFSET: u32 = 0;
-const ARCH_OFFSET: u32 = 4;
-const LD_W_ABS: u16 = 0x20;
-const JEQ_K: u16 = 0x15;
-const JGE_K: u16 = 0x35;
-const RET_K: u16 = 0x06;
-const RET_ALLOW: u32 = 0x7fff_0000;
-const RET_EPERM: u32 = 0x0005_0000 | libc::EPERM as u32;
-const RET_KILL_PROCESS: u32 = 0x8000_0000;
+use sha2::{Digest, Sha256};
 
-/// The audit arch of this build and the calls a script may not make.
-#[cfg(target_arch = "x86_64")]
-fn target() -> Option<(u32, &'static [u32])> {
-    // mount, umount2, pivot_root, chroot, ptrace, process_vm_readv/writev, keyctl,
-    // add_key, request_key, setns, unshare, kexec_load, kexec_file_load,
-    // init_module, finit_module, delete_module, bpf, perf_event_open,
-    // open_by_handle_at, userfaultfd, open_tree, move_mount, fsopen, fsconfig,
-    // fsmount, fspick, mount_setattr, swapon, swapoff, reboot, acct, iopl, ioperm.
-    const CALLS: &[u32] = &[
-        165, 166, 155, 161, 101, 310, 311, 250, 248, 249, 308, 272, 246, 320, 175, 313, 176, 321,
-        298, 304, 323, 428, 429, 430, 431, 432, 433, 442, 167, 168, 169, 163, 172, 173,
-    ];
-    Some((0xc000_003e, CALLS))
+#[cfg(test)]
+mod live_tests;
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+))]
+mod rules;
+#[cfg(test)]
+mod tests;
+
+/// One compiled filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Program {
+    /// What it is for; also part of its file name.
+    pub name: &'static str,
+    /// The `struct sock_filter` array in native byte order: what
+    /// `prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &sock_fprog)` and bwrap's
+    /// `--add-seccomp-fd` read.
+    pub bytes: Vec<u8>,
 }
 
-#[cfg(target_arch = "aarch64")]
-fn target() -> Option<(u32, &'static [u32])> {
-    // The same calls, by aarch64's numbers (iopl and ioperm do not exist there).
-    const CALLS: &[u32] = &[
-        40, 39, 41, 51, 117, 270, 271, 219, 217, 218, 268, 97, 104, 294, 105, 273, 106, 280, 241,
-        265, 282, 428, 429, 430, 431, 432, 433, 442, 224, 225, 142, 89,
-    ];
-    Some((0xc000_00b7, CALLS))
+/// The size of one BPF instruction (`struct sock_filter`).
+pub const INSTRUCTION_LEN: usize = std::mem::size_of::<libc::sock_filter>();
+
+/// A call the filters refuse, for the README and `doctor`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The system call.
+    pub call: &'static str,
+    /// The argument values it is refused with (`CLONE_NEWUSER`, `AF_UNIX`); empty when
+    /// it is refused whatever its arguments.
+    pub only_with: Vec<&'static str>,
+    /// What it answers: `EPERM`, or `ENOSYS` for `clone3`.
+    pub errno: &'static str,
 }
 
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn target() -> Option<(u32, &'static [u32])> {
+impl fmt::Display for Denial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.only_with.is_empty() {
+            write!(f, "{}: {}", self.call, self.errno)
+        } else {
+            let with = self.only_with.join(", ");
+            write!(f, "{} with {}: {}", self.call, with, self.errno)
+        }
+    }
+}
+
+/// The filters for this processor, to install in this order; `None` where there are
+/// none.
+pub fn programs() -> Option<Vec<Program>> {
+    #[cfg(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_arch = "riscv64"
+    ))]
+    return Some(vec![
+        rules::compile("deny-eperm", rules::EPERM, libc::EPERM),
+        rules::compile("clone3-enosys", rules::ENOSYS, libc::ENOSYS),
+    ]);
+    #[allow(unreachable_code)]
     None
 }
 
-/// One BPF instruction, as the kernel reads it (native byte order).
-fn insn(out: &mut Vec<u8>, code: u16, jt: u8, jf: u8, k: u32) {
-    out.extend_from_slice(&code.to_ne_bytes());
-    out.push(jt);
-    out.push(jf);
-    out.extend_from_slice(&k.to_ne_bytes());
+/// The calls the filters refuse on this processor (none where there is no filter).
+pub fn denied() -> Vec<Denial> {
+    #[cfg(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_arch = "riscv64"
+    ))]
+    return [
+        rules::denials(rules::EPERM, "EPERM"),
+        rules::denials(rules::ENOSYS, "ENOSYS"),
+    ]
+    .concat();
+    #[allow(unreachable_code)]
+    Vec::new()
 }
 
-/// The filter program, or `None` on a machine it is not written for.
-pub fn program() -> Option<Vec<u8>> {
-    let (arch, calls) = target()?;
-    let mut p = Vec::new();
-    // Another ABI (i386 on x86_64) would renumber every call: refuse it outright.
-    insn(&mut p, LD_W_ABS, 0, 0, ARCH_OFFSET);
-    insn(&mut p, JEQ_K, 1, 0, arch);
-    insn(&mut p, RET_K, 0, 0, RET_KILL_PROCESS);
-    insn(&mut p, LD_W_ABS, 0, 0, NR_OFFSET);
-    // x32 calls carry bit 30: none of them is needed.
-    insn(&mut p, JGE_K, calls.len() as u8 + 1, 0, 0x4000_0000);
-    for (i, nr) in calls.iter().enumerate() {
-        // Jump to the EPERM return after the last comparison and the ALLOW return.
-        let to_deny = (calls.len() - i) as u8;
-        insn(&mut p, JEQ_K, to_deny, 0, *nr);
+/// Sets `no_new_privs` and installs `progs` (each a [`Program::bytes`]) into the
+/// calling thread, in order. It allocates nothing and makes only `prctl` calls, so a
+/// `pre_exec` closure may call it between fork and exec; children inherit the filters.
+pub fn apply_prepared(progs: &[Vec<u8>]) -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
     }
-    insn(&mut p, RET_K, 0, 0, RET_ALLOW);
-    insn(&mut p, RET_K, 0, 0, RET_EPERM);
-    Some(p)
-}
-
-/// Writes the program into `dir` (content-named, so runs share it) and returns its
-/// path, or `None` where there is no program for this machine.
-pub fn install(dir: &Path) -> std::io::Result<Option<Vec<PathBuf>>> {
-    let Some(program) = program() else {
-        return Ok(None);
-    };
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join(format!("seccomp-{}.bpf", program.len()));
-    if std::fs::read(&path).ok().as_deref() != Some(program.as_slice()) {
-        let tmp = dir.join(format!(".seccomp.{}.tmp", std::process::id()));
-        std::fs::File::create(&tmp)?.write_all(&program)?;
-        std::fs::rename(&tmp, &path)?;
-    }
-    Ok(Some(vec![path]))
-}
-
-/// Installs `programs` (raw `sock_filter` arrays) in order into this thread, with
-/// `no_new_privs` first. No allocation: safe between fork and exec.
-pub fn apply_prepared(programs: &[Vec<u8>]) -> std::io::Result<()> {
-    rustix::thread::set_no_new_privs(true)?;
-    for p in programs {
+    for bytes in progs {
+        let len = bytes.len() / INSTRUCTION_LEN;
+        if len == 0 || bytes.len() % INSTRUCTION_LEN != 0 || len > usize::from(u16::MAX) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
         let prog = libc::sock_fprog {
-            len: (p.len() / 8) as u16,
-            filter: p.as_ptr() as *mut libc::sock_filter,
+            len: len as u16,
+            // The kernel copies the instructions in; it never writes through this.
+            filter: bytes.as_ptr() as *mut libc::sock_filter,
         };
-        // SAFETY: the program outlives the call; the kernel copies it.
-        let rc = unsafe { libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog) };
+        let mode = libc::SECCOMP_MODE_FILTER as libc::c_ulong;
+        // SAFETY: `prog` points at `len` whole instructions that outlive the call.
+        let rc = unsafe { libc::prctl(libc::PR_SET_SECCOMP, mode, &prog as *const _) };
         if rc != 0 {
-            return Err(std::io::Error::last_os_error());
+            return Err(io::Error::last_os_error());
         }
     }
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// [`apply_prepared`] with this processor's [`programs`]; `Unsupported` where there
+/// are none. It allocates: call [`apply_prepared`] after a fork.
+pub fn apply() -> io::Result<()> {
+    let Some(programs) = programs() else {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "no seccomp filter for this processor",
+        ));
+    };
+    let progs: Vec<Vec<u8>> = programs.into_iter().map(|p| p.bytes).collect();
+    apply_prepared(&progs)
+}
 
-    #[test]
-    fn every_jump_lands_on_a_return() {
-        let Some(p) = program() else { return };
-        assert_eq!(p.len() % 8, 0);
-        let n = p.len() / 8;
-        let at = |i: usize| {
-            let b = &p[i * 8..i * 8 + 8];
-            (
-                u16::from_ne_bytes([b[0], b[1]]),
-                b[2] as usize,
-                b[3] as usize,
-            )
-        };
-        let (calls, deny, allow) = (n - 7, n - 1, n - 2);
-        for i in 0..n {
-            let (code, jt, jf) = at(i);
-            if code == JEQ_K || code == JGE_K {
-                assert!(
-                    i + 1 + jt < n && i + 1 + jf < n,
-                    "jump {i} leaves the program"
-                );
-            }
-            if i >= 5 && i < 5 + calls {
-                assert_eq!(i + 1 + jt, deny, "comparison {i} must deny");
-            }
+/// Writes each program into `dir` once, under a name that holds a hash of its bytes
+/// (runs share them), and returns their paths in install order; `None` where there
+/// is no filter for this processor.
+pub fn install(dir: &Path) -> io::Result<Option<Vec<PathBuf>>> {
+    let Some(programs) = programs() else {
+        return Ok(None);
+    };
+    std::fs::create_dir_all(dir)?;
+    let mut paths = Vec::with_capacity(programs.len());
+    for program in &programs {
+        let hash: String = Sha256::digest(&program.bytes)[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let path = dir.join(format!("seccomp-{}-{hash}.bpf", program.name));
+        // A file of that name with other bytes (cut short by a crash) is replaced.
+        if std::fs::read(&path).ok().as_deref() != Some(program.bytes.as_slice()) {
+            write_atomically(&path, &program.bytes)?;
         }
-        assert_eq!(at(allow).0, RET_K);
-        assert_eq!(at(deny).0, RET_K);
+        paths.push(path);
     }
+    Ok(Some(paths))
+}
 
-    #[test]
-    fn installs_once_under_a_stable_name() {
-        let tmp = tempfile::tempdir().unwrap();
-        let a = install(tmp.path()).unwrap();
-        let b = install(tmp.path()).unwrap();
-        assert_eq!(a, b);
-        if let Some(path) = a.map(|p| p[0].clone()) {
-            assert_eq!(std::fs::read(path).unwrap(), program().unwrap());
+/// Writes `bytes` to a new temporary file beside `path` (created exclusively, so no
+/// other writer or planted file is reused) and renames it into place.
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut tries = 0;
+    let (tmp, mut file) = loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()));
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp);
+        match opened {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
+            opened => break (tmp, opened?),
         }
+    };
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    let renamed = written.and_then(|()| std::fs::rename(&tmp, path));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
+    renamed
 }

@@ -1,0 +1,295 @@
+//! What the filters refuse on this processor (the parent module's doc says why),
+//! and their compilation by seccompiler.
+
+use std::collections::BTreeMap;
+
+use libc::c_long;
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use super::{Denial, Program};
+
+#[cfg(target_arch = "x86_64")]
+const ARCH: TargetArch = TargetArch::x86_64;
+#[cfg(target_arch = "aarch64")]
+const ARCH: TargetArch = TargetArch::aarch64;
+#[cfg(target_arch = "riscv64")]
+const ARCH: TargetArch = TargetArch::riscv64;
+
+/// When a call is refused. Arguments are compared on their low 32 bits: every
+/// `CLONE_NEW*` flag lies there, and the kernel reads a socket family (`int`) and
+/// an ioctl request (`unsigned int`) from those bits alone, so nothing can hide
+/// in the high half.
+#[derive(Clone, Copy)]
+pub(super) enum When {
+    Always,
+    /// Argument `.0` has any of these flags.
+    AnyFlag(u8, &'static [(&'static str, u64)]),
+    /// Argument `.0` is one of these values.
+    OneOf(u8, &'static [(&'static str, u64)]),
+}
+
+pub(super) struct Rule {
+    pub(super) call: &'static str,
+    pub(super) nr: c_long,
+    pub(super) when: When,
+}
+
+const fn always(call: &'static str, nr: c_long) -> Rule {
+    Rule {
+        call,
+        nr,
+        when: When::Always,
+    }
+}
+
+/// clone's first argument also holds the exit signal in its low byte, so
+/// `CLONE_NEWTIME` (0x80) cannot be told apart there; only `unshare` and `clone3`
+/// take it, and both are refused.
+const NAMESPACES: &[(&str, u64)] = &[
+    ("CLONE_NEWNS", libc::CLONE_NEWNS as u64),
+    ("CLONE_NEWCGROUP", libc::CLONE_NEWCGROUP as u64),
+    ("CLONE_NEWUTS", libc::CLONE_NEWUTS as u64),
+    ("CLONE_NEWIPC", libc::CLONE_NEWIPC as u64),
+    ("CLONE_NEWUSER", libc::CLONE_NEWUSER as u64),
+    ("CLONE_NEWPID", libc::CLONE_NEWPID as u64),
+    ("CLONE_NEWNET", libc::CLONE_NEWNET as u64),
+];
+const HOST_SOCKETS: &[(&str, u64)] = &[
+    ("AF_UNIX", libc::AF_UNIX as u64),
+    ("AF_VSOCK", libc::AF_VSOCK as u64),
+];
+/// `fchmodat2` (Linux 6.6), numbered 452 on every architecture (calls from 403 on
+/// share one table); libc names it only for some.
+const FCHMODAT2: c_long = 452;
+
+/// A mode that would make a file run as its owner or group: a script's files belong to
+/// the sandbox user, whom a setuid copy would hand to anyone on the host.
+const SETID: &[(&str, u64)] = &[
+    ("S_ISUID", libc::S_ISUID as u64),
+    ("S_ISGID", libc::S_ISGID as u64),
+];
+// `Ioctl` is `c_ulong` on glibc but `c_int` on musl.
+#[allow(clippy::unnecessary_cast)]
+const TERMINAL_INPUT: &[(&str, u64)] = &[
+    ("TIOCSTI", libc::TIOCSTI as u64),
+    ("TIOCLINUX", libc::TIOCLINUX as u64),
+];
+
+/// Refused with `EPERM`; the module's doc says why, group by group.
+pub(super) const EPERM: &[Rule] = &[
+    always("mount", libc::SYS_mount),
+    always("umount2", libc::SYS_umount2),
+    always("pivot_root", libc::SYS_pivot_root),
+    always("chroot", libc::SYS_chroot),
+    always("open_tree", libc::SYS_open_tree),
+    always("move_mount", libc::SYS_move_mount),
+    always("fsopen", libc::SYS_fsopen),
+    always("fsconfig", libc::SYS_fsconfig),
+    always("fsmount", libc::SYS_fsmount),
+    always("fspick", libc::SYS_fspick),
+    always("mount_setattr", libc::SYS_mount_setattr),
+    always("unshare", libc::SYS_unshare),
+    always("setns", libc::SYS_setns),
+    Rule {
+        call: "clone",
+        nr: libc::SYS_clone,
+        when: When::AnyFlag(0, NAMESPACES),
+    },
+    always("ptrace", libc::SYS_ptrace),
+    always("process_vm_readv", libc::SYS_process_vm_readv),
+    always("process_vm_writev", libc::SYS_process_vm_writev),
+    always("pidfd_getfd", libc::SYS_pidfd_getfd),
+    always("process_madvise", libc::SYS_process_madvise),
+    always("kcmp", libc::SYS_kcmp),
+    Rule {
+        call: "socket",
+        nr: libc::SYS_socket,
+        when: When::OneOf(0, HOST_SOCKETS),
+    },
+    Rule {
+        call: "ioctl",
+        nr: libc::SYS_ioctl,
+        when: When::OneOf(1, TERMINAL_INPUT),
+    },
+    #[cfg(target_arch = "x86_64")]
+    Rule {
+        call: "chmod",
+        nr: libc::SYS_chmod,
+        when: When::AnyFlag(1, SETID),
+    },
+    Rule {
+        call: "fchmod",
+        nr: libc::SYS_fchmod,
+        when: When::AnyFlag(1, SETID),
+    },
+    Rule {
+        call: "fchmodat",
+        nr: libc::SYS_fchmodat,
+        when: When::AnyFlag(2, SETID),
+    },
+    Rule {
+        call: "fchmodat2",
+        nr: FCHMODAT2,
+        when: When::AnyFlag(2, SETID),
+    },
+    #[cfg(target_arch = "x86_64")]
+    Rule {
+        call: "open",
+        nr: libc::SYS_open,
+        when: When::AnyFlag(2, SETID),
+    },
+    Rule {
+        call: "openat",
+        nr: libc::SYS_openat,
+        when: When::AnyFlag(3, SETID),
+    },
+    #[cfg(target_arch = "x86_64")]
+    Rule {
+        call: "creat",
+        nr: libc::SYS_creat,
+        when: When::AnyFlag(1, SETID),
+    },
+    #[cfg(target_arch = "x86_64")]
+    Rule {
+        call: "mknod",
+        nr: libc::SYS_mknod,
+        when: When::AnyFlag(1, SETID),
+    },
+    Rule {
+        call: "mknodat",
+        nr: libc::SYS_mknodat,
+        when: When::AnyFlag(2, SETID),
+    },
+    always("keyctl", libc::SYS_keyctl),
+    always("add_key", libc::SYS_add_key),
+    always("request_key", libc::SYS_request_key),
+    always("init_module", libc::SYS_init_module),
+    always("finit_module", libc::SYS_finit_module),
+    always("delete_module", libc::SYS_delete_module),
+    always("kexec_load", libc::SYS_kexec_load),
+    // libc names no kexec_file_load for riscv64; kexec needs CAP_SYS_BOOT on the
+    // host anyway.
+    #[cfg(not(target_arch = "riscv64"))]
+    always("kexec_file_load", libc::SYS_kexec_file_load),
+    always("bpf", libc::SYS_bpf),
+    always("perf_event_open", libc::SYS_perf_event_open),
+    always("userfaultfd", libc::SYS_userfaultfd),
+    always("io_uring_setup", libc::SYS_io_uring_setup),
+    always("io_uring_enter", libc::SYS_io_uring_enter),
+    always("io_uring_register", libc::SYS_io_uring_register),
+    always("syslog", libc::SYS_syslog),
+    always("swapon", libc::SYS_swapon),
+    always("swapoff", libc::SYS_swapoff),
+    always("reboot", libc::SYS_reboot),
+    always("acct", libc::SYS_acct),
+    #[cfg(target_arch = "x86_64")]
+    always("iopl", libc::SYS_iopl),
+    #[cfg(target_arch = "x86_64")]
+    always("ioperm", libc::SYS_ioperm),
+    #[cfg(target_arch = "x86_64")]
+    always("modify_ldt", libc::SYS_modify_ldt),
+    always("open_by_handle_at", libc::SYS_open_by_handle_at),
+    always("name_to_handle_at", libc::SYS_name_to_handle_at),
+];
+
+/// Answered with `ENOSYS`, so that the C library falls back to `clone`, and callers
+/// of `openat2` to `openat`: both take their flags (namespaces, a mode) in a struct
+/// seccomp cannot read.
+pub(super) const ENOSYS: &[Rule] = &[
+    always("clone3", libc::SYS_clone3),
+    always("openat2", libc::SYS_openat2),
+];
+
+/// `__X32_SYSCALL_BIT` of `<asm/unistd.h>` (libc defines it only for x32 builds).
+#[cfg(target_arch = "x86_64")]
+pub(super) const X32_SYSCALL_BIT: c_long = 0x4000_0000;
+
+/// x32 entries with a number of their own (the `x32` rows 512 to 547 of the
+/// kernel's `arch/x86/entry/syscalls/syscall_64.tbl`), beside `X32_SYSCALL_BIT |`
+/// the x86_64 number. libc gives these only to x32 builds.
+#[cfg(target_arch = "x86_64")]
+const X32_OWN_NUMBERS: &[(&str, c_long)] = &[
+    ("ioctl", 514),
+    ("ptrace", 521),
+    ("kexec_load", 528),
+    ("process_vm_readv", 539),
+    ("process_vm_writev", 540),
+];
+
+/// Every number `rule`'s call can be made under here.
+pub(super) fn numbers(rule: &Rule) -> Vec<c_long> {
+    #[allow(unused_mut)]
+    let mut out = vec![rule.nr];
+    #[cfg(target_arch = "x86_64")]
+    {
+        out.push(X32_SYSCALL_BIT | rule.nr);
+        out.extend(
+            X32_OWN_NUMBERS
+                .iter()
+                .filter(|(call, _)| *call == rule.call)
+                .map(|(_, nr)| X32_SYSCALL_BIT | nr),
+        );
+    }
+    out
+}
+
+/// One seccompiler rule per flag or value: a call matching any of them is refused.
+fn conditions(when: When) -> Vec<SeccompRule> {
+    let rule = |arg: u8, op: SeccompCmpOp, value: u64| {
+        let condition = SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+            .expect("argument index below 6");
+        SeccompRule::new(vec![condition]).expect("a rule with one condition")
+    };
+    match when {
+        // seccompiler matches a call with no rules on its number alone.
+        When::Always => Vec::new(),
+        When::AnyFlag(arg, flags) => flags
+            .iter()
+            .map(|&(_, flag)| rule(arg, SeccompCmpOp::MaskedEq(flag), flag))
+            .collect(),
+        When::OneOf(arg, values) => values
+            .iter()
+            .map(|&(_, value)| rule(arg, SeccompCmpOp::Eq, value))
+            .collect(),
+    }
+}
+
+/// Allows every call but `rules`, which answer `errno`.
+pub(super) fn compile(name: &'static str, rules: &[Rule], errno: i32) -> Program {
+    let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for rule in rules {
+        for nr in numbers(rule) {
+            let previous = map.insert(nr, conditions(rule.when));
+            assert!(previous.is_none(), "{} is listed twice", rule.call);
+        }
+    }
+    let action = SeccompAction::Errno(errno.unsigned_abs());
+    let filter = SeccompFilter::new(map, SeccompAction::Allow, action, ARCH)
+        .expect("a filter whose two actions differ");
+    let bpf: BpfProgram = filter
+        .try_into()
+        .expect("the filter fits the kernel's limit");
+    let mut bytes = Vec::with_capacity(bpf.len() * super::INSTRUCTION_LEN);
+    for insn in bpf {
+        bytes.extend_from_slice(&insn.code.to_ne_bytes());
+        bytes.extend_from_slice(&[insn.jt, insn.jf]);
+        bytes.extend_from_slice(&insn.k.to_ne_bytes());
+    }
+    Program { name, bytes }
+}
+
+pub(super) fn denials(rules: &[Rule], errno: &'static str) -> Vec<Denial> {
+    let names = |list: &'static [(&'static str, u64)]| list.iter().map(|p| p.0).collect();
+    let denial = |rule: &Rule| Denial {
+        call: rule.call,
+        only_with: match rule.when {
+            When::Always => Vec::new(),
+            When::AnyFlag(_, list) | When::OneOf(_, list) => names(list),
+        },
+        errno,
+    };
+    rules.iter().map(denial).collect()
+}
