@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 use assert_cmd::Command;
 use serde_json::Value;
 
+pub mod user;
+
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

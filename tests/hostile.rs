@@ -1,0 +1,366 @@
+//! The sandbox as a boundary on the host (issue 23), with default options: the attacks
+//! of `fixtures/hostile_root.py`, as root and as an ordinary user, warm and cold, each
+//! one run beside an ordinary script that must still work; and a compilation cache
+//! entry planted by one tree's script, which must not reach another tree's.
+
+mod common;
+
+use std::io::ErrorKind;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::Path;
+use std::process::Output;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::user::*;
+use common::*;
+use serde_json::Value;
+
+/// Every attack `fixtures/hostile_root.py` records; each must come back "blocked".
+const ATTACKS: &[&str] = &[
+    "open_core_pattern_for_writing",
+    "open_printk_ratelimit_for_writing",
+    "open_sysrq_trigger_for_writing",
+    "read_etc_shadow",
+    "read_private_root_file",
+    "setuid_copy_of_interpreter",
+    "setgid_copy_of_interpreter",
+    "write_inherited_fd_7",
+    "write_inherited_fd_251",
+    "create_through_inherited_dir_fd_8",
+    "clone_new_user_namespace",
+    "clone_new_mount_namespace",
+    "clone_new_net_namespace",
+    "clone_new_user_mount_net_namespaces",
+    "clone3_new_user_namespace",
+    "unshare_new_user_namespace",
+    "connect_host_unix_socket",
+    "connect_abstract_unix_socket",
+    "umount_home",
+    "remount_root_rw",
+];
+
+/// A folder only root may enter (0700), in `/var/tmp`.
+fn root_only_folder(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    set_mode(dir.path(), 0o700);
+    dir
+}
+
+/// What the test sets up on the host around one run, and checks after it: a secret in
+/// a root-only folder, a socket file and an abstract socket listening, descriptors
+/// left open to the runner, and the core pattern as it was.
+struct Host {
+    private: tempfile::TempDir,
+    _sockets: tempfile::TempDir,
+    socket_path: std::path::PathBuf,
+    socket: UnixListener,
+    abstract_name: String,
+    abstract_socket: UnixListener,
+    inherited: Inherited,
+    core_pattern: String,
+}
+
+impl Host {
+    fn new(account: &Account) -> Host {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let private = root_only_folder("jr-secret-");
+        std::fs::write(private.path().join("secret.txt"), "root's secret").unwrap();
+        let sockets = tempfile::Builder::new()
+            .prefix("jr-sock-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        set_mode(sockets.path(), 0o755);
+        let socket_path = sockets.path().join("s");
+        let socket = UnixListener::bind(&socket_path).unwrap();
+        set_mode(&socket_path, 0o777);
+        let abstract_name = format!(
+            "jr-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let addr = SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap();
+        let abstract_socket = UnixListener::bind_addr(&addr).unwrap();
+        for listener in [&socket, &abstract_socket] {
+            listener.set_nonblocking(true).unwrap();
+        }
+        let inherited = Inherited::new();
+        account.give(inherited.dir());
+        Host {
+            private,
+            _sockets: sockets,
+            socket_path,
+            socket,
+            abstract_name,
+            abstract_socket,
+            inherited,
+            core_pattern: std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap(),
+        }
+    }
+
+    /// The `--env` values that tell the script where to aim.
+    fn env(&self) -> Vec<String> {
+        vec![
+            format!(
+                "TEST_PRIVATE_FILE={}",
+                self.private.path().join("secret.txt").display()
+            ),
+            format!("TEST_UNIX_SOCKET={}", self.socket_path.display()),
+            format!("TEST_ABSTRACT_SOCKET={}", self.abstract_name),
+        ]
+    }
+
+    /// What reached the host, seen from the host.
+    fn what_got_through(&self) -> Vec<String> {
+        let mut found = self.inherited.what_came_through();
+        for (name, listener) in [
+            ("the socket file", &self.socket),
+            ("the abstract socket", &self.abstract_socket),
+        ] {
+            match listener.accept() {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                other => found.push(format!("{name} accepted a connection: {other:?}")),
+            }
+        }
+        let core_pattern = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap();
+        if core_pattern != self.core_pattern {
+            found.push(format!("the core pattern changed: {core_pattern:?}"));
+        }
+        found
+    }
+}
+
+/// One runner invocation, with default options apart from `--python`, `--device cpu`
+/// and (cold) `--warm-start off`, over a tree holding the attacker and an ordinary
+/// script, with the host's descriptors left open to it.
+fn run_catalogue(account: &Account, tree: &Tree, host: &Host, warm: bool) -> Output {
+    tree.fixture("hostile_root.py", "attacker/jax/hostile_root.py");
+    tree.fixture("tree_victim.py", "victim/jax/tree_victim.py");
+    tree.fixture("sibling_data.json", "victim/jax/sibling_data.json");
+    account.give(&tree.root());
+    let mut cmd = account.runner(tree);
+    if !warm {
+        cmd.args(["--warm-start", "off"]);
+    }
+    for value in host.env() {
+        cmd.arg("--env").arg(value);
+    }
+    host.inherited.hand_to(&mut cmd);
+    cmd.output().expect("the runner starts")
+}
+
+/// The run is whole: exit 0, a result for each script, the metrics counting both.
+fn complete_results(tree: &Tree, out: &Output, case: &str) -> [Value; 2] {
+    assert_eq!(code(out), 0, "{case}: {}", stderr(out));
+    let totals = &tree.metrics()["totals"];
+    assert_eq!(totals["total_scripts"], 2, "{case}: {totals}");
+    [tree.result("hostile_root"), tree.result("tree_victim")]
+}
+
+/// Sandboxed (the default run), and started the way the case asked.
+fn check_how_they_ran(results: &[Value; 2], warm: bool, failures: &mut Vec<String>) {
+    for r in results {
+        let sandbox = &r["sandbox"];
+        let layered = sandbox["layers"].as_array().is_some_and(|l| !l.is_empty());
+        if sandbox["kind"] != "bwrap" && !layered {
+            failures.push(format!("{} ran unsandboxed: {sandbox}", r["id"]));
+        }
+        let start = &r["attempts"][0]["start"];
+        let expected = if warm { "warm" } else { "cold" };
+        if start != expected {
+            failures.push(format!(
+                "{} started {start}, not {expected}: {}",
+                r["id"], r["attempts"][0]["cold_start_reason"]
+            ));
+        }
+    }
+}
+
+/// Every attack the script recorded came back "blocked".
+fn check_attacks(report: &Value, failures: &mut Vec<String>) {
+    for &attack in ATTACKS {
+        // A tester's own file is theirs to read: only root's is a boundary.
+        if attack == "read_private_root_file" && !tests_run_as_root() {
+            continue;
+        }
+        match report[attack].as_str() {
+            Some(outcome) if outcome.starts_with("blocked") => {}
+            outcome => failures.push(format!("{attack}: {outcome:?}")),
+        }
+    }
+}
+
+/// From the host: no file under the results has a setuid or setgid bit, and when the
+/// runner is root nothing a script wrote is owned by root (the runner's own hidden
+/// `.jax-runner-*` files aside).
+fn check_files(tree: &Tree, results: &[Value; 2], account: &Account, failures: &mut Vec<String>) {
+    for entry in walkdir::WalkDir::new(tree.results_dir()) {
+        let entry = entry.unwrap();
+        let mode = entry.metadata().unwrap().mode();
+        if entry.file_type().is_file() && mode & 0o6000 != 0 {
+            failures.push(format!("{} has mode {mode:o}", entry.path().display()));
+        }
+    }
+    if !account.is_root() {
+        return;
+    }
+    for r in results {
+        let data = Path::new(r["data_dir"].as_str().unwrap());
+        for entry in walkdir::WalkDir::new(data).min_depth(1) {
+            let entry = entry.unwrap();
+            let runners = entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".jax-runner-");
+            if !runners && entry.metadata().unwrap().uid() == 0 {
+                failures.push(format!("{} is owned by root", entry.path().display()));
+            }
+        }
+    }
+}
+
+/// The ordinary script read its own source and its sibling, and wrote its data folder.
+fn check_victim(victim: &Value, failures: &mut Vec<String>) {
+    if victim["status"] != "succeeded" {
+        failures.push(format!(
+            "the ordinary script did not succeed: {} {}",
+            victim["status"], victim["stderr_tail"]
+        ));
+        return;
+    }
+    let data = Path::new(victim["data_dir"].as_str().unwrap());
+    let written = read_json(&data.join("simulation_results.json"));
+    if written["sibling"] != 42 || written["success"] != true {
+        failures.push(format!("the ordinary script wrote {written}"));
+    }
+}
+
+/// One case of the matrix: who runs it, warm or cold, and whether the tree sits in a
+/// folder only root may enter.
+fn catalogue_case(account: Account, warm: bool, private_parent: bool) {
+    let case = format!(
+        "as {}, {}{}",
+        account.who.name(),
+        if warm { "warm" } else { "cold" },
+        if private_parent {
+            ", tree in a 0700 root folder"
+        } else {
+            ""
+        }
+    );
+    let host = Host::new(&account);
+    let parent = private_parent.then(|| root_only_folder("jr-private-"));
+    let tree = match &parent {
+        Some(p) => account.tree_in(p.path()),
+        None => account.tree(),
+    };
+    let started = std::time::Instant::now();
+    let out = run_catalogue(&account, &tree, &host, warm);
+    eprintln!("{case}: the run took {:.1?}", started.elapsed());
+    let results = complete_results(&tree, &out, &case);
+    let report_path = Path::new(results[0]["data_dir"].as_str().unwrap()).join("hostile_root.json");
+    let report = read_json(&report_path);
+    let mut failures = Vec::new();
+    check_how_they_ran(&results, warm, &mut failures);
+    check_attacks(&report, &mut failures);
+    check_files(&tree, &results, &account, &mut failures);
+    failures.extend(host.what_got_through());
+    check_victim(&results[1], &mut failures);
+    assert!(
+        failures.is_empty(),
+        "{case}: {} check(s) failed:\n  {}\nthe script ran as uid_map {:?}, ids {}, CapEff {}",
+        failures.len(),
+        failures.join("\n  "),
+        report["uid_map"],
+        report["ids"],
+        report["cap_eff"]
+    );
+}
+
+#[test]
+fn as_root_warm_nothing_reaches_the_host() {
+    if let Some(root) = Account::root("as root, warm") {
+        catalogue_case(root, true, false);
+    }
+}
+
+#[test]
+fn as_root_cold_nothing_reaches_the_host() {
+    if let Some(root) = Account::root("as root, cold") {
+        catalogue_case(root, false, false);
+    }
+}
+
+#[test]
+fn as_user_warm_nothing_reaches_the_host() {
+    catalogue_case(Account::user(), true, false);
+}
+
+#[test]
+fn as_user_cold_nothing_reaches_the_host() {
+    catalogue_case(Account::user(), false, false);
+}
+
+/// "Trees inside folders only root can enter keep working": the ordinary script still
+/// reads its own source and the tree, and writes its data folder.
+#[test]
+fn as_root_warm_a_tree_in_a_private_folder_keeps_working() {
+    if let Some(root) = Account::root("as root, warm, tree in a 0700 folder") {
+        catalogue_case(root, true, true);
+    }
+}
+
+#[test]
+fn as_root_cold_a_tree_in_a_private_folder_keeps_working() {
+    if let Some(root) = Account::root("as root, cold, tree in a 0700 folder") {
+        catalogue_case(root, false, true);
+    }
+}
+
+/// One run of `fixture` alone in a new tree of `account`'s, with default options (the
+/// default compilation cache in the account's cache folder); returns what the script
+/// wrote to `file` in its data folder.
+fn run_alone(account: &Account, fixture: &str, file: &str, case: &str) -> Value {
+    let tree = account.tree();
+    tree.fixture(fixture, &format!("model/jax/{fixture}"));
+    account.give(&tree.root());
+    let out = account.runner(&tree).output().expect("the runner starts");
+    assert_eq!(code(&out), 0, "{case}: {fixture}: {}", stderr(&out));
+    let id = fixture.trim_end_matches(".py");
+    let r = tree.result(id);
+    assert_eq!(r["status"], "succeeded", "{case}: {r}");
+    read_json(&Path::new(r["data_dir"].as_str().unwrap()).join(file))
+}
+
+/// A script of one tree overwrites its `x + 1` entry in the compilation cache with
+/// the bytes of `x * 0 + 100`; a later run of another tree computing `x + 1` must
+/// still get 2s.
+fn cache_plant_case(account: Account) {
+    let case = format!("as {}", account.who.name());
+    let plant = run_alone(&account, "cache_poisoner.py", "poison.json", &case);
+    let value = run_alone(&account, "cache_victim.py", "value.json", &case);
+    assert_eq!(
+        value["value"],
+        serde_json::json!([2.0, 2.0, 2.0]),
+        "{case}: another tree's script loaded what the poisoner planted in its cache \
+         ({}, cache {})",
+        plant["planted"],
+        plant["cache"]
+    );
+}
+
+#[test]
+fn as_root_a_cache_entry_planted_by_one_tree_does_not_reach_another() {
+    if let Some(root) = Account::root("the cache plant as root") {
+        cache_plant_case(root);
+    }
+}
+
+#[test]
+fn as_user_a_cache_entry_planted_by_one_tree_does_not_reach_another() {
+    cache_plant_case(Account::user());
+}
