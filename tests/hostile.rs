@@ -137,14 +137,18 @@ impl Host {
 /// One runner invocation, with default options apart from `--python`, `--device cpu`
 /// and (cold) `--warm-start off`, over a tree holding the attacker and an ordinary
 /// script, with the host's descriptors left open to it.
-fn run_catalogue(account: &Account, tree: &Tree, host: &Host, warm: bool) -> Output {
+fn run_catalogue(account: &Account, tree: &Tree, host: &Host, how: How) -> Output {
     tree.fixture("hostile_root.py", "attacker/jax/hostile_root.py");
     tree.fixture("tree_victim.py", "victim/jax/tree_victim.py");
     tree.fixture("sibling_data.json", "victim/jax/sibling_data.json");
     account.give(&tree.root());
     let mut cmd = account.runner(tree);
-    if !warm {
+    if !how.warm {
         cmd.args(["--warm-start", "off"]);
+    }
+    if !how.bwrap {
+        // No bwrap on PATH: a root runner's built-in sandbox.
+        cmd.env("PATH", "/nonexistent");
     }
     for value in host.env() {
         cmd.arg("--env").arg(value);
@@ -162,12 +166,14 @@ fn complete_results(tree: &Tree, out: &Output, case: &str) -> [Value; 2] {
 }
 
 /// Sandboxed (the default run), and started the way the case asked.
-fn check_how_they_ran(results: &[Value; 2], warm: bool, failures: &mut Vec<String>) {
+fn check_how_they_ran(results: &[Value; 2], how: How, failures: &mut Vec<String>) {
+    let warm = how.warm;
     for r in results {
         let sandbox = &r["sandbox"];
         let layered = sandbox["layers"].as_array().is_some_and(|l| !l.is_empty());
-        if sandbox["kind"] != "bwrap" && !layered {
-            failures.push(format!("{} ran unsandboxed: {sandbox}", r["id"]));
+        let kind = if how.bwrap { "bwrap" } else { "builtin" };
+        if sandbox["kind"] != kind || !layered {
+            failures.push(format!("{} ran outside {kind}: {sandbox}", r["id"]));
         }
         let start = &r["attempts"][0]["start"];
         let expected = if warm { "warm" } else { "cold" };
@@ -239,13 +245,37 @@ fn check_victim(victim: &Value, failures: &mut Vec<String>) {
     }
 }
 
-/// One case of the matrix: who runs it, warm or cold, and whether the tree sits in a
-/// folder only root may enter.
-fn catalogue_case(account: Account, warm: bool, private_parent: bool) {
+/// How a case runs: warm or cold, with bwrap on PATH or without (a root runner's
+/// built-in sandbox), and whether the tree sits in a folder only root may enter.
+#[derive(Debug, Clone, Copy)]
+struct How {
+    warm: bool,
+    bwrap: bool,
+    private_parent: bool,
+}
+
+const WARM: How = How {
+    warm: true,
+    bwrap: true,
+    private_parent: false,
+};
+const COLD: How = How {
+    warm: false,
+    ..WARM
+};
+
+/// One case of the matrix: who runs it, and how.
+fn catalogue_case(account: Account, how: How) {
+    let How {
+        warm,
+        bwrap,
+        private_parent,
+    } = how;
     let case = format!(
-        "as {}, {}{}",
+        "as {}, {}{}{}",
         account.who.name(),
         if warm { "warm" } else { "cold" },
+        if bwrap { "" } else { ", no bwrap" },
         if private_parent {
             ", tree in a 0700 root folder"
         } else {
@@ -259,13 +289,13 @@ fn catalogue_case(account: Account, warm: bool, private_parent: bool) {
         None => account.tree(),
     };
     let started = std::time::Instant::now();
-    let out = run_catalogue(&account, &tree, &host, warm);
+    let out = run_catalogue(&account, &tree, &host, how);
     eprintln!("{case}: the run took {:.1?}", started.elapsed());
     let results = complete_results(&tree, &out, &case);
     let report_path = Path::new(results[0]["data_dir"].as_str().unwrap()).join("hostile_root.json");
     let report = read_json(&report_path);
     let mut failures = Vec::new();
-    check_how_they_ran(&results, warm, &mut failures);
+    check_how_they_ran(&results, how, &mut failures);
     check_attacks(&report, &mut failures);
     check_files(&tree, &results, &account, &mut failures);
     failures.extend(host.what_got_through());
@@ -284,25 +314,25 @@ fn catalogue_case(account: Account, warm: bool, private_parent: bool) {
 #[test]
 fn as_root_warm_nothing_reaches_the_host() {
     if let Some(root) = Account::root("as root, warm") {
-        catalogue_case(root, true, false);
+        catalogue_case(root, WARM);
     }
 }
 
 #[test]
 fn as_root_cold_nothing_reaches_the_host() {
     if let Some(root) = Account::root("as root, cold") {
-        catalogue_case(root, false, false);
+        catalogue_case(root, COLD);
     }
 }
 
 #[test]
 fn as_user_warm_nothing_reaches_the_host() {
-    catalogue_case(Account::user(), true, false);
+    catalogue_case(Account::user(), WARM);
 }
 
 #[test]
 fn as_user_cold_nothing_reaches_the_host() {
-    catalogue_case(Account::user(), false, false);
+    catalogue_case(Account::user(), COLD);
 }
 
 /// "Trees inside folders only root can enter keep working": the ordinary script still
@@ -310,14 +340,50 @@ fn as_user_cold_nothing_reaches_the_host() {
 #[test]
 fn as_root_warm_a_tree_in_a_private_folder_keeps_working() {
     if let Some(root) = Account::root("as root, warm, tree in a 0700 folder") {
-        catalogue_case(root, true, true);
+        let how = How {
+            private_parent: true,
+            ..WARM
+        };
+        catalogue_case(root, how);
     }
 }
 
 #[test]
 fn as_root_cold_a_tree_in_a_private_folder_keeps_working() {
     if let Some(root) = Account::root("as root, cold, tree in a 0700 folder") {
-        catalogue_case(root, false, true);
+        let how = How {
+            private_parent: true,
+            ..COLD
+        };
+        catalogue_case(root, how);
+    }
+}
+
+/// Without bwrap a root runner still never hands a script the host's uid 0: its
+/// built-in sandbox (mount, network, IPC and UTS namespaces of the script's own, the
+/// sandbox uid, the seccomp filter) holds the same catalogue, the tree in a 0700
+/// folder included.
+#[test]
+fn as_root_without_bwrap_warm_nothing_reaches_the_host() {
+    if let Some(root) = Account::root("as root, warm, no bwrap") {
+        let how = How {
+            bwrap: false,
+            private_parent: true,
+            ..WARM
+        };
+        catalogue_case(root, how);
+    }
+}
+
+#[test]
+fn as_root_without_bwrap_cold_nothing_reaches_the_host() {
+    if let Some(root) = Account::root("as root, cold, no bwrap") {
+        let how = How {
+            bwrap: false,
+            private_parent: true,
+            ..COLD
+        };
+        catalogue_case(root, how);
     }
 }
 

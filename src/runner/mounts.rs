@@ -172,6 +172,10 @@ pub fn steps(m: &Mounts) -> Vec<MountStep> {
     };
     for cover in &covers.in_order() {
         view.way_to(cover);
+        // A cover inside another lands on a folder the outer tmpfs does not have.
+        if covers.around(cover.parent().unwrap_or(cover)).is_some() {
+            view.out.push(MountStep::Dir((*cover).clone()));
+        }
         view.out.push(MountStep::Tmpfs((*cover).clone()));
     }
     let mut readable: Vec<&PathBuf> = m

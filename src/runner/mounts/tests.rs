@@ -74,7 +74,9 @@ fn a_home_inside_a_hidden_folder_stays_writable() {
     });
     if is_real_dir(Path::new("/home")) {
         let home = at(&s, &MountStep::Tmpfs("/home/someone".into()));
-        assert!(at(&s, &MountStep::Tmpfs("/home".into())) < home, "{s:?}");
+        let place = at(&s, &MountStep::Dir("/home/someone".into()));
+        assert!(at(&s, &MountStep::Tmpfs("/home".into())) < place, "{s:?}");
+        assert!(place < home, "its mount point is made first: {s:?}");
         assert!(!s.contains(&MountStep::RemountReadOnly("/home/someone".into())));
     }
 }
