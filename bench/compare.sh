@@ -161,20 +161,30 @@ for n in $sizes; do
     run_runner "plain-$n" "$work/tree" "${cache_off[@]}" "${warm_off[@]}" "${sandbox_off[@]}"
     row workload "$n" "jax-runner, no cache, no warm start" "$seconds" "$ok" "$total" "$warm_note"
 
-    # What users get: default options (sandbox auto, warm start auto), only the device
-    # and a fresh compilation cache folder named, cold then warm; beside it the same
-    # with --sandbox off. Each pair runs $repeat times, alternating, so a noisy
-    # machine cannot favour one; the rows give the median and every run.
+    # What users get: default options (sandbox auto, warm start auto) with only the
+    # device named, cold then warm cache; beside it the same with --sandbox off. A
+    # sandboxed run's default cache is one folder per tree, so each round copies the
+    # tree to a new folder (a new tree: an empty cache), runs it twice, then removes
+    # the cache folder the run's metrics name. The --sandbox off rows name a fresh
+    # --compilation-cache folder per round instead (their default one is shared).
+    # Each pair runs $repeat times, alternating, so a noisy machine cannot favour one;
+    # the rows give the median and every run.
     declare -A runs=() least=()
     for r in $(seq 1 "$repeat"); do
         for variant in defaults sandbox-off; do
             extra=()
             if [[ $variant == sandbox-off ]]; then extra=("${warm_on[@]}" "${sandbox_off[@]}"); fi
             cache=()
-            if [[ ${#cache_off[@]} -gt 0 ]]; then cache=(--compilation-cache "$work/cache-$variant-$r"); fi
+            tree=$work/tree
+            if [[ $variant == defaults ]]; then
+                tree=$work/tree-$r
+                cp -a "$work/tree" "$tree"
+            elif [[ ${#cache_off[@]} -gt 0 ]]; then
+                cache=(--compilation-cache "$work/cache-$variant-$r")
+            fi
             for state in cold warm; do
                 log "N=$n: $variant, $state cache (round $r of $repeat)"
-                run_runner "$variant-$state-$n-$r" "$work/tree" "${cache[@]}" "${extra[@]}"
+                run_runner "$variant-$state-$n-$r" "$tree" "${cache[@]}" "${extra[@]}"
                 runs[$variant-$state]+="$seconds "
                 # The fewest scripts ok in any round is what the row reports.
                 prev=${least[$variant-$state]:-$ok}
@@ -182,6 +192,12 @@ for n in $sizes; do
                 least[$variant-$state]=$prev
                 [[ $ok == "$total" ]] || note "N=$n: $variant $state round $r: $ok of $total scripts ok"
             done
+            if [[ $variant == defaults ]]; then
+                used=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"].get("compilation_cache") or "")' \
+                    "$tree/execution_results/jax/performance_metrics.json" 2>/dev/null || true)
+                [[ -n $used && -d $used ]] && rm -rf "$used"
+                rm -rf "$tree"
+            fi
         done
     done
     for state in cold warm; do

@@ -127,22 +127,7 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
             "GPU requested but unusable ({reason}) and --fallback none: scripts will fail"
         ));
     }
-    // Who the scripts are on the host: a root runner's take an unused uid for the run.
-    let identity = match sandboxing.is_ok() {
-        true => Identity::for_tree(&config.output_dir).map_err(|e| {
-            Error::Config(crate::error::ConfigError::SandboxUnavailable {
-                reason: format!("failed to choose the sandbox user: {e}"),
-                hint: "run jax-runner as an ordinary user, or with --sandbox off",
-            })
-        })?,
-        false => Identity::current(),
-    };
-    let identity = Arc::new(identity);
-    let compilation_cache = compilation_cache(
-        config,
-        sandboxing.is_ok().then_some(identity.as_ref()),
-        &mut warnings,
-    );
+    let compilation_cache = compilation_cache(config, sandboxing.is_ok(), &mut warnings);
     let gnn = config
         .gnn_layout
         .then(|| crate::report::gnn::plan(&config.step12_dir, &discovery.scripts));
@@ -165,10 +150,25 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
             (None, Some(dry))
         }
         Some(inputs) => {
+            // Who the scripts are on the host: a root runner's take an unused uid for
+            // the run (never for a dry run, which holds nothing).
+            let identity = match sandboxing.is_ok() {
+                true => Identity::for_tree(&config.output_dir).map_err(|e| {
+                    Error::Config(crate::error::ConfigError::SandboxUnavailable {
+                        reason: format!("failed to choose the sandbox user: {e}"),
+                        hint: "run jax-runner as an ordinary user, or with --sandbox off",
+                    })
+                })?,
+                false => Identity::current(),
+            };
+            let compilation_cache = match (&compilation_cache, sandboxing.is_ok()) {
+                (Some(dir), true) => give_cache(dir, &identity, &mut warnings),
+                (cache, _) => cache.clone(),
+            };
             let setup = Setup {
                 sandboxing,
-                identity,
-                compilation_cache: compilation_cache.clone(),
+                identity: Arc::new(identity),
+                compilation_cache,
             };
             let exec = execution(inputs, setup, &mut warnings).await;
             (Some(exec), None)
@@ -186,6 +186,25 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         execution,
         dry,
     })
+}
+
+/// The compilation cache given to the sandbox user, who writes it; `None` (and a
+/// warning) when that fails.
+fn give_cache(
+    dir: &std::path::Path,
+    identity: &Identity,
+    warnings: &mut Vec<String>,
+) -> Option<PathBuf> {
+    match identity.own_all(dir) {
+        Ok(()) => Some(dir.to_path_buf()),
+        Err(e) => {
+            warnings.push(format!(
+                "compilation cache disabled: failed to give {} to the sandbox user: {e}",
+                dir.display()
+            ));
+            None
+        }
+    }
 }
 
 /// How the run's scripts are sandboxed, as decided before the backend is made.

@@ -54,8 +54,7 @@ pub(super) fn seccomp_filter(warnings: &mut Vec<String>) -> Vec<PathBuf> {
     }
 }
 
-/// The compilation cache folder, created and (sandboxed) given to the sandbox user;
-/// `None` (and a warning) when it cannot be.
+/// The compilation cache folder, created; `None` (and a warning) when it cannot be.
 ///
 /// A sandboxed script can write the cache, so an entry it plants is loaded by any
 /// script that later compiles the same computation. By default sandboxed runs keep a
@@ -65,18 +64,14 @@ pub(super) fn seccomp_filter(warnings: &mut Vec<String>) -> Vec<PathBuf> {
 /// used as given, by both.
 pub(super) fn compilation_cache(
     config: &RunConfig,
-    sandbox: Option<&crate::runner::identity::Identity>,
+    sandboxed: bool,
     warnings: &mut Vec<String>,
 ) -> Option<PathBuf> {
-    let dir = cache_folder(config, sandbox.is_some())?;
-    let made = std::fs::create_dir_all(&dir).and_then(|()| match sandbox {
-        Some(identity) => identity.own_all(&dir),
-        None => Ok(()),
-    });
-    match made {
+    let dir = cache_folder(config, sandboxed)?;
+    match std::fs::create_dir_all(&dir) {
         Ok(()) => {
             let default = CompilationCache::default_dir();
-            if sandbox.is_some()
+            if sandboxed
                 && matches!(&config.compilation_cache, CompilationCache::Dir(d) if *d == default)
             {
                 super::cache::forget_unused(&dir);
@@ -85,7 +80,7 @@ pub(super) fn compilation_cache(
         }
         Err(e) => {
             warnings.push(format!(
-                "compilation cache disabled: failed to prepare {}: {e}",
+                "compilation cache disabled: failed to create {}: {e}",
                 dir.display()
             ));
             None
