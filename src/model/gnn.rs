@@ -16,6 +16,15 @@ pub const SUMMARY_FORMAT: &str = "slim_v1";
 pub const FRAMEWORK: &str = "jax";
 /// GNN's `return_code` for a script stopped by the time limit.
 pub const TIMEOUT_RETURN_CODE: i32 = -1;
+/// The file GNN's scripts leave in their data folder, which the step-12 document
+/// copies `beliefs`, `actions`, … from.
+pub const SIMULATION_RESULTS: &str = "simulation_results.json";
+/// The largest `simulation_results.json` read. GNN's scripts write kilobytes; the
+/// parse holds the document as `serde_json::Value`, which costs several times the
+/// text (about 10 times for lists of small numbers), so 16 MiB keeps the reporter
+/// near 200 MB at worst. Reporters handle one event at a time, so however many
+/// scripts finish together, only one such parse is ever in memory.
+pub const MAX_SIMULATION_RESULTS_BYTES: u64 = 16 << 20;
 
 /// `12_execute_output/summaries/execution_summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
