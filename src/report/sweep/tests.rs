@@ -130,7 +130,10 @@ fn past_runs(results: &Path, n: usize) -> Vec<String> {
 }
 
 fn history_names(results: &Path) -> Vec<String> {
-    names(&results.join(HISTORY_DIR))
+    entries(results, Path::new(HISTORY_DIR))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect()
 }
 
 #[test]
