@@ -127,6 +127,15 @@ impl Refused {
     }
 }
 
+impl From<Refused> for std::io::Error {
+    fn from(refused: Refused) -> std::io::Error {
+        match refused {
+            Refused::Io(e) => e,
+            other => std::io::Error::other(other),
+        }
+    }
+}
+
 /// A regular file, open for reading; its size as `fstat` gave it at opening.
 #[derive(Debug)]
 pub struct Regular {
@@ -257,10 +266,7 @@ pub fn probe(root: &Path, rel: &Path, limit: u64) -> Result<u64, Refused> {
 /// goes first, unfollowed: a planted symlink, FIFO or hard link can neither redirect
 /// the write, block it, nor truncate another file.
 pub fn create_file(path: &Path) -> std::io::Result<File> {
-    let (dir, name) = split(path).map_err(|e| match e {
-        Refused::Io(e) => e,
-        other => std::io::Error::other(other.to_string()),
-    })?;
+    let (dir, name) = split(path)?;
     let dir = open_root(dir)?;
     match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
         Ok(()) | Err(Errno::NOENT) => {}

@@ -278,15 +278,15 @@ pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
         source,
     };
     match FileLock::try_acquire(&path).map_err(locked)? {
-        Some(lock) => {
+        Some(mut lock) => {
             // Best effort: the PID tells the next runner who holds it.
-            let _ = std::fs::write(&path, format!("{}\n", std::process::id()));
+            let _ = lock.write_holder(&format!("{}\n", std::process::id()));
             Ok(lock)
         }
         None => Err(ConfigError::ResultsLocked {
             path: config.results_dir.clone(),
-            holder: std::fs::read_to_string(&path)
-                .map(|s| s.trim().to_string())
+            holder: crate::confined::read_in(&path, 64)
+                .map(|b| String::from_utf8_lossy(&b).trim().to_string())
                 .unwrap_or_default(),
         }),
     }

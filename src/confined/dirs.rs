@@ -32,8 +32,10 @@ pub struct Made {
 }
 
 /// Makes `rel` and its missing parents below `root`, one folder at a time and never
-/// through a symlink (see [`Planted`]).
+/// through a symlink (see [`Planted`]). `root` itself is trusted, and made as named
+/// when it is missing.
 pub fn make_dirs(root: &Path, rel: &Path, planted: Planted) -> Result<Made, Refused> {
+    std::fs::create_dir_all(root)?;
     let root_fd = open_root(root)?;
     let mut made = Made {
         path: root.to_path_buf(),
