@@ -9,6 +9,7 @@
 //! elsewhere. The folder a call starts from is trusted as named: the runner chose it.
 
 mod dirs;
+mod json;
 mod resolve;
 mod walk;
 
@@ -27,6 +28,7 @@ use resolve::FORCE_COMPONENTS;
 use resolve::{explain, open_beneath, parts};
 
 pub use dirs::{list_dir, make_dirs, rename, Made, Planted};
+pub use json::{check_json_in, read_json_in};
 pub use walk::{clear_privilege_bits, list_files, relative_files};
 
 /// What a path turned out to be.
@@ -107,6 +109,9 @@ pub enum Refused {
     /// A file larger than the caller's limit (by its size, or by what reading found).
     #[error("larger than the {} the runner reads ({})", Bytes(*limit), Bytes(*size))]
     TooLarge { size: u64, limit: u64 },
+    /// JSON whose values would cost more memory than the caller's budget.
+    #[error("holds more values than the runner parses within {}", Bytes(*budget))]
+    TooManyValues { budget: u64 },
     /// A symlink in a folder position: symlinks there are never followed.
     #[error("{} is a symlink, which the runner does not follow", .0.display())]
     Symlink(PathBuf),

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// Keys added to the contract after the golden file was written (additions keep
 /// `schema_version`); everything else must match.
-const ADDED_SINCE: [&str; 32] = [
+const ADDED_SINCE: [&str; 33] = [
     "cold_start_reason",
     // issue 14: the effective capabilities the runner saw, where the time went.
     "capabilities",
@@ -60,6 +60,8 @@ const ADDED_SINCE: [&str; 32] = [
     "gpu_share",
     "gpu_share_reason",
     "gpu_memory_mb",
+    // issue 23: what a script left behind that the runner refused to read or follow.
+    "problems",
 ];
 
 /// Keys whose values change from run to run.

@@ -279,6 +279,19 @@ fn simulation_results_replaced_by_a_huge_sparse_file() {
     gnn_documents_complete(&t);
 }
 
+/// Under 16 MiB, but dense: parsed whole, its values alone would pass 400 MB.
+#[test]
+fn simulation_results_too_dense_to_parse() {
+    let (t, ran) = gnn_case("dense", "simulation", &[]);
+    ran.assert_ended(0);
+    let r = complete_result(&t.results_dir(), "M_jax");
+    assert_problem(
+        &r,
+        "simulation_results.json: holds more values than the runner parses within 128 MiB",
+    );
+    gnn_documents_complete(&t);
+}
+
 /// Unsandboxed, a script reaches its own logs: it fails with nothing on stderr, so
 /// the reports read the end of its stdout log, which it replaced.
 #[test]

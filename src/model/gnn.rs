@@ -19,12 +19,15 @@ pub const TIMEOUT_RETURN_CODE: i32 = -1;
 /// The file GNN's scripts leave in their data folder, which the step-12 document
 /// copies `beliefs`, `actions`, … from.
 pub const SIMULATION_RESULTS: &str = "simulation_results.json";
-/// The largest `simulation_results.json` read. GNN's scripts write kilobytes; the
-/// parse holds the document as `serde_json::Value`, which costs several times the
-/// text (about 10 times for lists of small numbers), so 16 MiB keeps the reporter
-/// near 200 MB at worst. Reporters handle one event at a time, so however many
-/// scripts finish together, only one such parse is ever in memory.
+/// The largest `simulation_results.json` read. GNN's scripts write kilobytes; this
+/// leaves room for long simulations while bounding what one file costs to read.
 pub const MAX_SIMULATION_RESULTS_BYTES: u64 = 16 << 20;
+/// What the values parsed from a `simulation_results.json` may cost in memory, as
+/// estimated while parsing. Text is no measure: 16 MiB of small nested lists makes
+/// over 600 MiB of `serde_json::Value`s. One such parse runs at a time (see
+/// [`crate::confined::read_json_in`]), so the runner stays well under 400 MB however
+/// many scripts finish together.
+pub const SIMULATION_RESULTS_BUDGET: u64 = 128 << 20;
 
 /// `12_execute_output/summaries/execution_summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -106,6 +106,30 @@ mod tests {
     }
 
     #[test]
+    fn take_reads_only_a_small_regular_file_and_says_why_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(".jax-runner-telemetry.1.json");
+        assert_eq!(take(&path), Telemetry::default());
+        std::fs::write(&path, r#"{"jax_imported": true, "backend": "cpu"}"#).unwrap();
+        let t = take(&path);
+        assert_eq!(t.report.unwrap().backend.as_deref(), Some("cpu"));
+        assert!(!path.exists(), "taken files are removed");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &path, rustix::fs::Mode::from(0o644)).unwrap();
+        let t = take(&path);
+        assert_eq!(
+            t.problem.as_deref(),
+            Some("telemetry: not a regular file (fifo)")
+        );
+        assert!(!path.exists(), "a FIFO is removed too");
+        std::fs::write(&path, "garbage").unwrap();
+        let t = take(&path);
+        assert!(t
+            .problem
+            .unwrap()
+            .starts_with("telemetry: not the shim's report"));
+    }
+
+    #[test]
     fn backend_names_map_to_platforms() {
         use crate::model::Platform;
         let mut t = JaxTelemetry::default();

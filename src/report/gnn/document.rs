@@ -11,7 +11,8 @@ use serde_json::Value;
 use super::GnnEntry;
 use crate::model::gnn::{
     CollectedOutputs, GnnDetail, GnnExecutionMetadata, GnnScriptDocument, GnnSimulationData,
-    OutputCount, FRAMEWORK, MAX_SIMULATION_RESULTS_BYTES, SIMULATION_RESULTS, TIMEOUT_RETURN_CODE,
+    OutputCount, FRAMEWORK, MAX_SIMULATION_RESULTS_BYTES, SIMULATION_RESULTS,
+    SIMULATION_RESULTS_BUDGET, TIMEOUT_RETURN_CODE,
 };
 use crate::model::{FailureClass, ScriptResult, Status};
 use crate::paths::{local_iso, local_iso_of};
@@ -133,8 +134,9 @@ pub fn collected(r: &ScriptResult) -> CollectedOutputs {
 }
 
 /// `beliefs`, `actions`, … from the script's `simulation_results.json`, when it is a
-/// regular file of at most [`MAX_SIMULATION_RESULTS_BYTES`] (anything else is on the
-/// script's `problems` already, and copies nothing).
+/// regular file of at most [`MAX_SIMULATION_RESULTS_BYTES`] whose values fit
+/// [`SIMULATION_RESULTS_BUDGET`] (anything else is on the script's `problems`
+/// already, and copies nothing).
 fn extracted(c: &CollectedOutputs) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     let Some(file) = c
@@ -144,9 +146,9 @@ fn extracted(c: &CollectedOutputs) -> BTreeMap<String, Value> {
     else {
         return out;
     };
-    let Some(mut doc) = crate::confined::read_in(Path::new(file), MAX_SIMULATION_RESULTS_BYTES)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    let max = MAX_SIMULATION_RESULTS_BYTES;
+    let Ok(Some(mut doc)) =
+        crate::confined::read_json_in(Path::new(file), max, SIMULATION_RESULTS_BUDGET)
     else {
         return out;
     };
@@ -190,7 +192,11 @@ pub fn script_document(
             raw_output: tail_of(&r.stdout_log, RAW_OUTPUT_BYTES),
             raw_error: r.stderr_tail.join("\n"),
             output_dir: lossy(&e.data_dir),
-            extracted: extracted(&collected),
+            // The runner found it unfit already (its `problems` say why): not read again.
+            extracted: match r.problems.iter().any(|p| p.starts_with(SIMULATION_RESULTS)) {
+                true => BTreeMap::new(),
+                false => extracted(&collected),
+            },
         },
         execution_benchmark_repeats: 1,
         execution_time_mean: on_success(r.execution_time_s),

@@ -223,3 +223,34 @@ fn every_sweep_prunes_to_the_documented_number() {
         assert!(left.contains(kept), "{kept} went");
     }
 }
+
+/// A results folder in a tree another user owns may hold links where the runner's
+/// folders go: nothing is moved out of, or pruned in, where they point.
+#[test]
+fn planted_links_lead_the_sweep_nowhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (logs_target, history_target) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let dir = tmp.path();
+    touch(&dir.join("gone_results.json"));
+    touch(&logs_target.path().join("gone.stdout.log"));
+    let old_run = history_target.path().join("20200101T000000.000Z-1");
+    touch(&old_run.join("x"));
+    std::os::unix::fs::symlink(logs_target.path(), dir.join("logs")).unwrap();
+    std::os::unix::fs::symlink(history_target.path(), dir.join(HISTORY_DIR)).unwrap();
+    let sweep = Sweep {
+        results_dir: dir,
+        ids: HashSet::from(["keep"]),
+        gnn: None,
+        run_id: "20990101T000000.000Z-2",
+    };
+    let mut swept = sweep.run();
+    sweep.prune(0, &mut swept);
+    assert!(swept.errors.is_empty(), "{:?}", swept.errors);
+    assert_eq!(swept.moved, vec![dir.join("gone_results.json")]);
+    assert!(logs_target.path().join("gone.stdout.log").is_file());
+    assert!(old_run.join("x").is_file());
+    let history = dir.join(HISTORY_DIR);
+    assert!(history.is_dir() && !history.is_symlink());
+    assert!(sweep.history().join("gone_results.json").is_file());
+}

@@ -7,7 +7,9 @@
 use std::path::Path;
 
 use crate::confined::{self, Planted};
-use crate::model::gnn::{MAX_SIMULATION_RESULTS_BYTES, SIMULATION_RESULTS};
+use crate::model::gnn::{
+    MAX_SIMULATION_RESULTS_BYTES, SIMULATION_RESULTS, SIMULATION_RESULTS_BUDGET,
+};
 use crate::model::ScriptResult;
 use crate::runner::RunContext;
 
@@ -53,11 +55,14 @@ fn make(root: &Path, rel: &Path, what: &str, result: &mut ScriptResult) -> std::
 }
 
 /// Notes what the script left where the reports will read: a `simulation_results.json`
-/// (GNN's step-12 document copies from it) or a log of its final attempt that is not
-/// a regular file, or too large to parse. Nothing is opened for reading here.
+/// (GNN's step-12 document copies from it) that is not a regular file, too large, or
+/// holds more values than the runner parses, and a log of its final attempt that is
+/// not a regular file. Only that JSON is read here (bounded, one at a time); the logs
+/// are only looked at.
 pub(super) fn check_leftovers(data_dir: &Path, result: &mut ScriptResult) {
-    let simulation = Path::new(SIMULATION_RESULTS);
-    match confined::probe(data_dir, simulation, MAX_SIMULATION_RESULTS_BYTES) {
+    let simulation = data_dir.join(SIMULATION_RESULTS);
+    let (max, budget) = (MAX_SIMULATION_RESULTS_BYTES, SIMULATION_RESULTS_BUDGET);
+    match confined::check_json_in(&simulation, max, budget) {
         Err(e) if !e.is_not_found() => result.note_problem(format!("{SIMULATION_RESULTS}: {e}")),
         _ => {}
     }
