@@ -12,6 +12,13 @@ use crate::model::{
     results_file_name, DeviceTimes, PerformanceMetrics, Platform, Reuse, ScriptResult, Status,
 };
 
+/// The largest `performance_metrics.json` read: about a kilobyte per script, parsed
+/// into typed summaries, so 10,000 scripts fit many times over.
+const MAX_METRICS_BYTES: u64 = 64 << 20;
+/// The largest previous `<id>_results.json` read: a result is a few KiB (tails are
+/// bounded), parsed into a typed result.
+const MAX_RESULT_BYTES: u64 = 16 << 20;
+
 /// The previous run, as far as its files tell.
 #[derive(Debug, Default)]
 pub struct History {
@@ -28,10 +35,11 @@ pub struct History {
 impl History {
     /// Reads `performance_metrics.json` in `results_dir`; empty when there is none.
     pub fn load(results_dir: &Path) -> History {
-        let Ok(text) = std::fs::read_to_string(results_dir.join("performance_metrics.json")) else {
+        let metrics = Path::new("performance_metrics.json");
+        let Ok(text) = crate::confined::read_file(results_dir, metrics, MAX_METRICS_BYTES) else {
             return History::default();
         };
-        let Ok(m) = serde_json::from_str::<PerformanceMetrics>(&text) else {
+        let Ok(m) = serde_json::from_slice::<PerformanceMetrics>(&text) else {
             return History::default();
         };
         let ran = m.scripts.iter().filter(|s| s.attempts > 0);
@@ -145,10 +153,15 @@ impl DeviceTimes {
 /// equal fingerprints run the same program the same way.
 pub fn fingerprint(script: &Script, inputs: &[(&str, String)]) -> String {
     let mut h = Sha256::new();
-    match std::fs::read(&script.path) {
-        Ok(bytes) => h.update(&bytes),
+    // Streamed, and only from a regular file: the source could have been swapped
+    // for a FIFO or a device since discovery.
+    let hashed = crate::confined::open_followed(&script.path)
+        .map_err(|e| e.to_string())
+        .and_then(|mut f| std::io::copy(&mut f, &mut h).map_err(|e| e.to_string()));
+    if let Err(e) = hashed {
         // Unreadable now: never equal to a fingerprint taken when it was readable.
-        Err(e) => h.update(format!("unreadable: {e}").as_bytes()),
+        h = Sha256::new();
+        h.update(format!("unreadable: {e}").as_bytes());
     }
     for (k, v) in inputs {
         h.update([0u8]);
@@ -161,8 +174,9 @@ pub fn fingerprint(script: &Script, inputs: &[(&str, String)]) -> String {
 
 /// The previous result of `id`, if its file is there and parses.
 pub fn previous_result(results_dir: &Path, id: &str) -> Option<ScriptResult> {
-    let text = std::fs::read_to_string(results_dir.join(results_file_name(id))).ok()?;
-    serde_json::from_str(&text).ok()
+    let name = results_file_name(id);
+    let text = crate::confined::read_file(results_dir, Path::new(&name), MAX_RESULT_BYTES).ok()?;
+    serde_json::from_slice(&text).ok()
 }
 
 /// Whether `previous` stands instead of running the script again.
@@ -192,7 +206,8 @@ pub fn outputs_intact(previous: &ScriptResult, data_dir: &Path) -> Result<(), St
     match std::iter::once(data_dir.to_path_buf())
         .chain(files)
         .chain(logs)
-        .find(|p| !p.exists())
+        // Present as themselves: a link is not followed to see whether it leads somewhere.
+        .find(|p| p.symlink_metadata().is_err())
     {
         Some(gone) => Err(format!("{} is gone", gone.display())),
         None => Ok(()),

@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod config;
+pub mod confined;
 pub mod discovery;
 pub mod doctor;
 pub mod error;

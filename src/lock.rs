@@ -2,12 +2,13 @@
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// A held lock; dropping it releases the lock.
 #[derive(Debug)]
 pub struct FileLock {
-    _file: File,
+    file: File,
 }
 
 impl FileLock {
@@ -21,17 +22,35 @@ impl FileLock {
         Self::lock(path, libc::LOCK_EX | libc::LOCK_NB)
     }
 
+    /// Writes `text` as the lock file's whole content, through the held handle (the
+    /// name could have been swapped meanwhile; the handle is the locked file).
+    pub fn write_holder(&mut self, text: &str) -> std::io::Result<()> {
+        use std::io::{Seek, Write};
+        self.file.set_len(0)?;
+        self.file.seek(std::io::SeekFrom::Start(0))?;
+        self.file.write_all(text.as_bytes())
+    }
+
     fn lock(path: &Path, op: libc::c_int) -> std::io::Result<Option<FileLock>> {
+        // The lock file sits in a folder a script may have written: a link there is
+        // not followed, and a FIFO is neither waited on (non-blocking open) nor used.
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)?;
+        if !file.metadata()?.is_file() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a regular file",
+                path.display()
+            )));
+        }
         loop {
             // SAFETY: flock on a file descriptor we own; no memory is shared.
             let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
             if rc == 0 {
-                return Ok(Some(FileLock { _file: file }));
+                return Ok(Some(FileLock { file }));
             }
             let err = std::io::Error::last_os_error();
             match err.raw_os_error() {

@@ -60,46 +60,6 @@ pub fn local_iso_of(rfc3339: &str) -> Option<String> {
     humantime::parse_rfc3339(rfc3339).ok().map(local_iso)
 }
 
-/// Files under `dir` (recursively, symlinks not followed), at most `limit`, sorted;
-/// the runner's own hidden files (`.jax-runner-*`) are left out. The flag says the
-/// listing stopped at the limit.
-pub fn list_files(dir: &std::path::Path, limit: usize) -> (Vec<PathBuf>, bool) {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let Ok(kind) = e.file_type() else { continue };
-            if e.file_name().to_string_lossy().starts_with(".jax-runner-") {
-                continue;
-            }
-            if kind.is_dir() {
-                stack.push(e.path());
-            } else if out.len() >= limit {
-                out.sort();
-                return (out, true);
-            } else {
-                out.push(e.path());
-            }
-        }
-    }
-    out.sort();
-    (out, false)
-}
-
-/// [`list_files`] of `dir`, relative to it, as text: what a script left in its data
-/// folder.
-pub fn relative_files(dir: &Path, limit: usize) -> Vec<String> {
-    let (files, _) = list_files(dir, limit);
-    files
-        .iter()
-        .filter_map(|f| f.strip_prefix(dir).ok())
-        .map(|f| f.to_string_lossy().into_owned())
-        .collect()
-}
-
 /// The first executable `name` on a PATH-like list.
 pub fn find_on_path(name: &str, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     std::env::split_paths(path_var?)
@@ -124,22 +84,5 @@ mod tests {
         assert_eq!(s.len(), "2023-11-14T22:13:20.123456".len(), "{s}");
         assert!(s.ends_with(".123456") && !s.ends_with('Z'), "{s}");
         assert_eq!(local_iso_of("2023-11-14T22:13:20.123Z").unwrap().len(), 26);
-    }
-
-    #[test]
-    fn list_files_skips_runner_files_and_stops_at_the_limit() {
-        let tmp = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(tmp.path().join("sub")).unwrap();
-        for name in ["a.json", "sub/b.csv", ".jax-runner-telemetry.1.json"] {
-            std::fs::write(tmp.path().join(name), "x").unwrap();
-        }
-        let (files, cut) = list_files(tmp.path(), 10);
-        assert_eq!(
-            files,
-            vec![tmp.path().join("a.json"), tmp.path().join("sub/b.csv")]
-        );
-        assert!(!cut);
-        let (files, cut) = list_files(tmp.path(), 1);
-        assert_eq!((files.len(), cut), (1, true));
     }
 }

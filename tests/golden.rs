@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// Keys added to the contract after the golden file was written (additions keep
 /// `schema_version`); everything else must match.
-const ADDED_SINCE: [&str; 34] = [
+const ADDED_SINCE: [&str; 35] = [
     "cold_start_reason",
     // issue 14: the effective capabilities the runner saw, where the time went.
     "capabilities",
@@ -60,9 +60,11 @@ const ADDED_SINCE: [&str; 34] = [
     "gpu_share",
     "gpu_share_reason",
     "gpu_memory_mb",
-    // issue 23: what confined the script, and the host uid it ran as.
+    // issue 23: what confined the script, the host uid it ran as, and what it left
+    // behind that the runner refused to read or follow.
     "layers",
     "uid",
+    "problems",
 ];
 
 /// Keys whose values change from run to run.

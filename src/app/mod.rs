@@ -203,7 +203,15 @@ async fn execute(
         ),
     });
     let scripts = exec.schedule.order.iter().map(|(_, s)| s.clone()).collect();
+    let sandboxed = ctx.sandbox_info.kind != "none";
     let ran = runner::run_all(ctx, scripts, events.clone(), stop.clone()).await;
+    // The filter refuses setuid and setgid modes; should one get past it, no file of
+    // the sandbox user's in the cache keeps it once the run is over.
+    if let (true, Some(cache)) = (sandboxed, &prepared.compilation_cache) {
+        if let Err(e) = crate::confined::clear_privilege_bits(cache) {
+            tracing::warn!("failed to clear setuid bits in {}: {e}", cache.display());
+        }
+    }
     for ((i, _), line) in exec.schedule.order.iter().zip(ran) {
         summaries[*i] = Some(line);
     }
@@ -279,15 +287,15 @@ pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
         source,
     };
     match FileLock::try_acquire(&path).map_err(locked)? {
-        Some(lock) => {
+        Some(mut lock) => {
             // Best effort: the PID tells the next runner who holds it.
-            let _ = std::fs::write(&path, format!("{}\n", std::process::id()));
+            let _ = lock.write_holder(&format!("{}\n", std::process::id()));
             Ok(lock)
         }
         None => Err(ConfigError::ResultsLocked {
             path: config.results_dir.clone(),
-            holder: std::fs::read_to_string(&path)
-                .map(|s| s.trim().to_string())
+            holder: crate::confined::read_in(&path, 64)
+                .map(|b| String::from_utf8_lossy(&b).trim().to_string())
                 .unwrap_or_default(),
         }),
     }

@@ -54,9 +54,10 @@ pub fn in_jax_folder(path: &Path) -> bool {
 
 /// Reads the head of a file and reports whether it imports jax. One 16 KiB read
 /// decides for almost every file (imports sit at the top); only a longer file without
-/// a jax import there is read further, up to the head limit.
+/// a jax import there is read further, up to the head limit. Only a regular file is
+/// read: a FIFO named `x.py` must not hang discovery.
 pub fn file_imports_jax(path: &Path) -> std::io::Result<bool> {
-    let mut file = std::fs::File::open(path)?;
+    let mut file = crate::confined::open_followed(path)?;
     let mut head = vec![0u8; 16 * 1024];
     let mut filled = 0;
     while filled < head.len() {

@@ -4,12 +4,12 @@
 //! `../..`, a symlink out) is refused and reported, never run, and a manifest larger
 //! than [`MAX_MANIFEST_BYTES`] is not read at all.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::bounds::Bounds;
 use crate::error::DiscoveryError;
 use crate::listing::{first_named, NAMED};
 
@@ -54,18 +54,16 @@ pub fn find(root: &Path) -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
-/// Reads the manifest and resolves the JAX scripts it lists.
-pub fn load(path: &Path, root: &Path) -> Result<Manifest, DiscoveryError> {
+/// Reads the manifest and resolves the JAX scripts it lists, keeping those inside
+/// `bounds` (the rule the tree walk follows too).
+pub fn load(path: &Path, bounds: &Bounds) -> Result<Manifest, DiscoveryError> {
+    let root = bounds.root();
     let json = read_bounded(path, MAX_MANIFEST_BYTES)?;
     let mut listed = Vec::new();
     collect_jax_scripts(&json, false, &mut listed);
     listed.dedup();
     let base = path.parent().unwrap_or(root);
-    let tree = Tree {
-        root,
-        base,
-        canonical_base: base.canonicalize().unwrap_or_else(|_| base.to_path_buf()),
-    };
+    let tree = Tree { root, base, bounds };
     let mut manifest = Manifest {
         path: path.to_path_buf(),
         render_failures: render_failures(&json),
@@ -127,18 +125,12 @@ fn read_bounded(path: &Path, limit: u64) -> Result<Value, DiscoveryError> {
         size,
         limit,
     };
-    let file = std::fs::File::open(path).map_err(failed)?;
-    let size = file.metadata().map_err(failed)?.len();
-    if size > limit {
-        return Err(too_large(size));
-    }
-    let mut bytes = Vec::with_capacity(size as usize);
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(failed)?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large(bytes.len() as u64));
-    }
+    // A regular file only: a FIFO left in its place must not hang discovery.
+    let file = crate::confined::open_followed(path).map_err(|e| failed(e.into()))?;
+    let bytes = file.read_to_end(limit).map_err(|e| match e {
+        crate::confined::Refused::TooLarge { size, .. } => too_large(size),
+        other => failed(other.into()),
+    })?;
     serde_json::from_slice(&bytes).map_err(|e| DiscoveryError::ManifestJson {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -224,20 +216,18 @@ enum Resolved {
     Missing,
 }
 
-/// The tree entries must stay in: `--output-dir` (canonical) and the manifest's folder
-/// (as reached, and canonical, for a render folder that is itself a symlink).
+/// Where entries are looked for (`--output-dir`, canonical, and the manifest's
+/// folder), and the bounds they must resolve into.
 struct Tree<'a> {
     root: &'a Path,
     base: &'a Path,
-    canonical_base: PathBuf,
+    bounds: &'a Bounds,
 }
 
 impl Tree<'_> {
     /// Whether a canonical path is inside the tree.
     fn holds(&self, canonical: &Path) -> bool {
-        canonical.starts_with(self.root)
-            || canonical.starts_with(self.base)
-            || canonical.starts_with(&self.canonical_base)
+        self.bounds.hold(canonical)
     }
 }
 

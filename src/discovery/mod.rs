@@ -1,6 +1,7 @@
 //! Stage 1, discovery: walk the pipeline output tree and return the JAX scripts to
 //! run, in a deterministic order, with unique ids.
 
+mod bounds;
 mod classify;
 mod ids;
 pub mod manifest;
@@ -93,8 +94,10 @@ pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, Discov
     let mut seen_files: HashSet<(u64, u64)> = HashSet::new();
     let mut exclude = opts.exclude.clone();
 
+    // One rule for what may run, whoever finds it: the manifest or the walk.
+    let bounds = bounds::Bounds::of(root);
     if let Some(manifest_path) = manifest::find(root) {
-        let m = manifest::load(&manifest_path, root)?;
+        let m = manifest::load(&manifest_path, &bounds)?;
         for path in m.scripts {
             if let Ok(meta) = std::fs::metadata(&path) {
                 if seen_files.insert((meta.dev(), meta.ino())) {
@@ -115,7 +118,7 @@ pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, Discov
         found.manifest = Some(manifest_path);
     }
 
-    let walked = walk::walk(root, opts.recursive, &exclude);
+    let walked = walk::walk(&bounds, opts.recursive, &exclude);
     found.warnings.extend(walked.warnings);
     let mut candidates = walked.candidates;
     // Sorted before de-duplication, so a file reached through two paths always keeps

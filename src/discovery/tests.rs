@@ -171,3 +171,76 @@ fn order_is_deterministic_across_runs() {
     assert_eq!(first, sorted);
     assert_eq!(first, rels(&run(&root)));
 }
+
+#[test]
+fn symlinks_out_of_the_tree_are_never_walked_into() {
+    let (_t, root) = tree();
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "jax/evil.py", "import jax\n");
+    write(&root, "m/jax/x.py", "import jax\n");
+    symlink(outside.path(), root.join("m/linked")).unwrap();
+    symlink(
+        outside.path().join("jax/evil.py"),
+        root.join("m/jax/link.py"),
+    )
+    .unwrap();
+    // A link that stays inside is still followed.
+    symlink(root.join("m/jax"), root.join("inside")).unwrap();
+    let d = run(&root);
+    assert_eq!(rels(&d), vec!["inside/x.py"]);
+    let out: Vec<_> = d
+        .warnings
+        .iter()
+        .filter(|w| w.contains("out of --output-dir"))
+        .collect();
+    // `link.py` is met twice: in `m/jax/` and through `inside/`.
+    assert_eq!(out.len(), 3, "{:?}", d.warnings);
+    assert!(
+        out.iter().any(|w| w.contains("m/linked: a symlink out")),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_fifo_named_like_a_script_does_not_hang_discovery() {
+    let (_t, root) = tree();
+    write(&root, "m/jax/x.py", "import jax\n");
+    let fifo = root.join("m/pipe.py");
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from(0o644)).unwrap();
+    symlink(&fifo, root.join("m/link.py")).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let r = root.clone();
+    std::thread::spawn(move || tx.send(rels(&run(&r))).unwrap());
+    let found = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("discovery blocked on a FIFO");
+    assert_eq!(found, vec!["m/jax/x.py"]);
+}
+
+/// The same manifest entry behind a symlinked folder is refused whether the tree is
+/// the pipeline or the render folder itself, and the walk never runs it either.
+#[test]
+fn a_manifest_entry_behind_a_link_out_is_refused_from_either_root() {
+    let (_t, root) = tree();
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "jax/evil.py", "import jax\n");
+    let render = root.join("11_render_output");
+    write(&render, "m/jax/ok.py", "import jax\n");
+    symlink(outside.path(), render.join("linked")).unwrap();
+    write(
+        &render,
+        "render_processing_summary.json",
+        r#"{"jax": ["m/jax/ok.py", "linked/jax/evil.py"]}"#,
+    );
+    for top in [&root, &render] {
+        let d = run(top);
+        let scripts: Vec<_> = d.scripts.iter().map(|s| s.path.clone()).collect();
+        assert_eq!(
+            scripts,
+            vec![render.join("m/jax/ok.py")],
+            "from {}",
+            top.display()
+        );
+        assert_eq!(d.refused, vec!["linked/jax/evil.py"]);
+    }
+}

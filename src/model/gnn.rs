@@ -16,6 +16,18 @@ pub const SUMMARY_FORMAT: &str = "slim_v1";
 pub const FRAMEWORK: &str = "jax";
 /// GNN's `return_code` for a script stopped by the time limit.
 pub const TIMEOUT_RETURN_CODE: i32 = -1;
+/// The file GNN's scripts leave in their data folder, which the step-12 document
+/// copies `beliefs`, `actions`, … from.
+pub const SIMULATION_RESULTS: &str = "simulation_results.json";
+/// The largest `simulation_results.json` read. GNN's scripts write kilobytes; this
+/// leaves room for long simulations while bounding what one file costs to read.
+pub const MAX_SIMULATION_RESULTS_BYTES: u64 = 16 << 20;
+/// What the values parsed from a `simulation_results.json` may cost in memory, as
+/// estimated while parsing. Text is no measure: 16 MiB of small nested lists makes
+/// over 600 MiB of `serde_json::Value`s. One such parse runs at a time (see
+/// [`crate::confined::read_json_in`]), so the runner stays well under 400 MB however
+/// many scripts finish together.
+pub const SIMULATION_RESULTS_BUDGET: u64 = 128 << 20;
 
 /// `12_execute_output/summaries/execution_summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -422,6 +422,12 @@ pub struct ScriptResult {
     /// 10,000): `--resume` keeps a result only while these still exist.
     #[serde(default)]
     pub data_files: Vec<String>,
+    /// What the runner found wrong with what the script left behind, and did not read
+    /// or follow: `telemetry: not a regular file (fifo)`, `simulation_results.json:
+    /// larger than the 16 MiB the runner reads (1.5 GiB)`, `data folder: a symlink was
+    /// planted at …; replaced by a folder`. Absent when there was nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub problems: Vec<String>,
     /// How the script was isolated and limited.
     pub sandbox: SandboxInfo,
     /// `--xla-preset` given to its GPU attempts.
@@ -440,6 +446,16 @@ pub struct ScriptResult {
     /// place; absent when none did.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty", default)]
     pub overrides: std::collections::BTreeMap<String, Setting>,
+}
+
+impl ScriptResult {
+    /// Notes a problem with what the script left behind, once (every attempt can
+    /// leave the same one).
+    pub fn note_problem(&mut self, problem: String) {
+        if !self.problems.contains(&problem) {
+            self.problems.push(problem);
+        }
+    }
 }
 
 /// The hex form of a path's bytes, when the path is not valid UTF-8 (see

@@ -4,7 +4,6 @@
 //! wrote nothing to standard error. The terminal, the HTML, Markdown and JUnit
 //! reports and the events all take their words from here, so they never disagree.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::time::Duration;
 
 use super::{Attempt, FailureClass, ScriptResult, Status};
@@ -161,20 +160,19 @@ pub fn signal_name(signal: i32) -> String {
 }
 
 /// The last `n` lines of the file at `path` (read from its last 16 KiB); none when
-/// it cannot be read.
+/// it cannot be read, or is not a regular file (a script that ran unsandboxed could
+/// have replaced its log by a FIFO or a link).
 pub fn last_lines(path: &str, n: usize) -> Vec<String> {
-    let Ok(mut file) = std::fs::File::open(path) else {
+    let Ok(file) = crate::confined::open_in(std::path::Path::new(path)) else {
         return Vec::new();
     };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = len.saturating_sub(STDOUT_TAIL_BYTES);
-    let mut bytes = Vec::new();
-    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut bytes).is_err() {
+    let cut = file.size() > STDOUT_TAIL_BYTES;
+    let Ok(bytes) = file.tail(STDOUT_TAIL_BYTES) else {
         return Vec::new();
-    }
+    };
     let text = String::from_utf8_lossy(&bytes);
     let mut lines: Vec<&str> = text.lines().collect();
-    if start > 0 && !lines.is_empty() {
+    if cut && !lines.is_empty() {
         lines.remove(0); // cut in the middle
     }
     let from = lines.len().saturating_sub(n);

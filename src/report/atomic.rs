@@ -2,6 +2,7 @@
 //! the target, so a reader sees the old file or the new one, never half of one.
 
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::error::ReportError;
@@ -39,7 +40,14 @@ pub fn write_atomic_stream(
     // Hidden and unique per process and call, so concurrent writers never share one.
     let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
     let result = (|| {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        // A new file, never one already there: a link or FIFO planted at the
+        // temporary's name can neither redirect the write nor block it.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        let mut f = std::io::BufWriter::new(file);
         fill(&mut f)?;
         let f = f.into_inner().map_err(|e| e.into_error())?;
         if sync {

@@ -49,7 +49,8 @@ impl RunLogFile {
         let LogState::Pending(pending) = &*state else {
             return Ok(());
         };
-        let opened = std::fs::File::create(&self.path).and_then(|mut f| {
+        // Made anew, so a link or FIFO left at its name is replaced, not followed.
+        let opened = crate::confined::create_file(&self.path).and_then(|mut f| {
             f.write_all(pending)?;
             Ok(f)
         });

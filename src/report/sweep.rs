@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::gnn::GnnEntry;
+use crate::confined::{Kind, Refused};
 use crate::error::ReportError;
 use crate::model::gnn::FRAMEWORK;
 
@@ -54,17 +55,23 @@ impl Sweep<'_> {
 
     /// Moves every stale per-script file into [`Sweep::history`].
     pub fn run(&self) -> Swept {
-        let mut stale = self.stale_results();
+        let results = self.results_dir;
+        let mut stale: Vec<(&Path, PathBuf, PathBuf)> = self
+            .stale_results()
+            .into_iter()
+            .map(|rel| (results, rel.clone(), rel))
+            .collect();
         if let Some((step12, entries)) = self.gnn {
-            stale.extend(stale_gnn(step12, entries).into_iter().map(|p| {
-                let rel = p.strip_prefix(step12).unwrap_or(&p).to_path_buf();
-                (p, Path::new("12_execute_output").join(rel))
+            stale.extend(stale_gnn(step12, entries).into_iter().map(|rel| {
+                let to = Path::new("12_execute_output").join(&rel);
+                (step12, rel, to)
             }));
         }
-        let history = self.history();
+        let history = Path::new(HISTORY_DIR).join(self.run_id);
         let mut swept = Swept::default();
-        for (from, rel) in stale {
-            match move_path(&from, &history.join(&rel)) {
+        for (root, rel, to) in stale {
+            let from = root.join(&rel);
+            match move_path(root, &rel, results, &history.join(&to)) {
                 Ok(()) => {
                     // A model folder left empty by its `jax/` moving goes too.
                     if from.file_name() == Some(FRAMEWORK.as_ref()) {
@@ -74,7 +81,7 @@ impl Sweep<'_> {
                 }
                 Err(source) => swept.errors.push(ReportError::Move {
                     path: from,
-                    to: history.clone(),
+                    to: self.history(),
                     source,
                 }),
             }
@@ -88,9 +95,12 @@ impl Sweep<'_> {
     /// put there stays.
     pub fn prune(&self, keep: usize, swept: &mut Swept) {
         let root = self.results_dir.join(HISTORY_DIR);
-        let mut runs: Vec<String> = names(&root)
+        // Listed without following links: a `history` planted as a link to elsewhere
+        // lists nothing, so nothing there is removed.
+        let mut runs: Vec<String> = entries(self.results_dir, Path::new(HISTORY_DIR))
             .into_iter()
-            .filter(|n| is_run_id(n) && n != self.run_id && root.join(n).is_dir())
+            .filter(|(n, kind)| is_run_id(n) && n != self.run_id && *kind == Kind::Directory)
+            .map(|(n, _)| n)
             .collect();
         // Newest first; this run's folder, when there is one, takes a place.
         runs.sort_by(|a, b| b.cmp(a));
@@ -104,30 +114,29 @@ impl Sweep<'_> {
         }
     }
 
-    /// Stale files of the results folder, with their place relative to it.
-    fn stale_results(&self) -> Vec<(PathBuf, PathBuf)> {
+    /// Stale files of the results folder, relative to it. Folders are listed without
+    /// following links, so a `logs/` or `data/` planted as a link to elsewhere lists
+    /// nothing and nothing is moved out of where it points.
+    fn stale_results(&self) -> Vec<PathBuf> {
         let dir = self.results_dir;
         let mut stale = Vec::new();
-        for name in names(dir) {
+        for (name, kind) in entries(dir, Path::new("")) {
             let id = name.strip_suffix("_results.json");
-            if id.is_some_and(|id| !self.ids.contains(id)) && dir.join(&name).is_file() {
-                stale.push(name);
+            if id.is_some_and(|id| !self.ids.contains(id)) && kind == Kind::Regular {
+                stale.push(PathBuf::from(name));
             }
         }
-        for name in names(&dir.join("logs")) {
+        for (name, _) in entries(dir, Path::new("logs")) {
             if !log_owner(&name).is_some_and(|id| self.ids.contains(id)) {
-                stale.push(format!("logs/{name}"));
+                stale.push(Path::new("logs").join(name));
             }
         }
-        for name in names(&dir.join("data")) {
+        for (name, _) in entries(dir, Path::new("data")) {
             if !self.ids.contains(name.as_str()) {
-                stale.push(format!("data/{name}"));
+                stale.push(Path::new("data").join(name));
             }
         }
         stale
-            .into_iter()
-            .map(|rel| (dir.join(&rel), PathBuf::from(rel)))
-            .collect()
     }
 }
 
@@ -165,78 +174,85 @@ pub fn log_owner(name: &str) -> Option<&str> {
     }
 }
 
-/// Stale paths of GNN's layout: a model's `jax/` folder no script of this run uses,
-/// and in a used one, `execution_logs/` files and `simulation_data/` folders of no
-/// current script.
-fn stale_gnn(step12: &Path, entries: &HashMap<String, GnnEntry>) -> Vec<PathBuf> {
-    let impl_dirs: HashSet<&Path> = entries.values().map(|e| e.impl_dir.as_path()).collect();
-    let logs: HashSet<PathBuf> = entries
+/// Stale paths of GNN's layout, relative to `step12`: a model's `jax/` folder no
+/// script of this run uses, and in a used one, `execution_logs/` files and
+/// `simulation_data/` folders of no current script. Only real folders are looked
+/// into: a link among them is not the runner's, and stays.
+fn stale_gnn(step12: &Path, entries_of: &HashMap<String, GnnEntry>) -> Vec<PathBuf> {
+    let rel = |p: &Path| p.strip_prefix(step12).unwrap_or(p).to_path_buf();
+    let impl_dirs: HashSet<PathBuf> = entries_of.values().map(|e| rel(&e.impl_dir)).collect();
+    let logs: HashSet<PathBuf> = entries_of
         .values()
-        .flat_map(|e| [e.results_file(), e.log_file()])
+        .flat_map(|e| [rel(&e.results_file()), rel(&e.log_file())])
         .collect();
-    let data: HashSet<&Path> = entries.values().map(|e| e.data_dir.as_path()).collect();
+    let data: HashSet<PathBuf> = entries_of.values().map(|e| rel(&e.data_dir)).collect();
     let mut stale = Vec::new();
-    for model in names(step12) {
-        let impl_dir = step12.join(&model).join(FRAMEWORK);
-        if model == "summaries" || !impl_dir.is_dir() {
+    for (model, kind) in entries(step12, Path::new("")) {
+        let impl_dir = Path::new(&model).join(FRAMEWORK);
+        let is_folder = |rel: &Path| crate::confined::list_dir(step12, rel, 0).is_ok();
+        if model == "summaries" || kind != Kind::Directory || !is_folder(&impl_dir) {
             continue;
         }
-        if !impl_dirs.contains(impl_dir.as_path()) {
+        if !impl_dirs.contains(&impl_dir) {
             stale.push(impl_dir);
             continue;
         }
         let log_dir = impl_dir.join("execution_logs");
         stale.extend(
-            names(&log_dir)
+            entries(step12, &log_dir)
                 .into_iter()
-                .map(|n| log_dir.join(n))
+                .map(|(n, _)| log_dir.join(n))
                 .filter(|p| !logs.contains(p)),
         );
         let sim = impl_dir.join("simulation_data");
         // With one script the data folder is `simulation_data` itself: all of it is its.
-        if !data.contains(sim.as_path()) {
+        if !data.contains(&sim) {
             stale.extend(
-                names(&sim)
+                entries(step12, &sim)
                     .into_iter()
-                    .map(|n| sim.join(n))
-                    .filter(|p| p.is_dir() && !data.contains(p.as_path())),
+                    .filter(|(_, kind)| *kind == Kind::Directory)
+                    .map(|(n, _)| sim.join(n))
+                    .filter(|p| !data.contains(p)),
             );
         }
     }
     stale
 }
 
-/// The UTF-8 names in `dir`, sorted; none when it cannot be read. A name that is not
-/// UTF-8 is no name jax-runner writes.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
+/// How many entries of one folder the sweep looks at: far more than a results folder
+/// holds (two logs and a result per script), few enough to bound what a runaway
+/// script's leftovers cost.
+const MAX_ENTRIES: usize = 1_000_000;
+
+/// The UTF-8 names in the folder `rel` below `root`, sorted, with their kinds; none
+/// when it cannot be read or is a symlink. A name that is not UTF-8 is no name
+/// jax-runner writes.
+fn entries(root: &Path, rel: &Path) -> Vec<(String, Kind)> {
+    crate::confined::list_dir(root, rel, MAX_ENTRIES)
         .into_iter()
         .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
-    names.sort();
-    names
+        .filter_map(|(name, kind)| Some((name.into_string().ok()?, kind)))
+        .collect()
 }
 
-/// Moves `from` to `to`, creating `to`'s parent; across file systems, copies then
-/// removes.
-fn move_path(from: &Path, to: &Path) -> std::io::Result<()> {
-    if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    match std::fs::rename(from, to) {
-        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-            copy_tree(from, to)?;
-            match from.is_dir() {
-                true => std::fs::remove_dir_all(from),
-                false => std::fs::remove_file(from),
+/// Moves `from` (below `from_root`) to `to` (below `to_root`), making `to`'s parents,
+/// with no symlink followed on either side; across file systems, copies then removes.
+fn move_path(from_root: &Path, from: &Path, to_root: &Path, to: &Path) -> std::io::Result<()> {
+    match crate::confined::rename(from_root, from, to_root, to) {
+        Err(Refused::Io(e)) if e.raw_os_error() == Some(libc::EXDEV) => {
+            let (from, to) = (from_root.join(from), to_root.join(to));
+            copy_tree(&from, &to)?;
+            match std::fs::symlink_metadata(&from)?.is_dir() {
+                true => std::fs::remove_dir_all(&from),
+                false => std::fs::remove_file(&from),
             }
         }
-        other => other,
+        other => other.map_err(Into::into),
     }
 }
 
+/// Copies a tree as it is: links as links, regular files streamed, anything else (a
+/// FIFO, a device) left out, so nothing is waited on.
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(from)?;
     if meta.is_dir() {
@@ -248,8 +264,11 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         Ok(())
     } else if meta.file_type().is_symlink() {
         std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
+    } else if meta.is_file() {
+        let mut source = crate::confined::open_in(from)?;
+        std::io::copy(&mut source, &mut crate::confined::create_file(to)?).map(|_| ())
     } else {
-        std::fs::copy(from, to).map(|_| ())
+        Ok(())
     }
 }
 

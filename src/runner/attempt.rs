@@ -17,7 +17,7 @@ use super::sys::Exit;
 use super::Stop;
 use crate::discovery::Script;
 use crate::events::EventSender;
-use crate::model::{JaxTelemetry, Leak, Platform, RayJob};
+use crate::model::{Leak, Platform, RayJob};
 
 /// One attempt of one script, as the retry loop asks for it.
 #[derive(Debug, Clone)]
@@ -43,8 +43,9 @@ pub struct AttemptRequest<'a> {
 #[derive(Debug)]
 pub struct Attempted {
     pub outcome: AttemptOutcome,
-    /// jax's own report on the attempt, when the telemetry shim wrote one.
-    pub jax: Option<JaxTelemetry>,
+    /// jax's own report on the attempt, when the telemetry shim wrote one, or why
+    /// its file was not read.
+    pub jax: super::telemetry::Telemetry,
     /// The Ray job that ran it.
     pub ray: Option<RayJob>,
     /// How the limits were enforced.

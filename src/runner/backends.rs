@@ -368,7 +368,7 @@ impl Backend for Ray {
                 Start::ColdFallback("a Ray job starts its own interpreter on the cluster".into());
             Ok(Attempted {
                 outcome,
-                jax: done.jax,
+                jax: done.jax.into(),
                 ray: Some(done.job),
                 enforced: Enforced::default(),
             })

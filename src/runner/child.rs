@@ -37,8 +37,10 @@ mod start;
 
 use start::start;
 
+/// A log made anew: whatever a script left at its name (a link, a FIFO, a hard link
+/// to another file) is removed first, never followed, truncated or waited on.
 fn open_log(path: &Path) -> Result<std::fs::File, AttemptError> {
-    std::fs::File::create(path).map_err(|source| AttemptError::Prepare {
+    crate::confined::create_file(path).map_err(|source| AttemptError::Prepare {
         path: path.to_path_buf(),
         source,
     })

@@ -260,7 +260,8 @@ pub async fn run_attempt(
     });
     // Seen from the job, this marker says the data folder is shared: nothing to copy.
     let marker = spec.data_dir.join(format!(".jax-runner-ray-{nonce}"));
-    let _ = std::fs::write(&marker, b"");
+    // Made anew in the data folder: a link or FIFO left at its name is replaced.
+    let _ = crate::confined::create_file(&marker);
     let started_at = SystemTime::now();
     let started = Instant::now();
     let polled = poll(client, &body, spec.timeout, stop).await;

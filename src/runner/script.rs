@@ -35,8 +35,7 @@ pub async fn run_script(
     let retry = settings.retry_policy(&config.retry);
     let mut result = base_result(ctx, script, &settings);
     let data_dir = ctx.data_dir(&script.id);
-    let prepared =
-        std::fs::create_dir_all(ctx.logs_dir()).and_then(|_| std::fs::create_dir_all(&data_dir));
+    let prepared = leftovers::make_folders(ctx, &data_dir, &mut result);
     if let Err(e) = &prepared {
         ctx.halt.check(&data_dir, e);
     }
@@ -122,7 +121,9 @@ pub async fn run_script(
     }
     finish(&mut result);
     gpu::finish(ctx, &mut result);
-    result.data_files = crate::paths::relative_files(&data_dir, 10_000);
+    leftovers::clear_privileges(&data_dir, &mut result);
+    result.data_files = crate::confined::relative_files(&data_dir, 10_000);
+    leftovers::check_leftovers(&data_dir, &mut result);
     let summary = ScriptSummary::of(&result);
     // Counted while this script still holds its slot, so the next script cannot take
     // the slot before the failure counts.
@@ -345,6 +346,7 @@ pub fn base_result(
         leaks: Vec::new(),
         data_dir: lossy(ctx.data_dir(&script.id)),
         data_files: Vec::new(),
+        problems: Vec::new(),
         sandbox: crate::model::SandboxInfo {
             memory_limit_mb: settings.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
             ..ctx.sandbox_info.clone()
@@ -405,6 +407,7 @@ fn finish(r: &mut ScriptResult) {
 }
 
 mod gpu;
+mod leftovers;
 mod record;
 mod unstarted;
 

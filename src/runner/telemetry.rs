@@ -38,12 +38,53 @@ pub fn python_path(shim_dir: &Path) -> OsString {
     std::env::join_paths(paths).unwrap_or_else(|_| shim_dir.as_os_str().to_owned())
 }
 
-/// Reads and removes an attempt's telemetry file; absent when the process died
-/// before Python's exit handlers ran.
-pub fn take(path: &Path) -> Option<JaxTelemetry> {
-    let text = std::fs::read_to_string(path).ok()?;
+/// The largest telemetry file read. The shim writes a few hundred bytes (a few KiB
+/// with many devices); anything bigger is not the shim's.
+pub const MAX_TELEMETRY_BYTES: u64 = 1 << 20;
+
+/// jax's report on an attempt as the runner took it, and what was wrong with the file
+/// when it could not be trusted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Telemetry {
+    /// The report, when the file was there and whole.
+    pub report: Option<JaxTelemetry>,
+    /// Why the file was not read, for the script's `problems`
+    /// (`telemetry: not a regular file (fifo)`).
+    pub problem: Option<String>,
+}
+
+impl From<Option<JaxTelemetry>> for Telemetry {
+    fn from(report: Option<JaxTelemetry>) -> Telemetry {
+        Telemetry {
+            report,
+            problem: None,
+        }
+    }
+}
+
+/// Reads and removes an attempt's telemetry file. The script could have replaced it
+/// (a FIFO, a link to `/dev/zero`, a huge sparse file): it is read only when it is a
+/// regular file of at most [`MAX_TELEMETRY_BYTES`], never followed, never waited on.
+/// Absent, with no problem, when the process died before Python's exit handlers ran.
+pub fn take(path: &Path) -> Telemetry {
+    let read = crate::confined::read_in(path, MAX_TELEMETRY_BYTES);
+    // Whatever is there goes (a link itself, not what it points to).
     let _ = std::fs::remove_file(path);
-    serde_json::from_str(&text).ok()
+    let problem = |why: String| Telemetry {
+        report: None,
+        problem: Some(format!("telemetry: {why}")),
+    };
+    match read {
+        Ok(bytes) => match serde_json::from_slice(&bytes) {
+            Ok(report) => Telemetry {
+                report: Some(report),
+                problem: None,
+            },
+            Err(e) => problem(format!("not the shim's report ({e})")),
+        },
+        Err(e) if e.is_not_found() => Telemetry::default(),
+        Err(e) => problem(e.to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -62,6 +103,30 @@ mod tests {
         );
         let pp = python_path(&a);
         assert!(pp.to_string_lossy().starts_with(a.to_str().unwrap()));
+    }
+
+    #[test]
+    fn take_reads_only_a_small_regular_file_and_says_why_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(".jax-runner-telemetry.1.json");
+        assert_eq!(take(&path), Telemetry::default());
+        std::fs::write(&path, r#"{"jax_imported": true, "backend": "cpu"}"#).unwrap();
+        let t = take(&path);
+        assert_eq!(t.report.unwrap().backend.as_deref(), Some("cpu"));
+        assert!(!path.exists(), "taken files are removed");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &path, rustix::fs::Mode::from(0o644)).unwrap();
+        let t = take(&path);
+        assert_eq!(
+            t.problem.as_deref(),
+            Some("telemetry: not a regular file (fifo)")
+        );
+        assert!(!path.exists(), "a FIFO is removed too");
+        std::fs::write(&path, "garbage").unwrap();
+        let t = take(&path);
+        assert!(t
+            .problem
+            .unwrap()
+            .starts_with("telemetry: not the shim's report"));
     }
 
     #[test]

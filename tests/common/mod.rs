@@ -2,6 +2,8 @@
 //! reading what a run wrote.
 #![allow(dead_code)]
 
+pub mod watched;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::OnceLock;

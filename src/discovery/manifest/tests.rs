@@ -1,4 +1,5 @@
 use super::*;
+use crate::discovery::bounds::Bounds;
 use serde_json::json;
 
 #[test]
@@ -33,7 +34,7 @@ fn resolves_and_reports_missing() {
     let doc = json!({"jax": ["m/jax/m.py", "gone/jax/gone.py"]});
     std::fs::write(&manifest, doc.to_string()).unwrap();
     assert_eq!(find(&root), Some(manifest.clone()));
-    let m = load(&manifest, &root).unwrap();
+    let m = load(&manifest, &Bounds::of(&root)).unwrap();
     assert_eq!(m.scripts, vec![render.join("m/jax/m.py")]);
     assert_eq!(m.missing, vec!["gone/jax/gone.py".to_string()]);
     assert_eq!(m.missing_paths, vec![render.join("gone/jax/gone.py")]);
@@ -57,7 +58,7 @@ fn a_moved_tree_runs_its_own_copy_and_says_so_once() {
     }}}}});
     let manifest = render.join(MANIFEST_NAME);
     std::fs::write(&manifest, doc.to_string()).unwrap();
-    let m = load(&manifest, &render).unwrap();
+    let m = load(&manifest, &Bounds::of(&render)).unwrap();
     assert_eq!(m.scripts, vec![render.join("m/jax/m.py")]);
     assert_eq!(
         m.missing,
@@ -90,7 +91,7 @@ fn broken_json_is_an_error_naming_the_file() {
     let tmp = tempfile::tempdir().unwrap();
     let manifest = tmp.path().join(MANIFEST_NAME);
     std::fs::write(&manifest, "{not json").unwrap();
-    let err = load(&manifest, tmp.path()).unwrap_err();
+    let err = load(&manifest, &Bounds::of(tmp.path())).unwrap_err();
     assert!(err.to_string().contains(MANIFEST_NAME));
 }
 
@@ -121,7 +122,7 @@ fn entries_outside_the_tree_are_refused_and_named() {
     let manifest = render.join(MANIFEST_NAME);
     let doc = json!({"jax": ["m/jax/m.py", evil, "../../evil.py", "m/jax/link.py"]});
     std::fs::write(&manifest, doc.to_string()).unwrap();
-    let m = load(&manifest, &root).unwrap();
+    let m = load(&manifest, &Bounds::of(&root)).unwrap();
     assert_eq!(m.scripts, vec![render.join("m/jax/m.py")]);
     assert_eq!(m.refused.len(), 3, "{:?}", m.refused);
     assert!(m.missing.is_empty());
@@ -136,7 +137,7 @@ fn entries_outside_the_tree_are_refused_and_named() {
 #[test]
 fn a_relocation_that_climbs_out_of_the_render_folder_is_refused() {
     let (_t, root, render, _evil) = hostile(&["/old/11_render_output/../../evil.py"]);
-    let m = load(&render.join(MANIFEST_NAME), &root).unwrap();
+    let m = load(&render.join(MANIFEST_NAME), &Bounds::of(&root)).unwrap();
     assert!(m.scripts.is_empty(), "{:?}", m.scripts);
     assert_eq!(m.refused, vec!["/old/11_render_output/../../evil.py"]);
     assert!(m.relocated.is_none());
@@ -145,7 +146,7 @@ fn a_relocation_that_climbs_out_of_the_render_folder_is_refused() {
 #[test]
 fn relocation_into_this_tree_still_works_beside_refusals() {
     let (_t, root, render, _evil) = hostile(&["/old/11_render_output/m/jax/m.py", "EVIL"]);
-    let m = load(&render.join(MANIFEST_NAME), &root).unwrap();
+    let m = load(&render.join(MANIFEST_NAME), &Bounds::of(&root)).unwrap();
     assert_eq!(m.scripts, vec![render.join("m/jax/m.py")]);
     assert!(m.relocated.is_some());
     assert_eq!(m.refused.len(), 1);

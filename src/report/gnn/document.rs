@@ -3,7 +3,7 @@
 //! script finishes, the summary entries from the run's script records.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -11,7 +11,8 @@ use serde_json::Value;
 use super::GnnEntry;
 use crate::model::gnn::{
     CollectedOutputs, GnnDetail, GnnExecutionMetadata, GnnScriptDocument, GnnSimulationData,
-    OutputCount, FRAMEWORK, TIMEOUT_RETURN_CODE,
+    OutputCount, FRAMEWORK, MAX_SIMULATION_RESULTS_BYTES, SIMULATION_RESULTS,
+    SIMULATION_RESULTS_BUDGET, TIMEOUT_RETURN_CODE,
 };
 use crate::model::{FailureClass, ScriptResult, Status};
 use crate::paths::{local_iso, local_iso_of};
@@ -20,8 +21,6 @@ use crate::report::record::ScriptRecord;
 /// Bytes of a script's stdout copied into `simulation_data.raw_output`: the end, where
 /// GNN's scripts print the lines its analysis step parses (`Actions taken:`, …).
 const RAW_OUTPUT_BYTES: u64 = 64 * 1024;
-/// A `simulation_results.json` larger than this is not opened for `simulation_data`.
-const MAX_EXTRACT_BYTES: u64 = 32 * 1024 * 1024;
 /// Keys copied from the script's `simulation_results.json`, as GNN's step 12 does.
 const EXTRACTED_KEYS: [&str; 4] = ["beliefs", "actions", "observations", "num_timesteps"];
 
@@ -117,16 +116,14 @@ fn lossy(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-/// The end of a log file, as text.
+/// The end of a log file, as text. Read only when it is a regular file: a script
+/// that ran unsandboxed could have replaced its log by a FIFO or a link.
 fn tail_of(path: &str, bytes: u64) -> String {
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return String::new();
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = f.seek(SeekFrom::Start(len.saturating_sub(bytes)));
-    let mut buf = Vec::new();
-    let _ = f.take(bytes).read_to_end(&mut buf);
-    String::from_utf8_lossy(&buf).into_owned()
+    crate::confined::open_in(Path::new(path))
+        .ok()
+        .and_then(|f| f.tail(bytes).ok())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
 }
 
 /// The files the script left in its data folder, as the runner listed them when it
@@ -136,30 +133,34 @@ pub fn collected(r: &ScriptResult) -> CollectedOutputs {
     CollectedOutputs::sort(r.data_files.iter().map(|f| lossy(&dir.join(f))))
 }
 
-/// `beliefs`, `actions`, … from the script's `simulation_results.json`.
-fn extracted(c: &CollectedOutputs) -> std::collections::BTreeMap<String, Value> {
-    let mut out = std::collections::BTreeMap::new();
+/// `beliefs`, `actions`, … from the script's `simulation_results.json`, when it is a
+/// regular file of at most [`MAX_SIMULATION_RESULTS_BYTES`] whose values fit
+/// [`SIMULATION_RESULTS_BUDGET`] (anything else is on the script's `problems`
+/// already, and copies nothing).
+fn extracted(c: &CollectedOutputs) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
     let Some(file) = c
         .simulation_data
         .iter()
-        .find(|f| f.ends_with("simulation_results.json"))
+        .find(|f| f.ends_with(SIMULATION_RESULTS))
     else {
         return out;
     };
-    let small = std::fs::metadata(file).is_ok_and(|m| m.len() <= MAX_EXTRACT_BYTES);
-    let Some(doc) = small
-        .then(|| std::fs::read(file).ok())
-        .flatten()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    let max = MAX_SIMULATION_RESULTS_BYTES;
+    let Ok(Some(mut doc)) =
+        crate::confined::read_json_in(Path::new(file), max, SIMULATION_RESULTS_BUDGET)
     else {
         return out;
     };
+    // Taken out rather than cloned: the document can be large.
+    let mut trace = doc.get_mut("simulation_trace").map(Value::take);
     for key in EXTRACTED_KEYS {
         let v = doc
-            .get(key)
-            .or_else(|| doc.get("simulation_trace").and_then(|t| t.get(key)));
+            .get_mut(key)
+            .map(Value::take)
+            .or_else(|| trace.as_mut()?.get_mut(key).map(Value::take));
         if let Some(v) = v {
-            out.insert(key.to_string(), v.clone());
+            out.insert(key.to_string(), v);
         }
     }
     out
@@ -191,7 +192,11 @@ pub fn script_document(
             raw_output: tail_of(&r.stdout_log, RAW_OUTPUT_BYTES),
             raw_error: r.stderr_tail.join("\n"),
             output_dir: lossy(&e.data_dir),
-            extracted: extracted(&collected),
+            // The runner found it unfit already (its `problems` say why): not read again.
+            extracted: match r.problems.iter().any(|p| p.starts_with(SIMULATION_RESULTS)) {
+                true => BTreeMap::new(),
+                false => extracted(&collected),
+            },
         },
         execution_benchmark_repeats: 1,
         execution_time_mean: on_success(r.execution_time_s),
@@ -296,17 +301,21 @@ pub fn write_execution_log(
     writeln!(out, "Framework: {FRAMEWORK}")?;
     writeln!(out, "Output Directory: {}", e.impl_dir.display())?;
     writeln!(out, "\nSTDOUT:")?;
-    copy_log(&r.stdout_log, out)?;
+    copy_log(&r.stdout_log, r.stdout_bytes, out)?;
     writeln!(out, "\n\nSTDERR:")?;
-    copy_log(&r.stderr_log, out)
+    copy_log(&r.stderr_log, r.stderr_bytes, out)
 }
 
-fn copy_log(path: &str, out: &mut dyn Write) -> std::io::Result<()> {
-    match std::fs::File::open(path) {
-        Ok(mut f) => std::io::copy(&mut f, out).map(|_| ()),
+/// Streams a log into `out`, no more than the `written` bytes the runner wrote to it
+/// (and a little for `--max-log-size`'s marker): a script that replaced its log by a
+/// huge sparse file, a FIFO or a link cannot make this copy block or run on.
+fn copy_log(path: &str, written: u64, out: &mut dyn Write) -> std::io::Result<()> {
+    match crate::confined::open_in(Path::new(path)) {
+        Ok(f) => f.copy_to(out, written + 4096).map(|_| ()),
         // A script that never started has no log: the section stays empty.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(crate::confined::Refused::Io(e)) => Err(e),
+        Err(refused) => writeln!(out, "[jax-runner] log not copied: {refused}"),
     }
 }
 
@@ -324,7 +333,8 @@ impl GnnEntry {
             .join(format!("{}_execution.log", self.file_key))
     }
 
-    fn logs_dir(&self) -> PathBuf {
+    /// `<impl>/execution_logs`.
+    pub fn logs_dir(&self) -> PathBuf {
         self.impl_dir.join("execution_logs")
     }
 }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use super::record::{Records, ScriptRecord};
-use super::{markdown, write_atomic, write_atomic_stream, write_json, write_json_with, Reporter};
+use super::{markdown, write_atomic, write_atomic_stream, write_json, Reporter};
 use crate::discovery::Script;
 use crate::error::ReportError;
 use crate::events::RunEvent;
@@ -292,6 +292,7 @@ impl Reporter for GnnReporter {
                 if let (Some(record), Some(e)) = (record, self.entries.get(&result.id)) {
                     let collected = document::collected(result);
                     self.outputs.insert(result.id.clone(), collected.summary());
+                    make_folder(&self.root, &e.logs_dir())?;
                     script_files(
                         result,
                         record,
@@ -308,7 +309,7 @@ impl Reporter for GnnReporter {
                     self.jobs = metrics.run.jobs;
                 }
                 let summary = self.summary(metrics);
-                let dir = self.root.join("summaries");
+                let dir = make_folder(&self.root, &self.root.join("summaries"))?;
                 write_json(
                     &dir.join("execution_summary.json"),
                     "GNN execution summary",
@@ -338,10 +339,27 @@ fn script_files(
     }
     let ours = results_dir.join(crate::model::results_file_name(&r.id));
     let doc = document::script_document(r, record, e, executor, &ours, collected);
-    write_json_with(&e.results_file(), "GNN script result", &doc, false)?;
+    // Streamed: `simulation_data` can hold megabytes, which pretty-printing multiplies.
+    write_atomic_stream(&e.results_file(), false, |out| {
+        serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::other)?;
+        out.write_all(b"\n")
+    })?;
     write_atomic_stream(&e.log_file(), false, |out| {
         document::write_execution_log(r, record, e, out)
     })
+}
+
+/// Makes `dir` below GNN's step-12 folder `root` without following a symlink planted
+/// on the way: these folders are the runner's (see [`crate::confined::Planted`]).
+fn make_folder(root: &Path, dir: &Path) -> Result<PathBuf, ReportError> {
+    let fail = |source| ReportError::Write {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let rel = dir.strip_prefix(root).unwrap_or(dir);
+    crate::confined::make_dirs(root, rel, crate::confined::Planted::Replace)
+        .map(|made| made.path)
+        .map_err(|refused| fail(refused.into()))
 }
 
 #[cfg(test)]

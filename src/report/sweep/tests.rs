@@ -130,7 +130,10 @@ fn past_runs(results: &Path, n: usize) -> Vec<String> {
 }
 
 fn history_names(results: &Path) -> Vec<String> {
-    names(&results.join(HISTORY_DIR))
+    entries(results, Path::new(HISTORY_DIR))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect()
 }
 
 #[test]
@@ -219,4 +222,35 @@ fn every_sweep_prunes_to_the_documented_number() {
     for kept in &runs[6..] {
         assert!(left.contains(kept), "{kept} went");
     }
+}
+
+/// A results folder in a tree another user owns may hold links where the runner's
+/// folders go: nothing is moved out of, or pruned in, where they point.
+#[test]
+fn planted_links_lead_the_sweep_nowhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (logs_target, history_target) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let dir = tmp.path();
+    touch(&dir.join("gone_results.json"));
+    touch(&logs_target.path().join("gone.stdout.log"));
+    let old_run = history_target.path().join("20200101T000000.000Z-1");
+    touch(&old_run.join("x"));
+    std::os::unix::fs::symlink(logs_target.path(), dir.join("logs")).unwrap();
+    std::os::unix::fs::symlink(history_target.path(), dir.join(HISTORY_DIR)).unwrap();
+    let sweep = Sweep {
+        results_dir: dir,
+        ids: HashSet::from(["keep"]),
+        gnn: None,
+        run_id: "20990101T000000.000Z-2",
+    };
+    let mut swept = sweep.run();
+    sweep.prune(0, &mut swept);
+    assert!(swept.errors.is_empty(), "{:?}", swept.errors);
+    assert_eq!(swept.moved, vec![dir.join("gone_results.json")]);
+    assert!(logs_target.path().join("gone.stdout.log").is_file());
+    assert!(old_run.join("x").is_file());
+    let history = dir.join(HISTORY_DIR);
+    assert!(history.is_dir() && !history.is_symlink());
+    assert!(sweep.history().join("gone_results.json").is_file());
 }

@@ -32,8 +32,8 @@ pub fn reported(
     };
     outcome.peak_rss_bytes = rep.peak_rss_bytes.max(rep.max_rss_bytes);
     outcome.gpu_device_opened = rep.gpu_device_opened;
-    let _ = std::fs::write(spec.stdout_log, &r.stdout);
-    let _ = std::fs::write(spec.stderr_log, &r.stderr);
+    let _ = write_log(spec.stdout_log, &r.stdout);
+    let _ = write_log(spec.stderr_log, &r.stderr);
     outcome.stdout = Drained {
         bytes: r.stdout.len() as u64 + rep.stdout_cut_bytes,
         cut_bytes: rep.stdout_cut_bytes,
@@ -85,8 +85,8 @@ pub fn reported(
 pub fn whole_log(logs: &str, nonce: &str, spec: &JobSpec<'_>, outcome: &mut AttemptOutcome) {
     // A block cut short by the job's end is no use to anyone reading the log.
     let logs = super::returned::without_block(logs, nonce);
-    let _ = std::fs::write(spec.stdout_log, logs);
-    let _ = std::fs::write(spec.stderr_log, b"");
+    let _ = write_log(spec.stdout_log, logs.as_bytes());
+    let _ = write_log(spec.stderr_log, b"");
     let mut stdout = Drained {
         bytes: logs.len() as u64,
         ..Default::default()
@@ -101,4 +101,9 @@ pub fn whole_log(logs: &str, nonce: &str, spec: &JobSpec<'_>, outcome: &mut Atte
         ..Default::default()
     };
     outcome.stdout = stdout;
+}
+
+/// A log made anew: a link or FIFO left at its name is replaced, not followed.
+fn write_log(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::io::Write::write_all(&mut crate::confined::create_file(path)?, bytes)
 }

@@ -49,14 +49,17 @@ pub fn package(dir: &Path) -> Result<Vec<u8>, RayError> {
             .unwrap_or(&f)
             .to_string_lossy()
             .into_owned();
-        let bytes = std::fs::read(&f).map_err(|e| fail(format!("{}: {e}", f.display())))?;
+        // Regular files only, and never more than the room left: a FIFO or a huge
+        // sparse file left in the folder must neither block nor fill memory.
+        let too_big = || fail(format!("the folder is over {} MiB", MAX_PACKAGE >> 20));
+        let room = MAX_PACKAGE - total;
+        let bytes = crate::confined::open_in(&f)
+            .and_then(|file| file.read_to_end(room))
+            .map_err(|e| match e {
+                crate::confined::Refused::TooLarge { .. } => too_big(),
+                other => fail(format!("{}: {other}", f.display())),
+            })?;
         total += bytes.len() as u64;
-        if total > MAX_PACKAGE {
-            return Err(fail(format!(
-                "the folder is over {} MiB",
-                MAX_PACKAGE >> 20
-            )));
-        }
         entries.push((rel, bytes));
     }
     zip_entries(&entries).map_err(|e| fail(e.to_string()))

@@ -202,7 +202,9 @@ impl Returned {
                 Ok(m) if m.file_type().is_symlink() => return Err(UnpackError::Link(target)),
                 _ => {}
             }
-            let mut out = std::fs::File::create(&target).map_err(write)?;
+            // Made anew: a FIFO or hard link left at the name is replaced, never
+            // waited on or written through.
+            let mut out = crate::confined::create_file(&target).map_err(write)?;
             let room = limit.saturating_sub(written);
             let n = std::io::copy(&mut (&mut entry).take(room + 1), &mut out).map_err(write)?;
             written += n;
@@ -233,26 +235,16 @@ fn safe_relative(rel: &str) -> Option<PathBuf> {
 
 /// Creates `path` below `root` one folder at a time, refusing any that is a link.
 fn make_dirs(root: &Path, path: &Path) -> Result<(), UnpackError> {
+    use crate::confined::{Planted, Refused};
     let rel = path.strip_prefix(root).unwrap_or(Path::new(""));
-    let mut here = root.to_path_buf();
-    for part in rel.components() {
-        here.push(part);
-        match std::fs::symlink_metadata(&here) {
-            Ok(m) if m.file_type().is_symlink() => return Err(UnpackError::Link(here)),
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(UnpackError::Write {
-                    path: here,
-                    source: std::io::Error::from(std::io::ErrorKind::AlreadyExists),
-                })
-            }
-            Err(_) => std::fs::create_dir(&here).map_err(|source| UnpackError::Write {
-                path: here.clone(),
-                source,
-            })?,
-        }
+    match crate::confined::make_dirs(root, rel, Planted::Refuse) {
+        Ok(_) => Ok(()),
+        Err(Refused::Symlink(here)) => Err(UnpackError::Link(here)),
+        Err(other) => Err(UnpackError::Write {
+            path: path.to_path_buf(),
+            source: other.into(),
+        }),
     }
-    Ok(())
 }
 
 #[cfg(test)]

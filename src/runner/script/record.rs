@@ -33,8 +33,17 @@ pub(super) fn recorded(
                 .raise(log, d.write_error.clone().unwrap_or_default());
         }
     }
+    if let Some(problem) = done.jax.problem {
+        result.note_problem(problem);
+    }
     let mut a = record(
-        number, platform, stdout_log, stderr_log, o, done.jax, result,
+        number,
+        platform,
+        stdout_log,
+        stderr_log,
+        o,
+        done.jax.report,
+        result,
     );
     a.ray = done.ray;
     gpu::usage(&mut a, o.gpu.as_ref());

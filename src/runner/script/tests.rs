@@ -108,7 +108,7 @@ impl Backend for Fake {
             };
             Ok(Attempted {
                 outcome,
-                jax: None,
+                jax: Default::default(),
                 ray: None,
                 enforced: Default::default(),
             })

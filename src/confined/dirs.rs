@@ -1,0 +1,168 @@
+//! Folders below a trusted root, made, listed and moved into without following a
+//! symlink that someone planted where a folder should be.
+
+use std::ffi::OsString;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::{open_beneath, open_root, parts, split, Kind, Refused};
+
+/// What [`make_dirs`] does with a symlink where a folder should be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Planted {
+    /// Fails with [`Refused::Symlink`]: for folders whose content matters as found.
+    Refuse,
+    /// Removes the link (never what it points to) and makes a real folder in its
+    /// place: for folders the runner owns, such as a script's data folder or `logs/`.
+    Replace,
+}
+
+/// A folder [`make_dirs`] made or found.
+#[derive(Debug)]
+pub struct Made {
+    /// The folder.
+    pub path: PathBuf,
+    /// Symlinks that stood where a folder of the path should be, removed
+    /// ([`Planted::Replace`]).
+    pub replaced: Vec<PathBuf>,
+}
+
+/// Makes `rel` and its missing parents below `root`, one folder at a time and never
+/// through a symlink (see [`Planted`]). `root` itself is trusted, and made as named
+/// when it is missing.
+pub fn make_dirs(root: &Path, rel: &Path, planted: Planted) -> Result<Made, Refused> {
+    std::fs::create_dir_all(root)?;
+    let root_fd = open_root(root)?;
+    let mut made = Made {
+        path: root.to_path_buf(),
+        replaced: Vec::new(),
+    };
+    let mut held: Option<OwnedFd> = None;
+    for name in parts(rel)? {
+        made.path.push(name);
+        let at = held.as_ref().map_or(root_fd.as_fd(), |f| f.as_fd());
+        held = Some(enter(at, name, planted, &mut made)?);
+    }
+    Ok(made)
+}
+
+/// Opens the folder `name` in `at`, making it when it is missing.
+fn enter(
+    at: BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    planted: Planted,
+    made: &mut Made,
+) -> Result<OwnedFd, Refused> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // Each turn changes something (made it, removed a link); a few turns are enough
+    // unless someone keeps changing the folder meanwhile.
+    for _ in 0..4 {
+        match rustix::fs::openat(at, name, flags, Mode::empty()) {
+            Ok(fd) => return Ok(fd),
+            Err(Errno::NOENT) => match rustix::fs::mkdirat(at, name, Mode::from(0o777)) {
+                Ok(()) | Err(Errno::EXIST) => continue,
+                Err(e) => return Err(Refused::Io(e.into())),
+            },
+            Err(Errno::NOTDIR | Errno::LOOP) => {
+                let st = rustix::fs::statat(at, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(std::io::Error::from)?;
+                match (Kind::of_mode(st.st_mode), planted) {
+                    (Kind::Directory, _) => continue,
+                    (Kind::Symlink, Planted::Replace) => {
+                        match rustix::fs::unlinkat(at, name, AtFlags::empty()) {
+                            Ok(()) | Err(Errno::NOENT) => {}
+                            Err(e) => return Err(Refused::Io(e.into())),
+                        }
+                        made.replaced.push(made.path.clone());
+                    }
+                    (Kind::Symlink, Planted::Refuse) => {
+                        return Err(Refused::Symlink(made.path.clone()))
+                    }
+                    (kind, _) => {
+                        return Err(Refused::NotAFolder {
+                            path: made.path.clone(),
+                            kind,
+                        })
+                    }
+                }
+            }
+            Err(e) => return Err(Refused::Io(e.into())),
+        }
+    }
+    Err(Refused::Io(std::io::Error::other(format!(
+        "{} kept changing while it was made",
+        made.path.display()
+    ))))
+}
+
+/// The names in the folder `rel` below `root` (no symlink followed on the way or at
+/// the end), sorted, at most `limit`; with each, its kind as the folder read gives it.
+pub fn list_dir(root: &Path, rel: &Path, limit: usize) -> Result<Vec<(OsString, Kind)>, Refused> {
+    let root_fd = open_root(root)?;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK;
+    let fd = open_beneath(root_fd.as_fd(), rel, flags, Mode::empty())
+        .map_err(|e| super::explain(root_fd.as_fd(), root, rel, e))?;
+    let mut out = Vec::new();
+    read_entries(fd, limit, |_, name, kind| {
+        out.push((name, kind));
+        true
+    })?;
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Calls `each` with the folder and every entry of the folder `fd` (not `.` and `..`)
+/// until it says stop or `limit` entries went by. Kinds the folder read does not give
+/// are looked up without following links.
+pub(super) fn read_entries(
+    fd: OwnedFd,
+    limit: usize,
+    mut each: impl FnMut(BorrowedFd<'_>, OsString, Kind) -> bool,
+) -> std::io::Result<()> {
+    let mut dir = rustix::fs::Dir::new(fd)?;
+    let mut seen = 0;
+    while let Some(entry) = dir.read() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        if seen >= limit {
+            break;
+        }
+        seen += 1;
+        let name = std::ffi::OsStr::from_bytes(name).to_os_string();
+        let at = dir.fd()?;
+        let mut kind = Kind::of(entry.file_type());
+        if kind == Kind::Unknown {
+            kind = rustix::fs::statat(at, &name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_or(Kind::Unknown, |st| Kind::of_mode(st.st_mode));
+        }
+        if !each(at, name, kind) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Moves `from` (below `from_root`) to `to` (below `to_root`), making `to`'s missing
+/// parents; no symlink is followed on either side (a planted one on `to`'s side is
+/// replaced, see [`Planted::Replace`]). `EXDEV` comes back as it is, for the caller
+/// to copy instead.
+pub fn rename(from_root: &Path, from: &Path, to_root: &Path, to: &Path) -> Result<(), Refused> {
+    let (from_dir, from_name) = split(from)?;
+    let (to_dir, to_name) = split(to)?;
+    let from_root_fd = open_root(from_root)?;
+    let folder = OFlags::PATH | OFlags::DIRECTORY;
+    let source = open_beneath(from_root_fd.as_fd(), from_dir, folder, Mode::empty())
+        .map_err(|e| super::explain(from_root_fd.as_fd(), from_root, from_dir, e))?;
+    make_dirs(to_root, to_dir, Planted::Replace)?;
+    let to_root_fd = open_root(to_root)?;
+    let target = open_beneath(to_root_fd.as_fd(), to_dir, folder, Mode::empty())
+        .map_err(|e| super::explain(to_root_fd.as_fd(), to_root, to_dir, e))?;
+    rustix::fs::renameat(&source, from_name, &target, to_name).map_err(|e| Refused::Io(e.into()))
+}

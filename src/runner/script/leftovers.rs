@@ -1,0 +1,100 @@
+//! A script's folders before it runs, and what it left in them after. The folders are
+//! made without following a symlink planted where one should be (a tree another user
+//! owns may hold such links), and the files the reports read afterwards (its logs,
+//! `simulation_results.json`) are checked to be regular files within the runner's
+//! limits. Each problem is named on the script's result; the run goes on.
+
+use std::path::Path;
+
+use crate::confined::{self, Planted};
+use crate::model::gnn::{
+    MAX_SIMULATION_RESULTS_BYTES, SIMULATION_RESULTS, SIMULATION_RESULTS_BUDGET,
+};
+use crate::model::ScriptResult;
+use crate::runner::RunContext;
+
+/// Makes `logs/` and the script's data folder, each below the folder it belongs to
+/// (the results folder, or GNN's `12_execute_output`), which is trusted as named.
+/// Below it, a symlink where a folder should be is removed and a real folder made: the
+/// runner owns these folders, and a link there would send the script's data, or the
+/// sandbox's writable mount, wherever the link points.
+pub(super) fn make_folders(
+    ctx: &RunContext,
+    data_dir: &Path,
+    result: &mut ScriptResult,
+) -> std::io::Result<()> {
+    let results = &ctx.config.results_dir;
+    make(results, Path::new("logs"), "logs folder", result)?;
+    let root = [results, &ctx.config.step12_dir]
+        .into_iter()
+        .filter(|root| data_dir.starts_with(root))
+        .max_by_key(|root| root.as_os_str().len());
+    match root {
+        Some(root) => {
+            let rel = data_dir.strip_prefix(root).unwrap_or(data_dir);
+            make(root, rel, "data folder", result)
+        }
+        // A data folder of a layout the runner does not own: made as named.
+        None => std::fs::create_dir_all(data_dir),
+    }
+}
+
+fn make(root: &Path, rel: &Path, what: &str, result: &mut ScriptResult) -> std::io::Result<()> {
+    match confined::make_dirs(root, rel, Planted::Replace) {
+        Ok(made) => {
+            for link in made.replaced {
+                result.note_problem(format!(
+                    "{what}: a symlink was planted at {}; replaced by a folder",
+                    link.display()
+                ));
+            }
+            Ok(())
+        }
+        Err(refused) => Err(refused.into()),
+    }
+}
+
+/// Clears the setuid and setgid bits (and write for others) of whatever the script
+/// left in its data folder: the seccomp filter refuses such modes, and should one get
+/// past it, no file there keeps it once the runner has collected the folder.
+pub(super) fn clear_privileges(data_dir: &Path, result: &mut ScriptResult) {
+    match confined::clear_privilege_bits(data_dir) {
+        Ok(changed) if changed.is_empty() => {}
+        Ok(changed) => result.note_problem(format!(
+            "data folder: cleared setuid, setgid or world-write bits of {} file(s), first {}",
+            changed.len(),
+            changed[0].display()
+        )),
+        Err(e) => result.note_problem(format!("data folder: failed to clear privilege bits: {e}")),
+    }
+}
+
+/// Notes what the script left where the reports will read: a `simulation_results.json`
+/// (GNN's step-12 document copies from it) that is not a regular file, too large, or
+/// holds more values than the runner parses, and a log of its final attempt that is
+/// not a regular file. Only that JSON is read here (bounded, one at a time); the logs
+/// are only looked at.
+pub(super) fn check_leftovers(data_dir: &Path, result: &mut ScriptResult) {
+    let simulation = data_dir.join(SIMULATION_RESULTS);
+    let (max, budget) = (MAX_SIMULATION_RESULTS_BYTES, SIMULATION_RESULTS_BUDGET);
+    match confined::check_json_in(&simulation, max, budget) {
+        Err(e) if !e.is_not_found() => result.note_problem(format!("{SIMULATION_RESULTS}: {e}")),
+        _ => {}
+    }
+    let logs = [
+        ("stdout log", result.stdout_log.clone()),
+        ("stderr log", result.stderr_log.clone()),
+    ];
+    for (what, log) in logs {
+        let log = Path::new(&log);
+        let (Some(dir), Some(name)) = (log.parent(), log.file_name()) else {
+            continue;
+        };
+        // Their size does not matter: the reports read a bounded tail, and copy no
+        // more than the runner itself wrote.
+        match confined::probe(dir, Path::new(name), u64::MAX) {
+            Err(e) if !e.is_not_found() => result.note_problem(format!("{what}: {e}")),
+            _ => {}
+        }
+    }
+}
