@@ -359,12 +359,15 @@ pub fn discover_in(
     )
 }
 
-/// The runner's own peak RSS, from the kernel.
+/// The runner's own peak RSS, from the kernel: `VmHWM`, the high-water mark of this
+/// process's own memory. `getrusage`'s `ru_maxrss` would not do: Linux carries it over
+/// exec, so a runner started from a large process would report that process's peak.
 fn runner_peak_rss_mb() -> f64 {
-    // SAFETY: getrusage fills a plain struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return 0.0;
-    }
-    usage.ru_maxrss as f64 / 1024.0
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            line.split_whitespace().nth(1)?.parse::<f64>().ok()
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
 }

@@ -125,6 +125,9 @@ def become_user(user):
     os.setresuid(uid, uid, uid)
     if os.getuid() != uid or os.geteuid() != uid:
         raise OSError("failed to become uid %d" % uid)
+    # The switch made the process undumpable, which leaves /proc/self to root: a cold
+    # start's exec would restore it, so does this (nothing of root's is in memory).
+    check(LIBC.prctl(4, 1, 0, 0, 0) == 0, "make the process dumpable")  # PR_SET_DUMPABLE
 
 
 def drop_privileges():

@@ -45,6 +45,15 @@ const fn always(call: &'static str, nr: c_long) -> Rule {
     }
 }
 
+/// Refused when argument `arg` (a mode) holds a setuid or setgid bit.
+const fn setid(call: &'static str, nr: c_long, arg: u8) -> Rule {
+    Rule {
+        call,
+        nr,
+        when: When::AnyFlag(arg, SETID),
+    }
+}
+
 /// clone's first argument also holds the exit signal in its low byte, so
 /// `CLONE_NEWTIME` (0x80) cannot be told apart there; only `unshare` and `clone3`
 /// take it, and both are refused.
@@ -115,54 +124,18 @@ pub(super) const EPERM: &[Rule] = &[
         when: When::OneOf(1, TERMINAL_INPUT),
     },
     #[cfg(target_arch = "x86_64")]
-    Rule {
-        call: "chmod",
-        nr: libc::SYS_chmod,
-        when: When::AnyFlag(1, SETID),
-    },
-    Rule {
-        call: "fchmod",
-        nr: libc::SYS_fchmod,
-        when: When::AnyFlag(1, SETID),
-    },
-    Rule {
-        call: "fchmodat",
-        nr: libc::SYS_fchmodat,
-        when: When::AnyFlag(2, SETID),
-    },
-    Rule {
-        call: "fchmodat2",
-        nr: FCHMODAT2,
-        when: When::AnyFlag(2, SETID),
-    },
+    setid("chmod", libc::SYS_chmod, 1),
+    setid("fchmod", libc::SYS_fchmod, 1),
+    setid("fchmodat", libc::SYS_fchmodat, 2),
+    setid("fchmodat2", FCHMODAT2, 2),
     #[cfg(target_arch = "x86_64")]
-    Rule {
-        call: "open",
-        nr: libc::SYS_open,
-        when: When::AnyFlag(2, SETID),
-    },
-    Rule {
-        call: "openat",
-        nr: libc::SYS_openat,
-        when: When::AnyFlag(3, SETID),
-    },
+    setid("open", libc::SYS_open, 2),
+    setid("openat", libc::SYS_openat, 3),
     #[cfg(target_arch = "x86_64")]
-    Rule {
-        call: "creat",
-        nr: libc::SYS_creat,
-        when: When::AnyFlag(1, SETID),
-    },
+    setid("creat", libc::SYS_creat, 1),
     #[cfg(target_arch = "x86_64")]
-    Rule {
-        call: "mknod",
-        nr: libc::SYS_mknod,
-        when: When::AnyFlag(1, SETID),
-    },
-    Rule {
-        call: "mknodat",
-        nr: libc::SYS_mknodat,
-        when: When::AnyFlag(2, SETID),
-    },
+    setid("mknod", libc::SYS_mknod, 1),
+    setid("mknodat", libc::SYS_mknodat, 2),
     always("keyctl", libc::SYS_keyctl),
     always("add_key", libc::SYS_add_key),
     always("request_key", libc::SYS_request_key),
