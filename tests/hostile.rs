@@ -138,6 +138,13 @@ impl Host {
 /// and (cold) `--warm-start off`, over a tree holding the attacker and an ordinary
 /// script, with the host's descriptors left open to it.
 fn run_catalogue(account: &Account, tree: &Tree, host: &Host, how: How) -> Output {
+    command_for(account, tree, host, how)
+        .output()
+        .expect("the runner starts")
+}
+
+/// The catalogue's tree filled and the runner's command for it, not yet started.
+fn command_for(account: &Account, tree: &Tree, host: &Host, how: How) -> std::process::Command {
     tree.fixture("hostile_root.py", "attacker/jax/hostile_root.py");
     tree.fixture("tree_victim.py", "victim/jax/tree_victim.py");
     tree.fixture("sibling_data.json", "victim/jax/sibling_data.json");
@@ -154,7 +161,7 @@ fn run_catalogue(account: &Account, tree: &Tree, host: &Host, how: How) -> Outpu
         cmd.arg("--env").arg(value);
     }
     host.inherited.hand_to(&mut cmd);
-    cmd.output().expect("the runner starts")
+    cmd
 }
 
 /// The run is whole: exit 0, a result for each script, the metrics counting both.
@@ -429,4 +436,54 @@ fn as_root_a_cache_entry_planted_by_one_tree_does_not_reach_another() {
 #[test]
 fn as_user_a_cache_entry_planted_by_one_tree_does_not_reach_another() {
     cache_plant_case(Account::user());
+}
+
+/// A root runner in a container that grants no `CAP_SYS_ADMIN` (Docker's default) can
+/// make neither bwrap's namespaces nor its own: its scripts still never run as the
+/// host's root. They start cold as the sandbox user under the seccomp filter, which
+/// holds the catalogue by the uid's own rights and the filter; the tree must be one
+/// that user may read (no fresh folders past a 0700 one without a mount namespace).
+#[test]
+fn as_root_without_cap_sys_admin_scripts_still_drop_to_the_sandbox_user() {
+    let Some(account) = Account::root("as root, no CAP_SYS_ADMIN") else {
+        return;
+    };
+    let host = Host::new(&account);
+    let tree = account.tree();
+    // Default options: warm start is asked for and cannot be had.
+    let how = How {
+        bwrap: false,
+        ..WARM
+    };
+    let mut cmd = command_for(&account, &tree, &host, how);
+    // SAFETY: one prctl between fork and exec; the runner then starts without the
+    // capability, as in such a container.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            const CAP_SYS_ADMIN: libc::c_ulong = 21;
+            if libc::prctl(libc::PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    common::user::set_mode(&tree.root(), 0o755);
+    let out = cmd.output().expect("the runner starts");
+    let results = complete_results(&tree, &out, "no CAP_SYS_ADMIN");
+    for r in &results {
+        let sandbox = &r["sandbox"];
+        assert_eq!(sandbox["kind"], "builtin", "{sandbox}");
+        assert_eq!(sandbox["layers"], serde_json::json!(["uid", "seccomp"]));
+        assert!(sandbox["uid"].as_u64().is_some_and(|u| u != 0), "{sandbox}");
+        let reason = r["attempts"][0]["cold_start_reason"].as_str().unwrap_or("");
+        assert!(reason.contains("CAP_SYS_ADMIN"), "{reason}");
+    }
+    let report_path = Path::new(results[0]["data_dir"].as_str().unwrap()).join("hostile_root.json");
+    let report = read_json(&report_path);
+    let mut failures = Vec::new();
+    check_attacks(&report, &mut failures);
+    check_files(&tree, &results, &account, &mut failures);
+    failures.extend(host.what_got_through());
+    check_victim(&results[1], &mut failures);
+    assert!(failures.is_empty(), "{}", failures.join("\n  "));
 }

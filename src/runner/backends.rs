@@ -245,9 +245,13 @@ impl SandboxSetup {
             sandbox::Sandboxing::Bwrap(b) => Some((b.path.clone(), sandbox::args(b, &mounts))),
             sandbox::Sandboxing::Builtin { .. } => None,
         };
+        let no_namespaces = self.sandboxing == sandbox::Sandboxing::Builtin { namespaces: false };
         SandboxSpec {
             bwrap,
-            steps: mounts::steps(&mounts),
+            steps: match no_namespaces {
+                true => Vec::new(),
+                false => mounts::steps(&mounts),
+            },
             user,
             helper: self.helper.clone(),
         }

@@ -52,6 +52,9 @@ impl Sandboxing {
             Sandboxing::Bwrap(b) if !b.userns && !b.privileged => Some(
                 "warm start inside the sandbox needs a user namespace, which bwrap cannot make here",
             ),
+            Sandboxing::Builtin { namespaces: false } => {
+                Some("warm start inside the sandbox needs namespaces, which the runner cannot make here (no CAP_SYS_ADMIN)")
+            }
             _ => None,
         }
     }

@@ -60,7 +60,12 @@ fn command(spec: &AttemptSpec) -> Result<(Command, Held), std::io::Error> {
                         f.read_to_end(&mut bytes).map(|_| bytes)
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                let ns = MountNamespace::new(&sb.steps, &spec.cwd)?;
+                // No steps: a container that allows no namespaces (see
+                // `Sandboxing::Builtin`); the script still becomes the sandbox user.
+                let ns = match sb.steps.is_empty() {
+                    true => None,
+                    false => Some(MountNamespace::new(&sb.steps, &spec.cwd)?),
+                };
                 builtin = Some((ns, programs, sb.user));
                 Command::new(&spec.python)
             }
@@ -97,7 +102,9 @@ fn command(spec: &AttemptSpec) -> Result<(Command, Held), std::io::Error> {
                 cg.join_from_child()?;
             }
             if let Some((ns, programs, user)) = builtin.as_mut() {
-                ns.apply()?;
+                if let Some(ns) = ns {
+                    ns.apply()?;
+                }
                 if let Some(u) = user {
                     become_user(u.uid, u.gid)?;
                 }
