@@ -7,7 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::manifest::RENDER_DIR;
+/// GNN's render folder (step 11's output), inside the pipeline folder.
+pub const RENDER_DIR: &str = "11_render_output";
 
 /// The folders scripts must resolve into (canonical).
 #[derive(Debug, Clone)]

@@ -14,7 +14,7 @@ use crate::error::DiscoveryError;
 use crate::listing::{first_named, NAMED};
 
 pub const MANIFEST_NAME: &str = "render_processing_summary.json";
-pub const RENDER_DIR: &str = "11_render_output";
+pub use super::bounds::RENDER_DIR;
 /// GNN's step-12 folder, beside the render folder.
 pub const STEP12_DIR: &str = "12_execute_output";
 /// The largest manifest read. GNN writes a few KiB per model; parsing holds the
