@@ -100,13 +100,29 @@ struct Covers {
     scratch: Vec<PathBuf>,
 }
 
+/// The host's folders every view hides or replaces. Tests give none, so their trees
+/// may lie anywhere.
+#[derive(Debug, Clone, Copy)]
+struct System {
+    hidden: &'static [&'static str],
+    details: &'static [&'static str],
+    scratch: &'static [&'static str],
+}
+
+const SYSTEM: System = System {
+    hidden: HIDDEN,
+    details: HOST_DETAILS,
+    scratch: SCRATCH,
+};
+
 impl Covers {
-    fn of(m: &Mounts) -> Covers {
-        let mut scratch: Vec<PathBuf> = SCRATCH.iter().map(PathBuf::from).collect();
+    fn of(m: &Mounts, system: System) -> Covers {
+        let mut scratch: Vec<PathBuf> = system.scratch.iter().map(PathBuf::from).collect();
         scratch.extend(m.home.clone().filter(|h| h != Path::new("/")));
-        let mut hidden: Vec<PathBuf> = HIDDEN
+        let mut hidden: Vec<PathBuf> = system
+            .hidden
             .iter()
-            .chain(HOST_DETAILS)
+            .chain(system.details)
             .map(PathBuf::from)
             .chain(m.sources.iter().cloned())
             .chain(m.outputs.iter().cloned())
@@ -164,7 +180,11 @@ impl Covers {
 /// shallowest first, with the folders on their way, the masks, then the hidden covers
 /// turn read-only (the binds under them keep their own modes).
 pub fn steps(m: &Mounts) -> Vec<MountStep> {
-    let covers = Covers::of(m);
+    steps_in(m, SYSTEM)
+}
+
+fn steps_in(m: &Mounts, system: System) -> Vec<MountStep> {
+    let covers = Covers::of(m, system);
     let mut view = View {
         covers: covers.in_order().into_iter().cloned().collect(),
         binds: Vec::new(),

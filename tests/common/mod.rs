@@ -54,7 +54,8 @@ impl Tree {
     pub fn outside_tmp() -> Tree {
         let mut base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
         if base.starts_with("/tmp") {
-            // A checkout under /tmp: /var/tmp is a real folder the sandbox leaves alone.
+            // A checkout under /tmp: /var/tmp is a real folder, which the sandbox hides
+            // like any other but for the script's own folders.
             base = PathBuf::from("/var/tmp");
         }
         Tree {
