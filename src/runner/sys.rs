@@ -93,13 +93,9 @@ pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// open (a CI harness's fd 251, a file, a folder) never reaches a script. One
 /// `close_range` call (Linux 5.11+); older kernels get each open descriptor marked.
 pub fn cloexec_from(first: u32) -> std::io::Result<()> {
-    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: close_range with integer arguments only; it marks, it closes nothing.
-    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) };
-    if rc == 0 {
+    let Err(err) = cloexec_range(first) else {
         return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
+    };
     if !matches!(err.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EINVAL)) {
         return Err(err);
     }
@@ -113,6 +109,19 @@ pub fn cloexec_from(first: u32) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The one `close_range(first, ~0, CLOSE_RANGE_CLOEXEC)` call: no allocation, safe
+/// between fork and exec (where an older kernel's `ENOSYS` is left to the marks the
+/// runner made at start).
+pub fn cloexec_range(first: u32) -> std::io::Result<()> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range with integer arguments only; it marks, it closes nothing.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) };
+    match rc {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
 }
 
 #[cfg(test)]

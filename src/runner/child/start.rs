@@ -109,6 +109,8 @@ fn command(spec: &AttemptSpec) -> Result<(Command, Held), std::io::Error> {
                     become_user(u.uid, u.gid)?;
                 }
                 seccomp::apply_prepared(programs)?;
+                // Whatever the runner holds stays out of the script.
+                let _ = sys::cloexec_range(3);
             }
             // bwrap passes these to `__sandbox-exec`: they must survive the exec.
             for fd in &filter_fds {
