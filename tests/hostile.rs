@@ -207,6 +207,16 @@ fn check_attacks(report: &Value, failures: &mut Vec<String>) {
     }
 }
 
+/// The script's private `/tmp` and `$HOME` belong to the user it runs as.
+fn check_scratch(report: &Value, failures: &mut Vec<String>) {
+    let uid = &report["ids"]["uid"];
+    for (dir, owner) in report["scratch_owners"].as_object().into_iter().flatten() {
+        if owner != uid {
+            failures.push(format!("{dir} belongs to uid {owner}, the script is {uid}"));
+        }
+    }
+}
+
 /// From the host: no file under the results has a setuid or setgid bit, and when the
 /// runner is root nothing a script wrote is owned by root (the runner's own hidden
 /// `.jax-runner-*` files aside).
@@ -304,6 +314,7 @@ fn catalogue_case(account: Account, how: How) {
     let mut failures = Vec::new();
     check_how_they_ran(&results, how, &mut failures);
     check_attacks(&report, &mut failures);
+    check_scratch(&report, &mut failures);
     check_files(&tree, &results, &account, &mut failures);
     failures.extend(host.what_got_through());
     check_victim(&results[1], &mut failures);

@@ -29,10 +29,16 @@ pub struct MountNamespace {
     /// The working directory, entered again through the new view (the process entered
     /// the host's before the mounts).
     cwd: CString,
+    /// The scratch tmpfs's options: the sandbox user's own, or open to all.
+    scratch: CString,
 }
 
 impl MountNamespace {
-    pub fn new(steps: &[MountStep], cwd: &std::path::Path) -> std::io::Result<MountNamespace> {
+    pub fn new(
+        steps: &[MountStep],
+        cwd: &std::path::Path,
+        user: Option<super::identity::SandboxUser>,
+    ) -> std::io::Result<MountNamespace> {
         let c = |p: &std::path::Path| {
             CString::new(p.as_os_str().as_bytes())
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
@@ -49,10 +55,15 @@ impl MountNamespace {
         let binds = steps.iter().filter(|p| is_bind(&p.step)).count();
         let mut sources = Vec::with_capacity(binds);
         sources.resize_with(binds, || None);
+        let scratch = match user {
+            Some(u) => format!("mode=0700,uid={},gid={}", u.uid, u.gid),
+            None => "mode=1777".to_string(),
+        };
         Ok(MountNamespace {
             steps,
             sources,
             cwd: c(cwd)?,
+            scratch: CString::new(scratch).expect("no NUL in numbers"),
         })
     }
 
@@ -82,8 +93,15 @@ impl MountNamespace {
             let path = p.path.as_c_str();
             match &p.step {
                 MountStep::Tmpfs(_) => {
-                    rustix::mount::mount(c"tmpfs", path, c"tmpfs", safe, Some(c"mode=1777"))?
+                    rustix::mount::mount(c"tmpfs", path, c"tmpfs", safe, Some(c"mode=0755"))?
                 }
+                MountStep::Scratch(_) => rustix::mount::mount(
+                    c"tmpfs",
+                    path,
+                    c"tmpfs",
+                    safe,
+                    Some(self.scratch.as_c_str()),
+                )?,
                 MountStep::Dir(_) => make_dir(path)?,
                 MountStep::ReadOnly(_) | MountStep::Writable(_) => {
                     let fd = self.sources[n].take().expect("opened above");

@@ -65,8 +65,11 @@ const SCRATCH: &[&str] = &["/tmp", "/dev/shm"];
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "op", content = "path", rename_all = "snake_case")]
 pub enum MountStep {
-    /// An empty tmpfs over the folder (mode 1777, so the sandbox user may use it).
+    /// An empty tmpfs over the folder, hiding what is there (read-only at the end).
     Tmpfs(PathBuf),
+    /// An empty tmpfs the script may write (`/tmp`, `/dev/shm`, `$HOME`): the sandbox
+    /// user's own (mode 0700) when the runner is root, else mode 1777.
+    Scratch(PathBuf),
     /// A folder made (mode 0755) inside a tmpfs, on the way to a bind below it.
     Dir(PathBuf),
     /// The path, hidden by an earlier tmpfs, bound back onto itself read-only.
@@ -85,6 +88,7 @@ impl MountStep {
     pub fn path(&self) -> &Path {
         match self {
             MountStep::Tmpfs(p)
+            | MountStep::Scratch(p)
             | MountStep::Dir(p)
             | MountStep::ReadOnly(p)
             | MountStep::Writable(p)
@@ -196,7 +200,11 @@ fn steps_in(m: &Mounts, system: System) -> Vec<MountStep> {
         if covers.around(cover.parent().unwrap_or(cover)).is_some() {
             view.out.push(MountStep::Dir((*cover).clone()));
         }
-        view.out.push(MountStep::Tmpfs((*cover).clone()));
+        let cover = (*cover).clone();
+        view.out.push(match covers.scratch.contains(&cover) {
+            true => MountStep::Scratch(cover),
+            false => MountStep::Tmpfs(cover),
+        });
     }
     let mut readable: Vec<&PathBuf> = m
         .readable

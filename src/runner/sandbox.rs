@@ -229,12 +229,13 @@ pub fn args(b: &Bwrap, m: &Mounts) -> Vec<OsString> {
     .map(OsString::from)
     .to_vec();
     // No capability survives into the script, whoever started the runner; as root the
-    // helper keeps the three it needs to drop to the sandbox user, and then has none.
+    // helper keeps the four it needs to give the scratch folders to the sandbox user
+    // and drop to it, and then has none.
     if b.cap_drop {
         a.extend(["--cap-drop", "ALL"].map(OsString::from));
     }
     if b.privileged {
-        for cap in ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"] {
+        for cap in ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_CHOWN"] {
             a.extend(["--cap-add", cap].map(OsString::from));
         }
     }
@@ -291,7 +292,9 @@ fn step_args(steps: &[MountStep]) -> Vec<OsString> {
         let p: OsString = step.path().into();
         let args: Vec<OsString> = match step {
             // Scratch space the sandbox user may use, whoever owns the tmpfs.
-            MountStep::Tmpfs(_) => vec!["--perms".into(), "1777".into(), "--tmpfs".into(), p],
+            MountStep::Tmpfs(_) => vec!["--perms".into(), "0755".into(), "--tmpfs".into(), p],
+            // A root runner's `__sandbox-exec` then gives it to the sandbox user.
+            MountStep::Scratch(_) => vec!["--perms".into(), "1777".into(), "--tmpfs".into(), p],
             MountStep::Dir(_) => vec!["--perms".into(), "0755".into(), "--dir".into(), p],
             MountStep::ReadOnly(_) => vec!["--ro-bind".into(), p.clone(), p],
             MountStep::Writable(_) => vec!["--bind".into(), p.clone(), p],

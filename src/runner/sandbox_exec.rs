@@ -1,10 +1,11 @@
 //! `jax-runner __sandbox-exec`: the last step of a cold sandboxed start, inside the
-//! sandbox just before the script. It drops to the sandbox user (a root runner's bwrap
-//! hands over with only the three capabilities that needs), sets `no_new_privs`,
+//! sandbox just before the script. It gives the scratch folders (`/tmp`, `/dev/shm`,
+//! `$HOME`) to the sandbox user and drops to it (a root runner's bwrap hands over with
+//! only the four capabilities that needs), sets `no_new_privs`,
 //! installs the seccomp filters, marks every descriptor above 2 close-on-exec, and
 //! replaces itself with the interpreter. Started only by the runner, never by a user.
 //!
-//! Arguments: `[--user UID:GID] [--seccomp-fd N]... -- PROGRAM ARGS...`.
+//! Arguments: `[--user UID:GID] [--own PATH]... [--seccomp-fd N]... -- PROGRAM ARGS...`.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -18,6 +19,7 @@ pub const FAILED: i32 = 70;
 #[derive(Debug, Default, PartialEq)]
 struct Request {
     user: Option<(u32, u32)>,
+    own: Vec<std::path::PathBuf>,
     seccomp_fds: Vec<i32>,
     program: Vec<OsString>,
 }
@@ -37,6 +39,10 @@ fn parse(args: &[OsString]) -> Result<Request, String> {
                 let (u, g) = v.split_once(':').ok_or("--user takes UID:GID")?;
                 let n = |s: &str| s.parse::<u32>().map_err(|e| format!("--user {v}: {e}"));
                 r.user = Some((n(u)?, n(g)?));
+            }
+            Some("--own") => {
+                let path = it.next().ok_or("--own needs a value")?;
+                r.own.push(path.into());
             }
             Some("--seccomp-fd") => {
                 let v = value(&mut it)?;
@@ -67,6 +73,16 @@ fn read_program(fd: i32) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// A scratch folder (a fresh tmpfs) made the sandbox user's alone: mode 0700, its
+/// owner, never following a link.
+fn give(dir: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    use rustix::fs::{AtFlags, Gid, Mode, Uid, CWD};
+    rustix::fs::chmodat(CWD, dir, Mode::from_raw_mode(0o700), AtFlags::empty())?;
+    let (u, g) = (Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)));
+    rustix::fs::chownat(CWD, dir, u, g, AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok(())
+}
+
 /// Runs the helper; returns only when it failed (with [`FAILED`]).
 pub fn run(args: &[OsString]) -> i32 {
     let fail = |what: &str, e: &dyn std::fmt::Display| {
@@ -85,6 +101,11 @@ pub fn run(args: &[OsString]) -> i32 {
         }
     }
     if let Some((uid, gid)) = req.user {
+        for dir in &req.own {
+            if let Err(e) = give(dir, uid, gid) {
+                return fail(&format!("give {} to uid {uid}", dir.display()), &e);
+            }
+        }
         if let Err(e) = become_user(uid, gid) {
             return fail(&format!("become uid {uid}"), &e);
         }
@@ -114,6 +135,8 @@ mod tests {
         let r = parse(&os(&[
             "--user",
             "61184:61184",
+            "--own",
+            "/tmp",
             "--seccomp-fd",
             "5",
             "--seccomp-fd",
@@ -124,6 +147,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(r.user, Some((61184, 61184)));
+        assert_eq!(r.own, [std::path::PathBuf::from("/tmp")]);
         assert_eq!(r.seccomp_fds, [5, 6]);
         assert_eq!(r.program, os(&["python", "s.py"]));
         assert!(parse(&os(&["--user", "x", "--", "p"])).is_err());

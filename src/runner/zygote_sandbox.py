@@ -74,8 +74,11 @@ def build_namespaces(steps):
     for step in steps:
         op, path = step["op"], step["path"]
         if op == "tmpfs":
-            # Scratch the sandbox user may use, whoever owns the tmpfs.
-            mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+            mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+        elif op == "scratch":
+            # The sandbox user's own (a root runner's), else open to the one user here.
+            data = "mode=0700,uid=%d,gid=%d" % USER if USER else "mode=1777"
+            mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, data)
         elif op == "dir":
             make_dir(path)
         elif op in ("read_only", "writable"):

@@ -13,6 +13,7 @@ use crate::error::ZygoteError;
 use crate::runner::attempt::{AttemptError, AttemptSpec, Start};
 use crate::runner::identity::become_user;
 use crate::runner::mountns::MountNamespace;
+use crate::runner::mounts::MountStep;
 use crate::runner::sys;
 use crate::runner::zygote::{self, Zygote};
 use crate::runner::{reaper, sandbox, seccomp};
@@ -45,6 +46,11 @@ fn command(spec: &AttemptSpec) -> Result<(Command, Held), std::io::Error> {
                 c.args(args).arg(&sb.helper).arg(sandbox::EXEC_ARG);
                 if let Some(u) = sb.user {
                     c.arg("--user").arg(format!("{}:{}", u.uid, u.gid));
+                    for step in &sb.steps {
+                        if let MountStep::Scratch(dir) = step {
+                            c.arg("--own").arg(dir);
+                        }
+                    }
                 }
                 for fd in &filter_fds {
                     c.arg("--seccomp-fd").arg(fd.to_string());
@@ -64,7 +70,7 @@ fn command(spec: &AttemptSpec) -> Result<(Command, Held), std::io::Error> {
                 // `Sandboxing::Builtin`); the script still becomes the sandbox user.
                 let ns = match sb.steps.is_empty() {
                     true => None,
-                    false => Some(MountNamespace::new(&sb.steps, &spec.cwd)?),
+                    false => Some(MountNamespace::new(&sb.steps, &spec.cwd, sb.user)?),
                 };
                 builtin = Some((ns, programs, sb.user));
                 Command::new(&spec.python)

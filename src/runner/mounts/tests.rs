@@ -46,7 +46,7 @@ fn home_is_hidden_then_the_needed_folders_come_back_by_fresh_folders() {
         writable: vec![d[1].clone()],
         ..Default::default()
     });
-    let cover = at(&s, &MountStep::Tmpfs(home.clone()));
+    let cover = at(&s, &MountStep::Scratch(home.clone()));
     let way = at(&s, &MountStep::Dir(home.join(".cache")));
     let venv = at(&s, &MountStep::ReadOnly(d[0].clone()));
     assert!(cover < way && way < venv, "{s:?}");
@@ -65,7 +65,7 @@ fn home_is_hidden_then_the_needed_folders_come_back_by_fresh_folders() {
 fn daemons_sockets_and_other_homes_are_hidden_and_read_only() {
     let s = super::steps(&Mounts::default());
     for scratch in ["/tmp", "/dev/shm"] {
-        assert!(s.contains(&MountStep::Tmpfs(scratch.into())), "{s:?}");
+        assert!(s.contains(&MountStep::Scratch(scratch.into())), "{s:?}");
         assert!(!s.contains(&MountStep::RemountReadOnly(scratch.into())));
     }
     for dir in HIDDEN.iter().filter(|d| is_real_dir(Path::new(d))) {
@@ -87,7 +87,7 @@ fn a_home_inside_a_hidden_folder_stays_writable() {
         ..Default::default()
     });
     if is_real_dir(Path::new("/home")) {
-        let home = at(&s, &MountStep::Tmpfs("/home/someone".into()));
+        let home = at(&s, &MountStep::Scratch("/home/someone".into()));
         let place = at(&s, &MountStep::Dir("/home/someone".into()));
         assert!(at(&s, &MountStep::Tmpfs("/home".into())) < place, "{s:?}");
         assert!(place < home, "its mount point is made first: {s:?}");

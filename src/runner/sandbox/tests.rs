@@ -57,7 +57,10 @@ fn as_root_no_user_namespace_maps_the_script_to_the_hosts_root() {
         .filter(|w| w[0] == "--cap-add")
         .map(|w| &w[1])
         .collect();
-    assert_eq!(added, ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"]);
+    assert_eq!(
+        added,
+        ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", "CAP_CHOWN"]
+    );
     let z = strings(zygote_args(&bwrap(true), &Mounts::default()));
     assert!(!z.iter().any(|s| s == "--unshare-user" || s == "--cap-add"));
 }
