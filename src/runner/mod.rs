@@ -10,6 +10,7 @@ mod child;
 pub mod classify;
 pub mod env;
 pub mod identity;
+pub mod landlock;
 pub mod limits;
 mod mountns;
 pub mod mounts;
