@@ -129,8 +129,15 @@ pub enum FallbackArg {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum SandboxArg {
+    /// Every layer this machine has: bwrap where it works, and the built-in one.
     Auto,
+    /// As auto, but fail when there is no sandbox at all.
     On,
+    /// Insist on bubblewrap (and the built-in layer on top).
+    Bwrap,
+    /// The built-in layer alone (Landlock, seccomp; as root its own namespaces and uid).
+    Landlock,
+    /// No sandbox: scripts run as the runner's user with its environment.
     Off,
 }
 

@@ -208,6 +208,8 @@ pub enum RayError {
 pub enum SandboxError {
     #[error("bwrap is not installed")]
     NotInstalled,
+    #[error("--sandbox landlock leaves bwrap out")]
+    NotAsked,
     #[error("bwrap could not start: {0}")]
     Start(std::io::Error),
     #[error("bwrap cannot create namespaces here: {stderr}")]

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// Keys added to the contract after the golden file was written (additions keep
 /// `schema_version`); everything else must match.
-const ADDED_SINCE: [&str; 35] = [
+const ADDED_SINCE: [&str; 38] = [
     "cold_start_reason",
     // issue 14: the effective capabilities the runner saw, where the time went.
     "capabilities",
@@ -65,6 +65,10 @@ const ADDED_SINCE: [&str; 35] = [
     "layers",
     "uid",
     "problems",
+    // issue 24: which layers confined the run, and which scripts started warm.
+    "sandbox_layers",
+    "warm",
+    "warm_starts",
 ];
 
 /// Keys whose values change from run to run.

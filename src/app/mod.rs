@@ -249,6 +249,7 @@ fn run_info(
             .compilation_cache
             .as_ref()
             .map(|p| p.display().to_string()),
+        sandbox_layers: prepared.sandbox_layers.clone(),
         interrupted: *stop.borrow() != Stop::Run,
         retries: config.retry.retries,
         retry_on: config.retry.retry_on.iter().copied().collect(),

@@ -17,7 +17,7 @@ use crate::doctor::{self, DoctorReport, Live};
 use crate::error::Error;
 use crate::history::History;
 use crate::listing::{bounded_messages, first_named, LISTED, NAMED};
-use crate::model::{Device, Platform, SandboxInfo, SandboxMode};
+use crate::model::{Device, Platform, SandboxInfo};
 use crate::plan::{plan, ray_plan, Plan};
 use crate::python::{Interpreter, Resolver};
 use crate::report::gnn::GnnEntry;
@@ -41,6 +41,8 @@ pub struct Prepared {
     pub compilation_cache: Option<PathBuf>,
     /// What to say before the run starts.
     pub warnings: Vec<String>,
+    /// What confines the scripts (`sandbox.layers`), for the run's record.
+    pub sandbox_layers: Vec<String>,
     /// What to run, when there is anything (never for a dry run).
     pub execution: Option<Execution>,
     /// A dry run's plan: what would run, in what order, and how.
@@ -115,11 +117,8 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         plan.jobs = jobs;
         warnings.extend(lowered);
     }
-    if let (Err(reason), SandboxMode::Auto, None) = (&sandboxing, config.sandbox, &config.ray) {
-        warnings.push(format!(
-            "scripts run without a sandbox: {reason} (install it with `{}`)",
-            sandbox::INSTALL_HINT
-        ));
+    if let (Ok(s), None) = (&sandboxing, &config.ray) {
+        warnings.extend(s.missing());
     }
     warnings.extend(xla_preset_conflicts(config));
     if let (Some(reason), false) = (&plan.gpu_unusable, config.fallback_to_cpu) {
@@ -175,6 +174,10 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         }
         None => (None, None),
     };
+    let sandbox_layers = execution
+        .as_ref()
+        .map(|e| e.sandbox_info.layers.clone())
+        .unwrap_or_default();
     Ok(Prepared {
         discovery,
         interpreter,
@@ -183,6 +186,7 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         gnn,
         compilation_cache,
         warnings,
+        sandbox_layers,
         execution,
         dry,
     })
@@ -236,9 +240,9 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
             None
         }
     };
-    let seccomp = match sandboxing.is_ok() && config.ray.is_none() {
-        true => seccomp_filter(warnings),
-        false => Vec::new(),
+    let seccomp = match (&sandboxing, &config.ray) {
+        (Ok(s), None) => seccomp_filter(s, warnings),
+        _ => Vec::new(),
     };
     let sandbox_info = sandbox_info(config, &sandboxing, &identity, !seccomp.is_empty());
     let shared = Shared {
@@ -258,6 +262,7 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
             max_return: r.max_return,
         }),
         None => {
+            let sandboxing_has_view = sandboxing.as_ref().is_ok_and(|s| s.has_view());
             let sandbox = sandboxing.ok().map(|sandboxing| SandboxSetup {
                 sandboxing,
                 home: std::env::var_os("HOME").map(PathBuf::from),
@@ -269,6 +274,13 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
                 seccomp,
                 identity,
                 helper: sandbox::helper(),
+                // Only a run without a view of its own needs one; a failure to make it
+                // fails each attempt with the reason.
+                private_root: match sandboxing_has_view {
+                    true => std::env::temp_dir(),
+                    false => crate::runner::sandbox_setup::private_root()
+                        .unwrap_or_else(|_| std::env::temp_dir().join("jax-runner-unavailable")),
+                },
             });
             if gnn.is_some() {
                 // The zygote binds the data folders' roots as they are when it starts.

@@ -12,34 +12,55 @@ use crate::runner::sandbox::{self, Sandboxing};
 use crate::runner::telemetry;
 use crate::runner::zygote::{Zygote, ZygoteSandbox};
 
-/// Whether scripts run sandboxed: bwrap when it works (`auto`, `on`), else, for a
-/// root runner, the built-in sandbox (a root runner never hands a script the host's
-/// uid 0), else why not. `--sandbox on` with neither is an error that says how to
-/// install bwrap.
+/// How scripts are sandboxed (or why not): `auto` and `on` take every layer this
+/// machine has (bwrap where it works, Landlock where the kernel has it, for a root
+/// runner its own namespaces where it may make them, and the seccomp filter); `bwrap`
+/// insists on bubblewrap, `landlock` on the built-in layer alone. A mode that cannot be
+/// had is a usage error that says what would make it so.
 pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Sandboxing, String>, ConfigError> {
     if config.ray.is_some() {
         return Ok(Err("scripts run on the Ray cluster".into()));
     }
-    match config.sandbox {
-        SandboxMode::Off => Ok(Err("--sandbox off".into())),
-        mode => match (sandbox::detect(), sandbox::builtin()) {
-            (Ok(b), _) => Ok(Ok(Sandboxing::Bwrap(b))),
-            (Err(_), Some(builtin)) => Ok(Ok(builtin)),
-            (Err(reason), None) if mode == SandboxMode::On => {
-                Err(ConfigError::SandboxUnavailable {
-                    reason: reason.to_string(),
-                    hint: sandbox::INSTALL_HINT,
-                })
-            }
-            (Err(reason), None) => Ok(Err(reason.to_string())),
-        },
+    let mode = config.sandbox;
+    if mode == SandboxMode::Off {
+        return Ok(Err("--sandbox off".into()));
     }
+    let landlock = crate::runner::landlock::abi();
+    let bwrap = match mode {
+        SandboxMode::Landlock => Err(crate::error::SandboxError::NotAsked),
+        _ => sandbox::detect(),
+    };
+    if let (SandboxMode::Bwrap, Err(reason)) = (mode, &bwrap) {
+        return Err(ConfigError::SandboxUnavailable {
+            reason: reason.to_string(),
+            hint: sandbox::INSTALL_HINT,
+        });
+    }
+    if let (SandboxMode::Landlock, None) = (mode, landlock) {
+        return Err(ConfigError::SandboxUnavailable {
+            reason: "this kernel has no Landlock".into(),
+            hint: "a kernel with Landlock (Linux 5.13+, `landlock` in its lsm= list), or --sandbox bwrap",
+        });
+    }
+    let bwrap = bwrap.ok();
+    let namespaces = bwrap.is_none() && crate::runner::sandboxing::namespaces_here();
+    Ok(Ok(Sandboxing {
+        bwrap,
+        namespaces,
+        landlock,
+    }))
 }
 
-/// The seccomp programs for sandboxed scripts; without them scripts still run with no
+/// The seccomp programs for sandboxed scripts (with the network's sockets refused
+/// where the script shares the host's network); without them scripts still run with no
 /// capabilities, and the run says the filter is missing.
-pub(super) fn seccomp_filter(warnings: &mut Vec<String>) -> Vec<PathBuf> {
-    match crate::runner::seccomp::install(&crate::paths::cache_dir()) {
+pub(super) fn seccomp_filter(sandboxing: &Sandboxing, warnings: &mut Vec<String>) -> Vec<PathBuf> {
+    use crate::runner::seccomp::{install_for, Network};
+    let network = match sandboxing.has_view() {
+        true => Network::Namespaced,
+        false => Network::Host,
+    };
+    match install_for(&crate::paths::cache_dir(), network) {
         Ok(Some(paths)) => paths,
         Ok(None) => {
             warnings.push(
@@ -185,6 +206,13 @@ pub(super) fn sandbox_info(
     seccomp: bool,
 ) -> SandboxInfo {
     let on = sandboxing.is_ok();
+    let (view, landlock) = match sandboxing {
+        Ok(s) => (s.has_view(), s.landlock.unwrap_or(0)),
+        Err(_) => (false, 0),
+    };
+    // Without a view of its own, the filter refuses the network's sockets and
+    // Landlock (ABI 4) TCP; only with neither does a script reach the network.
+    let network = !on || (!view && !seccomp && landlock < 4);
     SandboxInfo {
         kind: match sandboxing {
             Ok(s) => s.kind(),
@@ -197,8 +225,8 @@ pub(super) fn sandbox_info(
             .unwrap_or_default(),
         uid: Some(identity.uid),
         reason: sandboxing.as_ref().err().cloned(),
-        network: !on,
-        home_visible: !on,
+        network,
+        home_visible: !on || (!view && landlock == 0),
         environment: if on { "allowlist" } else { "inherited" }.into(),
         memory_limit_mb: config.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
         max_procs: config.max_procs,

@@ -65,7 +65,9 @@ pub struct RunArgs {
     /// Cap on each log file (e.g. 50M, 1G), keeping its head and its end [default: no cap].
     #[arg(help_heading = "Reports", long, value_name = "SIZE", value_parser = parse_size)]
     pub max_log_size: Option<u64>,
-    /// Run each script in a bubblewrap sandbox: on, off, or auto (on when bwrap works).
+    /// How scripts are sandboxed: auto (every layer this machine has), bwrap (insist on
+    /// bubblewrap), landlock (the built-in layer alone), on (auto, failing when there is
+    /// none), off.
     #[arg(
         help_heading = "Sandbox and limits",
         long,
@@ -204,6 +206,8 @@ impl RunArgs {
             sandbox: match self.sandbox {
                 SandboxArg::Auto => SandboxMode::Auto,
                 SandboxArg::On => SandboxMode::On,
+                SandboxArg::Bwrap => SandboxMode::Bwrap,
+                SandboxArg::Landlock => SandboxMode::Landlock,
                 SandboxArg::Off => SandboxMode::Off,
             },
             memory_limit: self.memory_limit,

@@ -50,6 +50,10 @@ pub struct RunInfo {
     pub results_dir: String,
     /// The persistent compilation cache folder, absent when off.
     pub compilation_cache: Option<String>,
+    /// What confined the run's scripts (each result's `sandbox.layers`); empty when
+    /// they ran unsandboxed.
+    #[serde(default)]
+    pub sandbox_layers: Vec<String>,
     /// True when the run was stopped by a signal.
     pub interrupted: bool,
     /// Retries allowed after a script's first attempt.
@@ -139,6 +143,9 @@ pub struct Totals {
     /// Scripts not run because a previous success stands.
     #[serde(default)]
     pub resumed: usize,
+    /// Scripts whose final attempt started warm (forked from the zygote).
+    #[serde(default)]
+    pub warm_starts: usize,
 }
 
 /// One line per script in `performance_metrics.json`.
@@ -187,6 +194,9 @@ pub struct ScriptSummary {
     pub resumed: bool,
     /// Name of its results file inside the results folder.
     pub results_file: String,
+    /// Its final attempt started warm (forked from the zygote).
+    #[serde(default)]
+    pub warm: bool,
 }
 
 /// `performance_metrics.json`.
@@ -239,6 +249,7 @@ impl ScriptSummary {
             leaks: r.leaks.len(),
             resumed: false,
             results_file: results_file_name(&r.id),
+            warm: r.attempts.last().is_some_and(|a| a.start == "warm"),
         }
     }
 }
@@ -277,6 +288,7 @@ impl PerformanceMetrics {
             retried: scripts.iter().filter(|r| r.attempts > 1).count(),
             leaks: scripts.iter().map(|r| r.leaks).sum(),
             resumed: scripts.iter().filter(|r| r.resumed).count(),
+            warm_starts: scripts.iter().filter(|r| r.warm && !r.resumed).count(),
             by_class: scripts.iter().fold(BTreeMap::new(), |mut m, r| {
                 *m.entry(r.class).or_default() += 1;
                 m

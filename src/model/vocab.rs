@@ -194,9 +194,15 @@ pub struct RayJob {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxMode {
-    /// On when bubblewrap works here, otherwise off with one warning.
+    /// Every layer this machine has: bwrap where it works, and the built-in layer.
     Auto,
+    /// As `Auto`, but a usage error when there is no sandbox at all.
     On,
+    /// bubblewrap required (a usage error without it), the built-in layer on top.
+    Bwrap,
+    /// The built-in layer alone: Landlock (required), seccomp, and as root its own
+    /// namespaces and the sandbox uid.
+    Landlock,
     Off,
 }
 

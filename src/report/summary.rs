@@ -94,6 +94,17 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
         },
         m.run.jobs
     ));
+    if t.total_scripts > t.resumed + t.skipped {
+        out.push_str(&format!(
+            "{}, {} of {} started warm\n",
+            match m.run.sandbox_layers.is_empty() {
+                true => "not sandboxed".to_string(),
+                false => format!("sandboxed ({})", m.run.sandbox_layers.join(", ")),
+            },
+            t.warm_starts,
+            t.total_scripts - t.resumed - t.skipped
+        ));
+    }
     if t.fallbacks > 0 {
         out.push_str(&format!(
             "fell back to cpu: {} script(s){}\n",

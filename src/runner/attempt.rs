@@ -110,18 +110,19 @@ pub struct AttemptSpec {
     pub gpu: Option<crate::gpu::sample::GpuWatch>,
 }
 
-/// A sandboxed attempt: bwrap's command for a cold start, the same mounts as steps
-/// for a warm one (and for the built-in sandbox's cold start).
+/// A sandboxed attempt: bwrap's command for a cold start (or none: the built-in layer
+/// alone), the view's mounts as steps for a warm one, and the last steps before the
+/// script for either.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
-    /// bwrap and its arguments, ending in `--`; `None` for the built-in sandbox.
+    /// bwrap and its arguments, ending in `--`; `None` for the built-in layer alone.
     pub bwrap: Option<(PathBuf, Vec<OsString>)>,
-    /// The mounts as steps.
+    /// The view's mounts as steps (for the zygote's child); empty without a view.
     pub steps: Vec<super::mounts::MountStep>,
-    /// The unprivileged user the script becomes (a root runner's).
-    pub user: Option<super::identity::SandboxUser>,
-    /// `jax-runner` itself, which finishes a cold start inside bwrap
-    /// (`__sandbox-exec`).
+    /// The last steps before the script: `__sandbox-exec`'s cold, the zygote child's
+    /// warm.
+    pub confine: super::confine::Confinement,
+    /// `jax-runner` itself, which finishes a cold start (`__sandbox-exec`).
     pub helper: PathBuf,
 }
 

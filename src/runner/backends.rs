@@ -11,11 +11,11 @@ use tokio::sync::watch;
 
 use super::attempt::{
     AttemptError, AttemptFuture, AttemptRequest, AttemptSpec, Attempted, Backend, Enforced,
-    SampleSink, SandboxSpec, Start,
+    SampleSink, Start,
 };
-use super::identity::Identity;
-use super::zygote::{Zygote, ZygoteSandbox};
-use super::{child, env, limits, mounts, ray, sandbox, telemetry, Stop};
+pub use super::sandbox_setup::SandboxSetup;
+use super::zygote::Zygote;
+use super::{child, env, limits, ray, telemetry, Stop};
 use crate::config::RunConfig;
 use crate::model::Platform;
 
@@ -34,7 +34,12 @@ pub struct Shared {
 impl Shared {
     /// The attempt's environment: sandboxed runs start from the allowlist and
     /// `--env-pass`; both get the runner's settings, then `--env`, which win.
-    fn env(&self, req: &AttemptRequest<'_>, sandboxed: bool) -> Vec<(OsString, OsString)> {
+    fn env(
+        &self,
+        req: &AttemptRequest<'_>,
+        sandboxed: bool,
+        private: Option<&Path>,
+    ) -> Vec<(OsString, OsString)> {
         // In the data folder: the one place a sandboxed script may write.
         let report = telemetry_report(req);
         let _ = std::fs::remove_file(&report);
@@ -83,6 +88,14 @@ impl Shared {
             }
         }
         vars.extend(runner.into_iter().map(|(k, v)| (OsString::from(k), v)));
+        // No private /tmp or $HOME in a view of its own: the attempt's private folder
+        // stands for both (Landlock lets the script write nowhere else).
+        if let Some(dir) = private {
+            for key in ["TMPDIR", "HOME"] {
+                vars.retain(|(k, _)| k != key);
+                vars.push((key.into(), dir.into()));
+            }
+        }
         // The run's `--env` with a profile override's on top; they win, except over
         // the preset's merge, which already holds their value.
         let merged = |k: &str| preset.vars.iter().any(|(m, _)| *m == k);
@@ -113,22 +126,6 @@ fn telemetry_report(req: &AttemptRequest<'_>) -> PathBuf {
         .join(format!(".jax-runner-telemetry.{}.json", req.number))
 }
 
-/// What a sandboxed run needs to build each script's sandbox.
-#[derive(Debug, Clone)]
-pub struct SandboxSetup {
-    pub sandboxing: sandbox::Sandboxing,
-    /// `$HOME`, hidden inside.
-    pub home: Option<PathBuf>,
-    /// Interpreter folders to keep readable inside a hidden `$HOME`.
-    pub python_paths: Vec<PathBuf>,
-    /// The seccomp programs, where there are some for this machine.
-    pub seccomp: Vec<PathBuf>,
-    /// Who the scripts are on the host.
-    pub identity: Arc<Identity>,
-    /// `jax-runner` itself, which finishes a cold start inside bwrap.
-    pub helper: PathBuf,
-}
-
 /// Scripts as processes on this machine.
 #[derive(Debug)]
 pub struct Local {
@@ -142,9 +139,20 @@ pub struct Local {
     pub sentinel: Option<super::sentinel::Sentinel>,
 }
 
+impl Drop for Local {
+    /// The run's folder of private temporary folders goes with it (each attempt's is
+    /// removed as it ends).
+    fn drop(&mut self) {
+        if let Some(sb) = self.sandbox.as_ref().filter(|sb| !sb.sandboxing.has_view()) {
+            let _ = std::fs::remove_dir(&sb.private_root);
+        }
+    }
+}
+
 impl Local {
-    /// The process an attempt runs as, and how `--max-procs` is enforced.
-    fn spec(&self, req: &AttemptRequest<'_>) -> (AttemptSpec, Enforced) {
+    /// The process an attempt runs as, and how `--max-procs` is enforced. `private` is
+    /// the attempt's private temporary folder (a sandbox without a view of its own).
+    fn spec(&self, req: &AttemptRequest<'_>, private: Option<&Path>) -> (AttemptSpec, Enforced) {
         let config = &self.shared.config;
         let cwd = req
             .script
@@ -173,13 +181,13 @@ impl Local {
             sandbox: self
                 .sandbox
                 .as_ref()
-                .map(|sb| sb.attempt(&self.shared, req, &cwd)),
+                .map(|sb| sb.attempt(&self.shared, req, &cwd, private)),
             seccomp: self
                 .sandbox
                 .as_ref()
                 .map(|sb| sb.seccomp.clone())
                 .unwrap_or_default(),
-            env: self.shared.env(req, self.sandbox.is_some()),
+            env: self.shared.env(req, self.sandbox.is_some(), private),
             cwd,
             env_clear: self.sandbox.is_some(),
             env_remove: env::REMOVED,
@@ -207,89 +215,6 @@ impl Local {
     }
 }
 
-impl SandboxSetup {
-    /// Folders every sandboxed script reads: the interpreter's, the shim's, the
-    /// parent's `PYTHONPATH` (which passes in, so its folders must stay visible), and
-    /// the helper that finishes a cold start.
-    fn readable(&self, shared: &Shared) -> Vec<PathBuf> {
-        let mut readable = self.python_paths.clone();
-        if let Some(pp) = std::env::var_os("PYTHONPATH") {
-            readable.extend(std::env::split_paths(&pp).filter(|p| p.is_absolute()));
-        }
-        readable.extend(shared.shim_dir.clone());
-        readable.push(self.helper.clone());
-        readable
-    }
-
-    /// One attempt's sandbox: its own folder and the interpreter readable, its data
-    /// folder and the compilation cache writable, every other script's folder and
-    /// the run's outputs hidden.
-    fn attempt(&self, shared: &Shared, req: &AttemptRequest<'_>, cwd: &Path) -> SandboxSpec {
-        let config = &shared.config;
-        let mut readable = self.readable(shared);
-        readable.push(cwd.to_path_buf());
-        let mut writable = vec![req.data_dir.to_path_buf()];
-        writable.extend(shared.compilation_cache.clone());
-        let user = self.identity.switched_to();
-        let mounts = mounts::Mounts {
-            home: self.home.clone(),
-            readable,
-            writable,
-            cwd: cwd.to_path_buf(),
-            gpu: req.platform == Platform::Gpu,
-            outputs: vec![config.results_dir.clone(), config.step12_dir.clone()],
-            sources: vec![config.output_dir.clone()],
-            user,
-        };
-        let bwrap = match &self.sandboxing {
-            sandbox::Sandboxing::Bwrap(b) => Some((b.path.clone(), sandbox::args(b, &mounts))),
-            sandbox::Sandboxing::Builtin { .. } => None,
-        };
-        let no_namespaces = self.sandboxing == sandbox::Sandboxing::Builtin { namespaces: false };
-        SandboxSpec {
-            bwrap,
-            steps: match no_namespaces {
-                true => Vec::new(),
-                false => mounts::steps(&mounts),
-            },
-            user,
-            helper: self.helper.clone(),
-        }
-    }
-
-    /// How to start the warm-start zygote inside the sandbox, or why it cannot be.
-    /// It sees what any script of the run may be given: the scripts' folders, the
-    /// outputs (writable, for the data folders) and the interpreter; each script's
-    /// own view is then cut from it.
-    pub fn zygote(&self, shared: &Shared) -> Result<ZygoteSandbox, String> {
-        if let Some(why) = self.sandboxing.no_warm_start() {
-            return Err(why.into());
-        }
-        let config = &shared.config;
-        let mut readable = self.readable(shared);
-        readable.push(config.output_dir.clone());
-        let mut writable = vec![config.results_dir.clone(), config.step12_dir.clone()];
-        writable.extend(shared.compilation_cache.clone());
-        let base = mounts::Mounts {
-            home: self.home.clone(),
-            readable,
-            writable,
-            cwd: PathBuf::from("/"),
-            gpu: config.may_use_gpu(),
-            ..Default::default()
-        };
-        let bwrap = match &self.sandboxing {
-            sandbox::Sandboxing::Bwrap(b) => Some((b.path.clone(), sandbox::zygote_args(b, &base))),
-            sandbox::Sandboxing::Builtin { .. } => None,
-        };
-        Ok(ZygoteSandbox {
-            bwrap,
-            seccomp: self.seccomp.clone(),
-            user: self.identity.switched_to(),
-        })
-    }
-}
-
 impl Backend for Local {
     fn run<'a>(
         &'a self,
@@ -297,17 +222,16 @@ impl Backend for Local {
         stop: watch::Receiver<Stop>,
     ) -> AttemptFuture<'a> {
         Box::pin(async move {
-            let (spec, enforced) = self.spec(&req);
-            if let Some(sb) = &self.sandbox {
-                // The data folder is the sandbox user's to write (the runner made it).
-                sb.identity
-                    .own(req.data_dir)
-                    .map_err(|source| AttemptError::Prepare {
-                        path: req.data_dir.to_path_buf(),
-                        source,
-                    })?;
+            let private = match &self.sandbox {
+                Some(sb) => sb.prepare(&req)?,
+                None => None,
+            };
+            let (spec, enforced) = self.spec(&req, private.as_deref());
+            let outcome = child::run_attempt(&spec, self.zygote.as_ref(), stop).await;
+            if let Some(dir) = &private {
+                let _ = std::fs::remove_dir_all(dir);
             }
-            let mut outcome = child::run_attempt(&spec, self.zygote.as_ref(), stop).await?;
+            let mut outcome = outcome?;
             if let (Start::Cold, Some(reason)) = (&outcome.start, &self.cold_reason) {
                 outcome.start = Start::ColdFallback(reason.clone());
             }
@@ -340,7 +264,7 @@ impl Backend for Ray {
             // The shim's paths are this machine's: the job's wrapper sets its own.
             let env = self
                 .shared
-                .env(&req, false)
+                .env(&req, false, None)
                 .into_iter()
                 .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_RUNNER_TELEMETRY")
                 .map(|(k, v)| {

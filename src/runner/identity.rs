@@ -118,7 +118,7 @@ impl Identity {
 }
 
 /// The unprivileged user a root runner's scripts become.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SandboxUser {
     pub uid: u32,
     pub gid: u32,

@@ -3,6 +3,8 @@
 //! to reading what it needs and writing only its own folders, with no bwrap, no root
 //! and no user namespace.
 
+use std::path::{Path, PathBuf};
+
 /// The kernel's Landlock ABI version, `None` where it has no Landlock (older than
 /// 5.13, or not in the boot's list of security modules).
 pub fn abi() -> Option<u8> {
@@ -44,9 +46,190 @@ pub fn covers(abi: u8) -> Vec<&'static str> {
     out
 }
 
+/// What one script may reach, as Landlock rules: the folders it reads, writes and
+/// the devices it uses, each granted beneath its path. Built by the runner for every
+/// attempt (the same for a warm and a cold start), applied by `__sandbox-exec` or the
+/// zygote's child just before the script.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LandlockPlan {
+    /// The kernel's ABI the plan was made for.
+    pub abi: u8,
+    /// Filesystem rights handled (refused unless a rule grants them).
+    pub fs: u64,
+    /// Network rights handled: TCP bind and connect (ABI 4), with no rule granting any.
+    pub net: u64,
+    /// Scopes (ABI 6): abstract unix sockets and signals stay within the script.
+    pub scoped: u64,
+    /// `(path, rights)`: the rights granted beneath each path.
+    pub rules: Vec<(PathBuf, u64)>,
+}
+
+/// What a script is granted, in paths of the view it runs in.
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    /// Never readable: the folders the view hides (daemons' sockets, homes, the tree,
+    /// the run's outputs, the host's `/tmp`). Everything else on the machine is
+    /// readable, as under bwrap's read-only root.
+    pub hidden: Vec<PathBuf>,
+    /// Readable again inside a hidden folder: the interpreter, the script's folder, the
+    /// telemetry shim, the folders on `PYTHONPATH`.
+    pub read: Vec<PathBuf>,
+    /// Writable: the data folder, the private temporary folder (or the view's scratch),
+    /// the compilation cache.
+    pub write: Vec<PathBuf>,
+    /// Devices it reads, writes and sends ioctls to: `/dev/null`, a GPU's nodes.
+    pub devices: Vec<PathBuf>,
+}
+
+/// The plan for `grants` at `abi`: every right Landlock knows there handled, reads
+/// everywhere but the hidden folders, writes and devices where granted, TCP refused,
+/// signals and abstract sockets scoped.
+pub fn plan(abi: u8, grants: &Grants) -> LandlockPlan {
+    use landlock::{Access, AccessFs, AccessNet, Scope, ABI};
+    let at = ABI::from(i32::from(abi));
+    let read = AccessFs::from_read(at).bits();
+    let all = AccessFs::from_all(at).bits();
+    let device = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev).bits() & all;
+    let mut rules: Vec<(PathBuf, u64)> = readable_beyond(Path::new("/"), &grants.hidden)
+        .into_iter()
+        .chain(grants.read.iter().cloned())
+        .map(|p| (p, read))
+        .collect();
+    rules.extend(grants.write.iter().map(|p| (p.clone(), all)));
+    rules.extend(grants.devices.iter().map(|p| (p.clone(), device)));
+    let net = match abi >= 4 {
+        true => AccessNet::from_all(at).bits(),
+        false => 0,
+    };
+    let scoped = match abi >= 6 {
+        true => (Scope::AbstractUnixSocket | Scope::Signal).bits(),
+        false => 0,
+    };
+    LandlockPlan {
+        abi,
+        fs: all,
+        net,
+        scoped,
+        rules,
+    }
+}
+
+/// The folders and files beneath `dir` that lie outside every hidden path, as few as
+/// cover them: `dir` itself when nothing hidden is inside it, else its entries, each
+/// the same way. Landlock only grants; this is how "all but these" is said.
+fn readable_beyond(dir: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
+    if hidden.iter().any(|h| h == dir) {
+        return Vec::new();
+    }
+    if !hidden.iter().any(|h| h.starts_with(dir)) {
+        return vec![dir.to_path_buf()];
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .flat_map(|e| readable_beyond(&e.path(), hidden))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The ruleset of `plan`, made and filled (paths opened now, so before a switch to the
+/// sandbox user), ready for [`restrict`]. A path that is not there is skipped.
+pub fn prepare(plan: &LandlockPlan) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
+    use landlock::{
+        AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, Scope,
+    };
+    let mut ruleset =
+        Ruleset::default().handle_access(BitFlags::<AccessFs>::from_bits_truncate(plan.fs))?;
+    if plan.net != 0 {
+        ruleset = ruleset.handle_access(BitFlags::<AccessNet>::from_bits_truncate(plan.net))?;
+    }
+    if plan.scoped != 0 {
+        ruleset = ruleset.scope(BitFlags::<Scope>::from_bits_truncate(plan.scoped))?;
+    }
+    let mut created = ruleset.create()?;
+    for (path, rights) in &plan.rules {
+        let Ok(fd) = PathFd::new(path) else { continue };
+        let access = BitFlags::<AccessFs>::from_bits_truncate(*rights);
+        created = created.add_rule(PathBeneath::new(fd, access))?;
+    }
+    Ok(created)
+}
+
+/// Holds this process and everything it starts to the prepared ruleset (with
+/// `no_new_privs`); an error when the kernel enforced none of it.
+pub fn restrict(created: landlock::RulesetCreated) -> std::io::Result<()> {
+    let status = created.restrict_self().map_err(std::io::Error::other)?;
+    match status.ruleset {
+        landlock::RulesetStatus::NotEnforced => Err(std::io::Error::other(
+            "the kernel enforced none of the Landlock rules",
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_but_the_hidden_is_said_with_the_fewest_paths() {
+        let tmp = tempfile::tempdir().unwrap();
+        for d in ["a/x", "a/y", "b"] {
+            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+        }
+        let hidden = [tmp.path().join("a/x")];
+        let got = readable_beyond(tmp.path(), &hidden);
+        assert_eq!(got, [tmp.path().join("a/y"), tmp.path().join("b")]);
+        assert!(readable_beyond(&tmp.path().join("a/x"), &hidden).is_empty());
+        assert_eq!(
+            readable_beyond(&tmp.path().join("b"), &hidden),
+            [tmp.path().join("b")]
+        );
+    }
+
+    /// A child held to a plan writes only where granted and reads nothing hidden.
+    #[test]
+    fn a_held_child_writes_only_where_granted_and_reads_nothing_hidden() {
+        let Some(v) = abi() else {
+            eprintln!("skipped: this kernel has no Landlock");
+            return;
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let (ok, no) = (tmp.path().join("ok"), tmp.path().join("no"));
+        std::fs::create_dir_all(&ok).unwrap();
+        std::fs::create_dir_all(&no).unwrap();
+        std::fs::write(no.join("secret"), "s").unwrap();
+        let grants = Grants {
+            hidden: vec![no.clone()],
+            write: vec![ok.clone()],
+            devices: vec!["/dev/null".into()],
+            ..Default::default()
+        };
+        let mut ruleset = Some(prepare(&plan(v, &grants)).unwrap());
+        let script = "echo x > ok/f && ! cat no/secret 2>/dev/null && \
+            ! (echo y > no/g) 2>/dev/null && ! (echo z > f2) 2>/dev/null && echo fine";
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", script]).current_dir(tmp.path());
+        // SAFETY: the ruleset was made before the fork; the child only restricts itself.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                restrict(ruleset.take().expect("once"))
+            });
+        }
+        let out = cmd.output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.contains("fine"),
+            "{said} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(ok.join("f").exists());
+        assert!(!no.join("g").exists() && !tmp.path().join("f2").exists());
+    }
 
     #[test]
     fn the_abi_is_the_highest_the_kernel_makes_a_ruleset_for() {

@@ -62,7 +62,7 @@ const MASKED: &[&str] = &[
 const SCRATCH: &[&str] = &["/tmp", "/dev/shm"];
 
 /// One step, applied in order: later mounts land on top of earlier ones.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "op", content = "path", rename_all = "snake_case")]
 pub enum MountStep {
     /// An empty tmpfs over the folder, hiding what is there (read-only at the end).

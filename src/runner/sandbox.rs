@@ -32,85 +32,7 @@ pub struct Bwrap {
     pub disable_userns: bool,
 }
 
-/// How a run's scripts are sandboxed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Sandboxing {
-    /// bubblewrap's namespaces and mounts.
-    Bwrap(Bwrap),
-    /// A root runner without a working bwrap: the runner makes each script's mount
-    /// (and network, IPC, UTS) namespace itself where the kernel lets it
-    /// (`namespaces`), and drops it to the sandbox uid.
-    Builtin { namespaces: bool },
-}
-
-impl Sandboxing {
-    /// Why no script can start warm inside this sandbox, if one cannot: the zygote
-    /// needs the capabilities to build each script's namespaces, which an ordinary
-    /// user's zygote holds only in a user namespace of its own.
-    pub fn no_warm_start(&self) -> Option<&'static str> {
-        match self {
-            Sandboxing::Bwrap(b) if !b.userns && !b.privileged => Some(
-                "warm start inside the sandbox needs a user namespace, which bwrap cannot make here",
-            ),
-            Sandboxing::Builtin { namespaces: false } => {
-                Some("warm start inside the sandbox needs namespaces, which the runner cannot make here (no CAP_SYS_ADMIN)")
-            }
-            _ => None,
-        }
-    }
-
-    /// `bwrap` or `builtin`, as results say it.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Sandboxing::Bwrap(_) => "bwrap",
-            Sandboxing::Builtin { .. } => "builtin",
-        }
-    }
-
-    /// What confines the scripts, as results list it: the sandbox, `uid` when they
-    /// switch to the sandbox user, `seccomp` when there is a filter for this machine.
-    pub fn layers(&self, switched: bool, seccomp: bool) -> Vec<String> {
-        let mut l: Vec<&str> = match self {
-            Sandboxing::Bwrap(_) => vec!["bwrap"],
-            Sandboxing::Builtin { namespaces: true } => vec!["namespaces"],
-            Sandboxing::Builtin { namespaces: false } => vec![],
-        };
-        if switched {
-            l.push("uid");
-        }
-        if seccomp {
-            l.push("seccomp");
-        }
-        l.into_iter().map(String::from).collect()
-    }
-}
-
-/// The built-in sandbox, for a root runner without a working bwrap; whether this
-/// machine lets the runner give a script mount and network namespaces of its own (a
-/// container without `CAP_SYS_ADMIN` does not: the script then only drops to the
-/// sandbox user). `None` for an ordinary user, who cannot switch users.
-pub fn builtin() -> Option<Sandboxing> {
-    if !rustix::process::geteuid().is_root() {
-        return None;
-    }
-    let mut probe = Command::new("/bin/sh");
-    probe
-        .args(["-c", "exit 0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    use std::os::unix::process::CommandExt;
-    // SAFETY: one system call between fork and exec.
-    unsafe {
-        probe.pre_exec(|| {
-            use rustix::thread::UnshareFlags as U;
-            rustix::thread::unshare_unsafe(U::NEWNS | U::NEWNET | U::NEWIPC | U::NEWUTS)?;
-            Ok(())
-        });
-    }
-    let namespaces = probe.status().is_ok_and(|s| s.success());
-    Some(Sandboxing::Builtin { namespaces })
-}
+pub use super::sandboxing::Sandboxing;
 
 /// The command that installs bubblewrap, for error messages.
 pub const INSTALL_HINT: &str =
@@ -323,7 +245,7 @@ fn device_args(gpu: bool) -> Vec<OsString> {
 
 /// `/dev/nvidiactl`, `/dev/nvidia-uvm`, `/dev/nvidia-uvm-tools`, each `/dev/nvidiaN`,
 /// and the MIG capability nodes.
-fn nvidia_devices() -> Vec<PathBuf> {
+pub fn nvidia_devices() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir("/dev")
         .into_iter()
         .flatten()

@@ -101,20 +101,47 @@ impl fmt::Display for Denial {
     }
 }
 
+/// Where a script's network is: a namespace of its own (bwrap, the runner's own), or
+/// the host's, whose sockets the filter then refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    Namespaced,
+    Host,
+}
+
 /// The filters for this processor, to install in this order; `None` where there are
 /// none.
 pub fn programs() -> Option<Vec<Program>> {
+    programs_for(Network::Namespaced)
+}
+
+/// [`programs`], plus `deny-network` (inet, netlink and packet sockets) for a script
+/// that shares the host's network namespace.
+pub fn programs_for(network: Network) -> Option<Vec<Program>> {
     #[cfg(any(
         target_arch = "x86_64",
         target_arch = "aarch64",
         target_arch = "riscv64"
     ))]
-    return Some(vec![
-        rules::compile("deny-eperm", rules::EPERM, libc::EPERM),
-        rules::compile("clone3-enosys", rules::ENOSYS, libc::ENOSYS),
-    ]);
+    {
+        let mut out = vec![
+            rules::compile("deny-eperm", rules::EPERM, libc::EPERM),
+            rules::compile("clone3-enosys", rules::ENOSYS, libc::ENOSYS),
+        ];
+        if network == Network::Host {
+            out.push(rules::compile(
+                "deny-network",
+                rules::NO_NETWORK,
+                libc::EPERM,
+            ));
+        }
+        return Some(out);
+    }
     #[allow(unreachable_code)]
-    None
+    {
+        let _ = network;
+        None
+    }
 }
 
 /// The calls the filters refuse on this processor (none where there is no filter).
@@ -127,6 +154,7 @@ pub fn denied() -> Vec<Denial> {
     return [
         rules::denials(rules::EPERM, "EPERM"),
         rules::denials(rules::ENOSYS, "ENOSYS"),
+        rules::denials(rules::NO_NETWORK, "EPERM (no network namespace)"),
     ]
     .concat();
     #[allow(unreachable_code)]
@@ -178,7 +206,12 @@ pub fn apply() -> io::Result<()> {
 /// (runs share them), and returns their paths in install order; `None` where there
 /// is no filter for this processor.
 pub fn install(dir: &Path) -> io::Result<Option<Vec<PathBuf>>> {
-    let Some(programs) = programs() else {
+    install_for(dir, Network::Namespaced)
+}
+
+/// [`install`] of [`programs_for`] `network`.
+pub fn install_for(dir: &Path, network: Network) -> io::Result<Option<Vec<PathBuf>>> {
+    let Some(programs) = programs_for(network) else {
         return Ok(None);
     };
     std::fs::create_dir_all(dir)?;

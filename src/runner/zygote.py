@@ -9,8 +9,10 @@
 # and kills its group exactly as for a cold start.
 #
 # With --sandboxed the zygote runs under bubblewrap with capabilities in its own user
-# namespace only, and a request carries "steps" (the script's mounts) and a fourth
-# descriptor, the runner's go. The child builds the script's namespaces and mounts;
+# namespace only (or, for a root runner, as root in namespaces of its own), and a
+# request carries "steps" (the script's mounts) and a fourth descriptor, the runner's
+# go. With --confined it runs on the host's view and each script is held by Landlock's
+# rules (the request's "landlock"), the seccomp filter and, as root, the sandbox user. The child builds the script's namespaces and mounts;
 # the grandchild, init of the script's PID namespace, waits for the go, drops every
 # capability and forks the script, then waits for it as a tiny init of its own.
 import ctypes
@@ -27,6 +29,7 @@ CONTROL = socket.socket(fileno=3)
 MAX_FD = os.sysconf("SC_OPEN_MAX")
 TRUTHY = ("1", "true", "yes", "on")
 SANDBOXED = "--sandboxed" in sys.argv
+CONFINED = SANDBOXED or "--confined" in sys.argv
 # The seccomp programs every script installs, in order, and (a root runner's) the
 # unprivileged uid:gid every script drops to before its first line.
 SECCOMP = []
@@ -113,6 +116,8 @@ def become_script(req, fds):
         for procs in req.get("cgroup_procs") or []:
             with open(procs, "w") as fh:
                 fh.write(str(os.getpid()))
+        if req.get("confined"):
+            confine_plain(req)
     for target, fd in zip((0, 1, 2), fds):
         os.dup2(fd, target)
         if fd > 2:
@@ -205,7 +210,8 @@ def serve():
             req = json.loads(line)
             want = 4 if req.get("steps") is not None else 3
             my_fds, pending_fds = pending_fds[:want], pending_fds[want:]
-            if (req.get("steps") is not None) != SANDBOXED:
+            mismatch = (req.get("steps") is not None) != SANDBOXED
+            if mismatch or bool(req.get("confined")) != CONFINED:
                 for fd in my_fds:
                     os.close(fd)
                 reply = {"error": "the request does not match the zygote's sandbox"}

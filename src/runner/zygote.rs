@@ -42,7 +42,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct Zygote {
     pid: libc::pid_t,
     channel: Mutex<(UnixStream, BufReader<UnixStream>)>,
+    /// It serves sandboxed scripts only (else unsandboxed ones only).
     sandboxed: bool,
+    /// Its children give each script a view of its own (namespaces and mounts).
+    namespaces: bool,
 }
 
 /// How to start the zygote inside the sandbox.
@@ -56,6 +59,9 @@ pub struct ZygoteSandbox {
     pub seccomp: Vec<PathBuf>,
     /// The unprivileged user every script drops to (a root runner's).
     pub user: Option<super::identity::SandboxUser>,
+    /// Each script gets a view of its own (namespaces and mounts, from its request's
+    /// steps); without, each is held by Landlock and the filter on the host's view.
+    pub namespaces: bool,
 }
 
 /// The zygote's first line: ready, and (sandboxed) whether a test child could build
@@ -74,8 +80,14 @@ pub struct Request<'a> {
     pub env: std::collections::BTreeMap<String, String>,
     pub runner_pid: u32,
     pub cgroup_procs: Vec<String>,
-    /// Sandboxed: the mount steps the child applies before the script runs.
+    /// Sandboxed in a view of its own: the mount steps the child applies before the
+    /// script runs.
     pub steps: Option<&'a [MountStep]>,
+    /// Sandboxed: Landlock's rules the child holds the script to, where the kernel has
+    /// Landlock.
+    pub landlock: Option<&'a super::landlock::LandlockPlan>,
+    /// Sandboxed: the child confines the script (user, Landlock, filter) before it runs.
+    pub confined: bool,
 }
 
 #[derive(Deserialize)]
@@ -127,9 +139,11 @@ impl Zygote {
             .write_all(ZYGOTE.as_bytes())
             .map_err(start_error)?;
         cmd.arg("-");
-        if sandbox.is_some() {
-            cmd.arg("--sandboxed");
-        }
+        match sandbox {
+            Some(sb) if sb.namespaces => cmd.arg("--sandboxed"),
+            Some(_) => cmd.arg("--confined"),
+            None => &mut cmd,
+        };
         for n in 0..filter_fds.len() {
             cmd.arg(format!("--seccomp-fd={}", FIRST_FILTER_FD + n as RawFd));
         }
@@ -160,6 +174,7 @@ impl Zygote {
                 BufReader::new(ours),
             )),
             sandboxed: sandbox.is_some(),
+            namespaces: sandbox.is_some_and(|sb| sb.namespaces),
         };
         Ok(zygote)
     }
@@ -176,7 +191,7 @@ impl Zygote {
             Ok(0) => Err(ZygoteError::Exited),
             Ok(_) => match serde_json::from_str::<Ready>(&line) {
                 Ok(r) if r.ready => match r.sandbox {
-                    Some(report) if self.sandboxed && report != "ok" => {
+                    Some(report) if self.namespaces && report != "ok" => {
                         Err(ZygoteError::SandboxProbe(report))
                     }
                     _ => Ok(()),
@@ -312,6 +327,8 @@ pub struct WarmRequest {
     env: std::collections::BTreeMap<String, String>,
     cgroup_procs: Vec<String>,
     steps: Option<Vec<MountStep>>,
+    landlock: Option<super::landlock::LandlockPlan>,
+    confined: bool,
 }
 
 impl WarmRequest {
@@ -323,37 +340,66 @@ impl WarmRequest {
             runner_pid: std::process::id(),
             cgroup_procs: self.cgroup_procs.clone(),
             steps: self.steps.as_deref(),
+            landlock: self.landlock.as_ref(),
+            confined: self.confined,
         }
     }
 
-    /// Whether the script runs inside the sandbox (its cgroup is joined by the runner
+    /// Whether the script runs in a view of its own (its cgroup is joined by the runner
     /// and it waits for the runner's go).
     pub fn sandboxed(&self) -> bool {
         self.steps.is_some()
     }
 }
 
-/// The request for `spec`, or why it cannot start warm from a zygote that is
-/// (`sandboxed`) or is not inside the sandbox.
-pub fn warm_request(spec: &AttemptSpec, sandboxed: bool) -> Result<WarmRequest, ZygoteError> {
-    let steps = match (&spec.sandbox, sandboxed) {
+/// The request for `spec`, or why it cannot start warm from this zygote: one that
+/// serves sandboxed scripts (in views of their own, or not) serves only those.
+pub fn warm_request(spec: &AttemptSpec, zygote: &Zygote) -> Result<WarmRequest, ZygoteError> {
+    let steps = match (&spec.sandbox, zygote.sandboxed) {
         (Some(_), false) => return Err(ZygoteError::Sandboxed),
         (None, true) => return Err(ZygoteError::NotSandboxed),
-        (Some(sb), true) => {
+        (Some(sb), true) if zygote.namespaces => {
             if sb.steps.iter().any(|s| s.path().to_str().is_none()) {
                 return Err(ZygoteError::NotUtf8("sandbox mount path"));
             }
             Some(sb.steps.clone())
         }
-        (None, false) => None,
+        _ => None,
     };
     let utf8 = |p: &Path, what: &'static str| {
         p.to_str()
             .map(str::to_string)
             .ok_or(ZygoteError::NotUtf8(what))
     };
-    // The same environment a cold start would get: the parent's, less the removed
-    // variables, plus the attempt's, plus the leak-tracing token.
+    let landlock = spec
+        .sandbox
+        .as_ref()
+        .and_then(|sb| sb.confine.landlock.clone());
+    if landlock
+        .iter()
+        .flat_map(|l| &l.rules)
+        .any(|(p, _)| p.to_str().is_none())
+    {
+        return Err(ZygoteError::NotUtf8("Landlock path"));
+    }
+    Ok(WarmRequest {
+        script: utf8(&spec.script, "script path")?,
+        cwd: utf8(&spec.cwd, "working directory path")?,
+        env: warm_env(spec)?,
+        // Inside a view the cgroup files are out of reach: the runner places it.
+        cgroup_procs: match (&spec.cgroup, &steps) {
+            (Some(c), None) => c.procs_paths(),
+            _ => Vec::new(),
+        },
+        steps,
+        landlock,
+        confined: spec.sandbox.is_some(),
+    })
+}
+
+/// The same environment a cold start would get: the parent's (unless cleared), less
+/// the removed variables, plus the attempt's, plus the leak-tracing token.
+fn warm_env(spec: &AttemptSpec) -> Result<std::collections::BTreeMap<String, String>, ZygoteError> {
     let mut env = std::collections::BTreeMap::new();
     if !spec.env_clear {
         for (k, v) in std::env::vars_os() {
@@ -373,15 +419,5 @@ pub fn warm_request(spec: &AttemptSpec, sandboxed: bool) -> Result<WarmRequest, 
         env.insert(k.to_string(), v.to_string());
     }
     env.insert(super::reaper::TOKEN_VAR.to_string(), spec.token.clone());
-    Ok(WarmRequest {
-        script: utf8(&spec.script, "script path")?,
-        cwd: utf8(&spec.cwd, "working directory path")?,
-        env,
-        // Inside the sandbox the cgroup files are out of reach: the runner places it.
-        cgroup_procs: match (&spec.cgroup, &steps) {
-            (Some(c), None) => c.procs_paths(),
-            _ => Vec::new(),
-        },
-        steps,
-    })
+    Ok(env)
 }

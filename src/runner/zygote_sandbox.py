@@ -133,13 +133,23 @@ def become_user(user):
     check(LIBC.prctl(4, 1, 0, 0, 0) == 0, "make the process dumpable")  # PR_SET_DUMPABLE
 
 
+def has_capability(cap):
+    """Whether this process holds `cap` in its effective set (/proc/self/status)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> cap & 1)
+    return False
+
+
 def drop_privileges():
     """Every capability gone (bounding, ambient, effective, permitted, inheritable),
     no_new_privs set, the seccomp filter installed: what bwrap does for a cold start."""
     with open("/proc/sys/kernel/cap_last_cap") as fh:
         last = int(fh.read())
+    may_drop = LIBC.prctl(23, 8, 0, 0, 0) == 1 and has_capability(8)  # CAP_SETPCAP
     for cap in range(last + 1):
-        if LIBC.prctl(23, cap, 0, 0, 0) == 1:  # CAPBSET_READ: still in the bounding set
+        if may_drop and LIBC.prctl(23, cap, 0, 0, 0) == 1:  # CAPBSET_READ
             check(LIBC.prctl(24, cap, 0, 0, 0) == 0, "drop capability %d" % cap)
     LIBC.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL (older kernels have none)
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
@@ -154,6 +164,62 @@ def drop_privileges():
         program = Program(len(filt) // 8, ctypes.addressof(code))
         done = LIBC.prctl(22, 2, ctypes.byref(program), 0, 0) == 0  # SECCOMP_MODE_FILTER
         check(done, "install the seccomp filter")
+
+
+# struct landlock_path_beneath_attr { __u64 allowed_access; __s32 parent_fd; } (packed)
+# and the rights a rule on a file (not a folder) may hold: execute, write_file,
+# read_file, truncate, ioctl_dev.
+LANDLOCK_FILE_RIGHTS = 1 | 2 | 4 | (1 << 14) | (1 << 15)
+
+
+def landlock_prepare(plan):
+    """Landlock's ruleset for `plan`, filled (paths opened now, while they may all be
+    reached): the descriptor, or None without a plan. Same rules as a cold start's."""
+    import stat
+    import struct
+
+    if not plan:
+        return None
+    attr = (ctypes.c_uint64 * 3)(plan["fs"], plan["net"], plan["scoped"])
+    ruleset = LIBC.syscall(444, ctypes.byref(attr), ctypes.c_size_t(24), ctypes.c_uint32(0))
+    check(ruleset >= 0, "create a Landlock ruleset")
+    for path, rights in plan["rules"]:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue  # not in this view: nothing to grant
+        try:
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                rights &= LANDLOCK_FILE_RIGHTS
+            rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
+            done = LIBC.syscall(445, ruleset, 1, rule, ctypes.c_uint32(0)) == 0  # PATH_BENEATH
+            check(done, "grant %s" % path)
+        finally:
+            os.close(fd)
+    return ruleset
+
+
+def landlock_restrict(ruleset):
+    """Holds this process and all it starts to the ruleset (no_new_privs is set)."""
+    if ruleset is None:
+        return
+    check(LIBC.prctl(38, 1, 0, 0, 0) == 0, "set no_new_privs")
+    check(LIBC.syscall(446, ruleset, ctypes.c_uint32(0)) == 0, "apply Landlock's rules")
+    os.close(ruleset)
+
+
+def confine_plain(req):
+    """A script on the host's view (no namespaces): Landlock's rules, the sandbox user
+    (a root runner's; dying with the runner again, which the switch undid), every
+    capability gone, the filter."""
+    ruleset = landlock_prepare(req.get("landlock"))
+    if USER:
+        become_user(USER)
+        LIBC.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+        if os.getppid() != req["runner_pid"]:
+            os._exit(137)
+    drop_privileges()
+    landlock_restrict(ruleset)
 
 
 def host_parent():
@@ -175,9 +241,11 @@ def be_init(req, fds):
             os._exit(137)
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         proc_read_only()
+        ruleset = landlock_prepare(req.get("landlock"))
         if USER:
             become_user(USER)
         drop_privileges()
+        landlock_restrict(ruleset)
         script = os.fork()
     except BaseException as exc:
         os.write(fds[2], ("jax-runner sandbox: %s\n" % (exc,)).encode())

@@ -1,9 +1,9 @@
-//! Starting one attempt's process: cold (the interpreter, under bwrap when sandboxed,
-//! or in the built-in sandbox made between fork and exec, with the cgroup joined
-//! before exec) or warm (forked by the zygote, inside the sandbox or not). Either way the result is a PID that is
-//! the runner's child, and the read ends of its output pipes.
+//! Starting one attempt's process: cold (the interpreter; sandboxed, through `jax-runner
+//! __sandbox-exec`, under bwrap or alone, with the cgroup joined before exec) or warm
+//! (forked by the zygote, in a view of its own or not). Either way the result is a PID
+//! that is the runner's child, and the read ends of its output pipes.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -11,71 +11,44 @@ use std::sync::Arc;
 
 use crate::error::ZygoteError;
 use crate::runner::attempt::{AttemptError, AttemptSpec, Start};
-use crate::runner::identity::become_user;
-use crate::runner::mountns::MountNamespace;
-use crate::runner::mounts::MountStep;
 use crate::runner::sys;
 use crate::runner::zygote::{self, Zygote};
-use crate::runner::{reaper, sandbox, seccomp};
+use crate::runner::{reaper, sandbox};
 
 /// Runs a script whose path is not valid UTF-8 (see the file for why).
 const LAUNCH_ODD_NAME: &str = include_str!("../launch.py");
 
-/// What a cold start holds open until the spawn: the seccomp programs' files, whose
-/// descriptors bwrap passes on to `__sandbox-exec`.
-type Held = Vec<std::fs::File>;
+/// What a cold start holds open until the spawn: the sandbox's plan and the seccomp
+/// programs, whose descriptors `__sandbox-exec` reads (bwrap passes them on).
+type Held = Vec<OwnedFd>;
 
-/// The command of a cold start. Under bwrap the program is `jax-runner
-/// __sandbox-exec`, which finishes the sandbox and execs the interpreter; in the
-/// built-in sandbox the child does the same work itself between fork and exec.
+/// The command of a cold start. Sandboxed, the program is `jax-runner
+/// __sandbox-exec` (inside bwrap, or in its place for the built-in layer alone), which
+/// applies the attempt's confinement and execs the interpreter.
 fn command(spec: &AttemptSpec) -> Result<(Command, Held), std::io::Error> {
-    let filters: Held = match &spec.sandbox {
-        Some(_) => spec
-            .seccomp
-            .iter()
-            .map(std::fs::File::open)
-            .collect::<Result<_, _>>()?,
-        None => Vec::new(),
-    };
-    let filter_fds: Vec<i32> = filters.iter().map(|f| f.as_raw_fd()).collect();
-    let mut builtin = None;
+    let mut held: Held = Vec::new();
     let mut cmd = match &spec.sandbox {
-        Some(sb) => match &sb.bwrap {
-            Some((bwrap, args)) => {
-                let mut c = Command::new(bwrap);
-                c.args(args).arg(&sb.helper).arg(sandbox::EXEC_ARG);
-                if let Some(u) = sb.user {
-                    c.arg("--user").arg(format!("{}:{}", u.uid, u.gid));
-                    for step in &sb.steps {
-                        if let MountStep::Scratch(dir) = step {
-                            c.arg("--own").arg(dir);
-                        }
-                    }
+        Some(sb) => {
+            let mut c = match &sb.bwrap {
+                Some((bwrap, args)) => {
+                    let mut c = Command::new(bwrap);
+                    c.args(args).arg(&sb.helper);
+                    c
                 }
-                for fd in &filter_fds {
-                    c.arg("--seccomp-fd").arg(fd.to_string());
-                }
-                c.arg("--").arg(&spec.python);
-                c
+                None => Command::new(&sb.helper),
+            };
+            c.arg(sandbox::EXEC_ARG);
+            let plan = sb.confine.to_memfd()?;
+            c.arg("--plan-fd").arg(plan.as_raw_fd().to_string());
+            held.push(plan);
+            for path in &spec.seccomp {
+                let file = OwnedFd::from(std::fs::File::open(path)?);
+                c.arg("--seccomp-fd").arg(file.as_raw_fd().to_string());
+                held.push(file);
             }
-            None => {
-                let programs = filters
-                    .iter()
-                    .map(|mut f| {
-                        let mut bytes = Vec::new();
-                        f.read_to_end(&mut bytes).map(|_| bytes)
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                // No steps: a container that allows no namespaces (see
-                // `Sandboxing::Builtin`); the script still becomes the sandbox user.
-                let ns = match sb.steps.is_empty() {
-                    true => None,
-                    false => Some(MountNamespace::new(&sb.steps, &spec.cwd, sb.user)?),
-                };
-                builtin = Some((ns, programs, sb.user));
-                Command::new(&spec.python)
-            }
-        },
+            c.arg("--").arg(&spec.python);
+            c
+        }
         None => Command::new(&spec.python),
     };
     if spec.script.to_str().is_some() {
@@ -99,36 +72,25 @@ fn command(spec: &AttemptSpec) -> Result<(Command, Held), std::io::Error> {
     cmd.env(reaper::TOKEN_VAR, &spec.token);
     let parent = std::process::id() as libc::pid_t;
     let cgroup = spec.cgroup.clone();
-    // SAFETY: the closure makes system calls only (prctl, getppid, mount, open, write,
-    // setresuid…) on buffers made before the fork, and allocates nothing.
+    let passed: Vec<i32> = held.iter().map(|f| f.as_raw_fd()).collect();
+    // SAFETY: the closure makes system calls only (prctl, getppid, open, write, fcntl)
+    // and allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
             // Joined as the runner (root owns the cgroup files), before anything else.
             if let Some(cg) = &cgroup {
                 cg.join_from_child()?;
             }
-            if let Some((ns, programs, user)) = builtin.as_mut() {
-                if let Some(ns) = ns {
-                    ns.apply()?;
-                }
-                if let Some(u) = user {
-                    become_user(u.uid, u.gid)?;
-                }
-                seccomp::apply_prepared(programs)?;
-                // Whatever the runner holds stays out of the script.
-                let _ = sys::cloexec_range(3);
-            }
-            // bwrap passes these to `__sandbox-exec`: they must survive the exec.
-            for fd in &filter_fds {
+            // `__sandbox-exec` reads these: they must survive the exec.
+            for fd in &passed {
                 if libc::fcntl(*fd, libc::F_SETFD, 0) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            // Last: a change of uid clears the death signal.
             reaper::die_with_parent(parent)
         });
     }
-    Ok((cmd, filters))
+    Ok((cmd, held))
 }
 
 /// Starts the script, warm when a zygote is there and can honour everything the
@@ -145,7 +107,7 @@ pub(super) async fn start(
     };
     let mut start = Start::Cold;
     if let Some(zygote) = zygote {
-        match zygote::warm_request(spec, zygote.sandboxed()) {
+        match zygote::warm_request(spec, zygote) {
             Err(reason) => start = Start::ColdFallback(reason.to_string()),
             Ok(request) => match start_warm(spec, zygote, request).await {
                 Ok(Ok((pid, out, err))) => return Ok((pid, out, err, Start::Warm)),

@@ -350,3 +350,41 @@ fn python_still_works_under_the_filters() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Sharing the host's network namespace (the built-in layer alone), a script gets no
+/// inet, netlink or packet socket; with a namespace of its own it keeps them, and
+/// `socketpair` stays allowed either way.
+#[test]
+fn without_a_network_namespace_the_network_is_refused() {
+    let host: Vec<Vec<u8>> = programs_for(Network::Host)
+        .unwrap()
+        .into_iter()
+        .map(|p| p.bytes)
+        .collect();
+    for (name, family, kind) in [
+        ("AF_INET stream", libc::AF_INET, libc::SOCK_STREAM),
+        ("AF_INET datagram", libc::AF_INET, libc::SOCK_DGRAM),
+        ("AF_INET6", libc::AF_INET6, libc::SOCK_DGRAM),
+        ("AF_NETLINK", libc::AF_NETLINK, libc::SOCK_RAW),
+    ] {
+        let probe: fn() -> i64 = match (family, kind) {
+            (libc::AF_INET, libc::SOCK_STREAM) => || socket(libc::AF_INET, libc::SOCK_STREAM),
+            (libc::AF_INET, _) => || socket(libc::AF_INET, libc::SOCK_DGRAM),
+            (libc::AF_INET6, _) => || socket(libc::AF_INET6, libc::SOCK_DGRAM),
+            _ => || socket(libc::AF_NETLINK, libc::SOCK_RAW),
+        };
+        let with = in_child(Some(&host), probe);
+        assert_eq!(with, -i64::from(libc::EPERM), "{name}: {}", shown(with));
+        assert!(
+            in_child(Some(&prepared()), probe) >= 0,
+            "{name} in a namespace"
+        );
+    }
+    let pair = || {
+        let mut fds = [0; 2];
+        // SAFETY: socketpair fills two fds the child never uses again.
+        let rc = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) };
+        result(rc.into())
+    };
+    assert!(in_child(Some(&host), pair) >= 0);
+}

@@ -168,6 +168,23 @@ pub(super) const EPERM: &[Rule] = &[
     always("name_to_handle_at", libc::SYS_name_to_handle_at),
 ];
 
+/// Address families of the network, for a script with no network namespace of its own
+/// (the built-in layer alone): inet sockets (TCP, UDP, ICMP), netlink (the host's
+/// routing and firewall tables) and raw packets.
+const NETWORK: &[(&str, u64)] = &[
+    ("AF_INET", libc::AF_INET as u64),
+    ("AF_INET6", libc::AF_INET6 as u64),
+    ("AF_NETLINK", libc::AF_NETLINK as u64),
+    ("AF_PACKET", libc::AF_PACKET as u64),
+];
+
+/// Refused with `EPERM` where the script shares the host's network namespace.
+pub(super) const NO_NETWORK: &[Rule] = &[Rule {
+    call: "socket",
+    nr: libc::SYS_socket,
+    when: When::OneOf(0, NETWORK),
+}];
+
 /// Answered with `ENOSYS`, so that the C library falls back to `clone`, and callers
 /// of `openat2` to `openat`: both take their flags (namespaces, a mode) in a struct
 /// seccomp cannot read.
