@@ -101,8 +101,9 @@ pub fn setup(flavor: FlavorArg, level: tracing::Level) -> Result<u8, Error> {
 pub fn doctor(args: &cli::DoctorArgs, level: tracing::Level) -> Result<u8, Error> {
     init_logging(level, None);
     let interp = Resolver::from_env(args.python.clone()).inspect()?;
-    let report =
+    let mut report =
         jax_runner::doctor::inspect(&interp, args.device.into(), jax_runner::doctor::Live::All);
+    report.sandbox = Some(jax_runner::doctor::sandbox::inspect());
     if args.json {
         println!(
             "{}",

@@ -223,3 +223,178 @@ fn an_unknown_xla_flag_fails_the_live_cpu_check_with_xlas_own_words() {
     );
     assert!(!verdict(&doc, "cpu"));
 }
+
+/// The sandbox finding for `layer`.
+fn layer<'a>(doc: &'a Value, layer: &str) -> &'a Value {
+    doc["sandbox"]["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no sandbox section: {doc}"))
+        .iter()
+        .find(|f| f["layer"] == layer)
+        .unwrap_or_else(|| panic!("no {layer} finding in {}", doc["sandbox"]))
+}
+
+/// The layers a run here uses, from what the library finds on this machine.
+fn layers_here(root: bool, bwrap_ok: bool, namespaces: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if bwrap_ok {
+        out.push("bwrap".to_string());
+    } else if root && namespaces {
+        out.push("namespaces".to_string());
+    }
+    if let Some(abi) = jax_runner::runner::landlock::abi() {
+        out.push(format!("landlock-v{abi}"));
+    }
+    if root {
+        out.push("uid".to_string());
+    }
+    if jax_runner::runner::seccomp::programs().is_some() {
+        out.push("seccomp".to_string());
+    }
+    out
+}
+
+fn builtin_namespaces() -> bool {
+    use jax_runner::runner::sandbox::{builtin, Sandboxing};
+    matches!(builtin(), Some(Sandboxing::Builtin { namespaces: true }))
+}
+
+#[test]
+fn the_sandbox_section_says_what_each_layer_can_do_here() {
+    let (_, doc) = doctor(python(), "cpu", &[]);
+    assert_valid(&validator("doctor"), &doc, "doctor --json");
+    let sb = &doc["sandbox"];
+    let root = user::tests_run_as_root();
+    assert_eq!(sb["root"], root);
+    let bwrap_ok = jax_runner::runner::sandbox::detect().is_ok();
+    assert_eq!(sb["bwrap"]["works"], bwrap_ok, "{}", sb["bwrap"]);
+    let expected = layers_here(root, bwrap_ok, builtin_namespaces());
+    assert_eq!(sb["layers"], serde_json::json!(expected));
+    if bwrap_ok {
+        assert_eq!(layer(&doc, "bwrap")["state"], "active");
+        assert!(sb["bwrap"]["version"]
+            .as_str()
+            .unwrap()
+            .starts_with("bubblewrap "));
+    }
+    match jax_runner::runner::landlock::abi() {
+        Some(abi) => {
+            assert_eq!(sb["landlock"]["abi"], abi);
+            assert!(layer(&doc, "landlock")["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("ABI {abi}")));
+            assert!(!sb["landlock"]["covers"].as_array().unwrap().is_empty());
+        }
+        None => assert!(sb["landlock"]["error"].is_string()),
+    }
+    if cfg!(target_arch = "x86_64") {
+        assert_eq!(sb["seccomp"]["filter"], true);
+        assert!(sb["seccomp"]["denied_calls"].as_u64().unwrap() > 20);
+        assert_eq!(layer(&doc, "seccomp")["state"], "active");
+    }
+    if root {
+        assert_eq!(sb["sandbox_user"]["first_uid"], 61184);
+        assert_eq!(layer(&doc, "user-namespaces")["state"], "unused");
+    }
+    assert_eq!(sb["findings"].as_array().unwrap().len(), 6);
+
+    let human = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .args(["doctor", "--device", "cpu", "--python"])
+        .arg(python())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&human.stdout);
+    let line = format!("Sandbox   a run here uses: {}", expected.join(", "));
+    assert!(text.contains(&line), "{text}");
+    for name in ["bwrap", "landlock", "seccomp", "sandbox-user", "cgroups"] {
+        assert!(text.contains(&format!(" {name} ")), "{name}: {text}");
+    }
+}
+
+#[test]
+fn with_bwrap_off_path_the_sandbox_section_gives_the_install_command() {
+    let (_, doc) = doctor(python(), "cpu", &[("PATH", "/nonexistent")]);
+    let sb = &doc["sandbox"];
+    assert_eq!(sb["bwrap"]["works"], false);
+    assert_eq!(sb["bwrap"]["path"], Value::Null);
+    assert_eq!(sb["bwrap"]["error"], "bwrap is not installed");
+    let f = layer(&doc, "bwrap");
+    assert_eq!(f["state"], "missing");
+    assert!(f["fix"]
+        .as_str()
+        .unwrap()
+        .contains("apt-get install bubblewrap"));
+    let root = user::tests_run_as_root();
+    let expected = layers_here(root, false, builtin_namespaces());
+    assert_eq!(sb["layers"], serde_json::json!(expected));
+
+    let human = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .args(["doctor", "--device", "cpu", "--python"])
+        .arg(python())
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains("✗ bwrap           bwrap is not installed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("strengthen: ") && text.contains("apt-get install bubblewrap"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_ordinary_user_is_told_what_its_own_runs_get() {
+    let account = user::Account::user();
+    let out = account
+        .command()
+        .args(["doctor", "--json", "--device", "cpu", "--python"])
+        .arg(&account.python)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor --json printed no JSON ({e}): {}", stderr(&out)));
+    let sb = &doc["sandbox"];
+    assert_eq!(sb["root"], false);
+    assert_eq!(sb["sandbox_user"]["switched"], false);
+    assert_eq!(sb["sandbox_user"]["uid"], account.uid);
+    let user = layer(&doc, "sandbox-user");
+    assert_eq!(user["state"], "unused");
+    assert!(user["message"]
+        .as_str()
+        .unwrap()
+        .contains(&format!("uid {}", account.uid)));
+    let layers: Vec<&str> = sb["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        !layers.contains(&"uid") && !layers.contains(&"namespaces"),
+        "{layers:?}"
+    );
+    // Whatever this machine allows, an ordinary user's bwrap never runs privileged, and
+    // a user namespace it cannot make comes with the reason.
+    assert_eq!(sb["bwrap"]["privileged"], false);
+    let userns = layer(&doc, "user-namespaces");
+    assert_ne!(userns["state"], "unused");
+    if sb["user_namespaces"]["works"] == true && sb["bwrap"]["works"] == true {
+        assert_eq!(sb["bwrap"]["userns"], true, "{}", sb["bwrap"]);
+        assert_eq!(layers[0], "bwrap");
+    }
+    // Per-attempt cgroups the user cannot make come with the delegation command.
+    let cg = layer(&doc, "cgroups");
+    if cg["state"] == "missing" && sb["cgroups"]["version"] != "none" {
+        let fix = cg["fix"].as_str().unwrap();
+        assert!(
+            fix.contains("systemd-run --user") || fix.contains("cgcreate"),
+            "{fix}"
+        );
+    }
+}

@@ -8,6 +8,7 @@ mod finding;
 mod libs;
 mod live;
 pub mod render;
+pub mod sandbox;
 
 use crate::model::{Device, Platform};
 use crate::python::Interpreter;
@@ -77,7 +78,8 @@ fn host() -> Host {
 }
 
 /// Inspects the host, the driver, the interpreter and the environment, runs the
-/// live checks asked for, and decides per device.
+/// live checks asked for, and decides per device. The sandbox section is the doctor
+/// command's ([`sandbox::inspect`]): a run's results say which layers it used.
 pub fn inspect(interp: &Interpreter, device: Device, live: Live) -> DoctorReport {
     let nvml = crate::gpu::inspect();
     let env = checks::relevant_environment();
@@ -134,5 +136,6 @@ pub fn inspect(interp: &Interpreter, device: Device, live: Live) -> DoctorReport
         live: live_checks,
         findings,
         verdicts,
+        sandbox: None,
     }
 }

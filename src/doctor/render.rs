@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::{DoctorReport, Severity};
+use crate::model::doctor::{LayerState, SandboxReport};
 
 fn mark(ok: bool) -> &'static str {
     if ok {
@@ -18,6 +19,9 @@ pub fn human(r: &DoctorReport) -> String {
     let mut s = String::new();
     machine_section(&mut s, r);
     python_section(&mut s, r);
+    if let Some(sandbox) = &r.sandbox {
+        sandbox_section(&mut s, sandbox);
+    }
     verdict_section(&mut s, r);
     s
 }
@@ -115,6 +119,28 @@ fn python_section(s: &mut String, r: &DoctorReport) {
                 lc.error.clone().unwrap_or_default()
             }
         );
+    }
+}
+
+/// The layers a run here uses, then each layer's state and how to strengthen it.
+fn sandbox_section(s: &mut String, r: &SandboxReport) {
+    let layers = if r.layers.is_empty() {
+        "none".to_string()
+    } else {
+        r.layers.join(", ")
+    };
+    let _ = writeln!(s, "\nSandbox   a run here uses: {layers}");
+    for f in &r.findings {
+        let mark = match f.state {
+            LayerState::Active => "✓",
+            LayerState::Partial => "~",
+            LayerState::Missing => "✗",
+            LayerState::Unused => "-",
+        };
+        let _ = writeln!(s, "  {mark} {:<15} {}", f.layer.as_str(), f.message);
+        if let Some(fix) = &f.fix {
+            let _ = writeln!(s, "    {:<15} strengthen: {fix}", "");
+        }
     }
 }
 

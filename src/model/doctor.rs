@@ -10,6 +10,13 @@ use serde::{Deserialize, Serialize};
 use super::FailureClass;
 use super::{Device, Platform};
 
+pub mod sandbox;
+
+pub use sandbox::{
+    BwrapProbe, CgroupProbe, LandlockProbe, LayerFinding, LayerState, SandboxLayer, SandboxReport,
+    SandboxUserProbe, SeccompProbe, UsernsProbe,
+};
+
 // Doc comments below are the schema's descriptions (`schemas/doctor.schema.json`):
 // changing one changes the committed schema.
 
@@ -204,4 +211,8 @@ pub struct DoctorReport {
     pub findings: Vec<Finding>,
     /// Per device: works or not.
     pub verdicts: Vec<Verdict>,
+    /// What each sandbox layer can do here. `jax-runner doctor` fills it; a run's
+    /// pre-flight leaves it out (its results say which layers it used).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sandbox: Option<SandboxReport>,
 }
