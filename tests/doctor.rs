@@ -255,8 +255,7 @@ fn layers_here(root: bool, bwrap_ok: bool, namespaces: bool) -> Vec<String> {
 }
 
 fn builtin_namespaces() -> bool {
-    use jax_runner::runner::sandbox::{builtin, Sandboxing};
-    matches!(builtin(), Some(Sandboxing::Builtin { namespaces: true }))
+    jax_runner::runner::sandboxing::namespaces_here()
 }
 
 #[test]

@@ -18,7 +18,7 @@ use crate::model::doctor::{
 };
 use crate::runner::identity::{FIRST_UID, LAST_UID};
 use crate::runner::limits::AttemptCgroup;
-use crate::runner::sandbox::{self, Sandboxing};
+use crate::runner::sandbox;
 use crate::runner::{landlock, seccomp};
 
 /// Tries every layer and judges each.
@@ -27,10 +27,7 @@ pub fn inspect() -> SandboxReport {
     let mut report = SandboxReport {
         layers: Vec::new(),
         root,
-        builtin_namespaces: matches!(
-            sandbox::builtin(),
-            Some(Sandboxing::Builtin { namespaces: true })
-        ),
+        builtin_namespaces: crate::runner::sandboxing::namespaces_here(),
         bwrap: bwrap(),
         user_namespaces: user_namespaces(),
         landlock: landlock_probe(),

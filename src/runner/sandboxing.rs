@@ -47,26 +47,15 @@ impl Sandboxing {
         }
     }
 
-    /// What confines the scripts, as results list it: `bwrap` or `namespaces`,
-    /// `landlock-vN`, `uid` when they switch to the sandbox user, `seccomp` when there
-    /// is a filter for this machine.
+    /// What confines the scripts, as results list it (see [`layer_names`]).
     pub fn layers(&self, switched: bool, seccomp: bool) -> Vec<String> {
-        let mut l: Vec<String> = Vec::new();
-        if self.bwrap.is_some() {
-            l.push("bwrap".into());
-        } else if self.namespaces {
-            l.push("namespaces".into());
-        }
-        if let Some(abi) = self.landlock {
-            l.push(format!("landlock-v{abi}"));
-        }
-        if switched {
-            l.push("uid".into());
-        }
-        if seccomp {
-            l.push("seccomp".into());
-        }
-        l
+        layer_names(
+            self.bwrap.is_some(),
+            self.namespaces,
+            self.landlock,
+            switched,
+            seccomp,
+        )
     }
 
     /// What is missing here and what that leaves, said once before the run; `None`
@@ -101,6 +90,34 @@ impl Sandboxing {
             )),
         }
     }
+}
+
+/// The layers' names, as results and `doctor` list them: `bwrap`, or `namespaces` for
+/// a root runner's own; `landlock-vN`; `uid` when scripts switch to the sandbox user;
+/// `seccomp` when there is a filter for this machine.
+pub fn layer_names(
+    bwrap: bool,
+    namespaces: bool,
+    landlock: Option<u8>,
+    switched: bool,
+    seccomp: bool,
+) -> Vec<String> {
+    let mut l: Vec<String> = Vec::new();
+    if bwrap {
+        l.push("bwrap".into());
+    } else if namespaces {
+        l.push("namespaces".into());
+    }
+    if let Some(abi) = landlock {
+        l.push(format!("landlock-v{abi}"));
+    }
+    if switched {
+        l.push("uid".into());
+    }
+    if seccomp {
+        l.push("seccomp".into());
+    }
+    l
 }
 
 /// Whether a root runner may give a script mount, network, IPC and UTS namespaces of

@@ -12,14 +12,8 @@ use crate::runner::landlock;
 /// that brings it.
 const NEWEST_LANDLOCK: (u8, &str) = (6, "6.12");
 
-/// The layers a run here uses by default, as a result's `sandbox.layers` lists them:
-/// bwrap where it works (else, for a root runner allowed to, the runner's own
-/// namespaces), the built-in Landlock layer where the kernel has it, `uid` when the
-/// runner is root (scripts drop to the sandbox user), `seccomp` where there is a filter
-/// for this processor.
-///
-/// The runner's own list (`Sandboxing::layers`) is being extended with Landlock; this
-/// states the same rule for doctor until it can call that one.
+/// The layers a run here would use: the runner's own list of names (a root runner's
+/// namespaces count only where it may make them, and only without bwrap).
 pub fn expected_layers(
     bwrap_ok: bool,
     namespaces: bool,
@@ -27,22 +21,13 @@ pub fn expected_layers(
     root: bool,
     seccomp: bool,
 ) -> Vec<String> {
-    let mut out = Vec::new();
-    if bwrap_ok {
-        out.push("bwrap".to_string());
-    } else if root && namespaces {
-        out.push("namespaces".to_string());
-    }
-    if let Some(abi) = landlock_abi {
-        out.push(format!("landlock-v{abi}"));
-    }
-    if root {
-        out.push("uid".to_string());
-    }
-    if seccomp {
-        out.push("seccomp".to_string());
-    }
-    out
+    crate::runner::sandboxing::layer_names(
+        bwrap_ok,
+        root && namespaces,
+        landlock_abi,
+        root,
+        seccomp,
+    )
 }
 
 /// Fills `layers` and `findings` from the probes.
