@@ -9,8 +9,9 @@
 #        runner plain  jax-runner, compilation cache off, warm start off
 #        defaults      jax-runner with default options (sandbox auto, warm start auto),
 #                      an empty compilation cache, then the cache it filled
+#        no bwrap      default options with bwrap hidden from PATH (the built-in layer)
 #        sandbox off   the same with --sandbox off (warm start on)
-#      defaults and sandbox off alternate $BENCH_REPEAT times (default 3), each round
+#      defaults, no bwrap and sandbox off alternate $BENCH_REPEAT times (default 3), each round
 #      with fresh cache folders; their rows give the median and list every run.
 #      Each row's ratio is to the sequential loop.
 #   2. Runner overhead: $BENCH_TRIVIAL (default 200) scripts that only `print(1)`,
@@ -100,6 +101,9 @@ if [[ $warm_start == missing ]]; then warm_note="(warm start not available)"; fi
 cold_desc="${device_opts[*]} ${cache_off[*]} ${warm_off[*]} ${sandbox_off[*]}"
 warm_desc="${device_opts[*]} ${cache_off[*]:+--compilation-cache CACHE} ${warm_on[*]} ${sandbox_off[*]}"
 
+# Words put before the runner's command (an `env PATH=…` that hides bwrap).
+runner_prefix=()
+
 # run_runner LOGNAME OUTPUT_DIR ARGS…: timed jax-runner run with a fresh results folder;
 # sets `seconds`, `ok` and `total` (succeeded / discovered, from performance_metrics.json).
 run_runner() {
@@ -108,7 +112,7 @@ run_runner() {
     rm -rf "$dir/execution_results"
     local t0 t1 rc=0
     t0=$(date +%s.%N)
-    "$bin" --output-dir "$dir" --python "$PY" "${device_opts[@]}" -q "$@" \
+    "${runner_prefix[@]}" "$bin" --output-dir "$dir" --python "$PY" "${device_opts[@]}" -q "$@" \
         >"$scratch/$name.log" 2>&1 || rc=$?
     t1=$(date +%s.%N)
     seconds=$(elapsed "$t0" "$t1")
@@ -171,12 +175,16 @@ for n in $sizes; do
     # the rows give the median and every run.
     declare -A runs=() least=()
     for r in $(seq 1 "$repeat"); do
-        for variant in defaults sandbox-off; do
+        for variant in defaults no-bwrap sandbox-off; do
             extra=()
             if [[ $variant == sandbox-off ]]; then extra=("${warm_on[@]}" "${sandbox_off[@]}"); fi
             cache=()
             tree=$work/tree
-            if [[ $variant == defaults ]]; then
+            # no-bwrap: default options on a machine without bubblewrap (it is found only
+            # through PATH): the built-in layer alone.
+            hide=()
+            if [[ $variant == no-bwrap ]]; then hide=(env PATH=/nonexistent); fi
+            if [[ $variant != sandbox-off ]]; then
                 tree=$work/tree-$r
                 cp -a "$work/tree" "$tree"
             elif [[ ${#cache_off[@]} -gt 0 ]]; then
@@ -184,7 +192,9 @@ for n in $sizes; do
             fi
             for state in cold warm; do
                 log "N=$n: $variant, $state cache (round $r of $repeat)"
+                runner_prefix=("${hide[@]}")
                 run_runner "$variant-$state-$n-$r" "$tree" "${cache[@]}" "${extra[@]}"
+                runner_prefix=()
                 runs[$variant-$state]+="$seconds "
                 # The fewest scripts ok in any round is what the row reports.
                 prev=${least[$variant-$state]:-$ok}
@@ -192,7 +202,7 @@ for n in $sizes; do
                 least[$variant-$state]=$prev
                 [[ $ok == "$total" ]] || note "N=$n: $variant $state round $r: $ok of $total scripts ok"
             done
-            if [[ $variant == defaults ]]; then
+            if [[ $variant != sandbox-off ]]; then
                 used=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"].get("compilation_cache") or "")' \
                     "$tree/execution_results/jax/performance_metrics.json" 2>/dev/null || true)
                 [[ -n $used && -d $used ]] && rm -rf "$used"
@@ -205,6 +215,9 @@ for n in $sizes; do
         o=$(median ${runs[sandbox-off-$state]})
         cost=$(awk -v d="$d" -v o="$o" 'BEGIN { printf "%+.1f%%", (d / o - 1) * 100 }')
         row workload "$n" "jax-runner defaults, $state cache" "$d" "${least[defaults-$state]}" "$n" "default options, median of: ${runs[defaults-$state]% }; sandbox cost $cost"
+        b=$(median ${runs[no-bwrap-$state]})
+        bcost=$(awk -v d="$b" -v o="$o" 'BEGIN { printf "%+.1f%%", (d / o - 1) * 100 }')
+        row workload "$n" "jax-runner defaults without bwrap, $state cache" "$b" "${least[no-bwrap-$state]}" "$n" "default options, bwrap hidden from PATH (the built-in layer alone), median of: ${runs[no-bwrap-$state]% }; its cost $bcost"
         row workload "$n" "jax-runner --sandbox off, $state cache" "$o" "${least[sandbox-off-$state]}" "$n" "${warm_note:-warm start on}, median of: ${runs[sandbox-off-$state]% }"
     done
     rm -rf "$work"
