@@ -11,6 +11,7 @@ use std::sync::OnceLock;
 use assert_cmd::Command;
 use serde_json::Value;
 
+pub mod catalogue;
 pub mod user;
 
 pub fn repo() -> PathBuf {

@@ -190,7 +190,12 @@ impl Account {
     /// `LANG` and `JAX_RUNNER_CACHE_DIR`. Switching from root, std drops the
     /// supplementary groups itself (`setgroups(0)` before `setuid`).
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(&self.bin);
+        self.command_of(&self.bin)
+    }
+
+    /// `program` as this account, in the environment of [`Account::command`].
+    pub fn command_of(&self, program: &Path) -> Command {
+        let mut cmd = Command::new(program);
         cmd.env_clear()
             .env(
                 "PATH",
@@ -211,6 +216,22 @@ impl Account {
     pub fn runner(&self, tree: &Tree) -> Command {
         let mut cmd = self.command();
         cmd.arg("--output-dir")
+            .arg(tree.root())
+            .arg("--python")
+            .arg(&self.python)
+            .args(["--device", "cpu"]);
+        cmd
+    }
+
+    /// [`Account::runner`] started by `/bin/sh`, which execs the runner in its place
+    /// with `--env NAME=<its pid>` added: the runner's pid (exec keeps it), told to
+    /// the scripts without their looking for it.
+    pub fn runner_told_its_pid(&self, tree: &Tree, name: &str) -> Command {
+        let mut cmd = self.command_of(Path::new("/bin/sh"));
+        cmd.arg("-c")
+            .arg(format!("exec \"$0\" \"$@\" --env {name}=$$"))
+            .arg(&self.bin)
+            .arg("--output-dir")
             .arg(tree.root())
             .arg("--python")
             .arg(&self.python)
