@@ -43,7 +43,11 @@ pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Sandboxing, String>, 
         });
     }
     let bwrap = bwrap.ok();
-    let namespaces = bwrap.is_none() && crate::runner::sandboxing::namespaces_here();
+    // A root runner's own namespaces stand in for a missing bwrap; `landlock` asks for
+    // the built-in layer alone (Landlock, the filter, the sandbox uid).
+    let namespaces = bwrap.is_none()
+        && mode != SandboxMode::Landlock
+        && crate::runner::sandboxing::namespaces_here();
     Ok(Ok(Sandboxing {
         bwrap,
         namespaces,
