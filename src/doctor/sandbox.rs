@@ -7,8 +7,7 @@
 mod advice;
 
 use std::io;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 pub use advice::expected_layers;
 
@@ -82,27 +81,16 @@ fn user_namespaces() -> UsernsProbe {
     // Built before the fork: the child only makes system calls.
     let uid_map = format!("{uid} {uid} 1\n").into_bytes();
     let gid_map = format!("{gid} {gid} 1\n").into_bytes();
-    let mut probe = Command::new("/bin/sh");
-    probe
-        .args(["-c", "exit 0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
     // SAFETY: between fork and exec only unshare, open, write and close, on buffers
     // built before the fork.
-    unsafe {
-        probe.pre_exec(move || {
+    let made = unsafe {
+        crate::runner::sandboxing::try_in_child(move || {
             rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWUSER)?;
             write_proc(c"/proc/self/setgroups", b"deny")?;
             write_proc(c"/proc/self/gid_map", &gid_map)?;
             write_proc(c"/proc/self/uid_map", &uid_map)
-        });
-    }
-    let made = probe.status().and_then(|s| {
-        s.success()
-            .then_some(())
-            .ok_or_else(|| io::Error::other("the probe failed"))
-    });
+        })
+    };
     let sysctl = |name: &str| -> Option<u64> {
         std::fs::read_to_string(format!("/proc/sys/{name}"))
             .ok()?
@@ -168,23 +156,13 @@ fn landlock_probe() -> LandlockProbe {
     }
 }
 
-/// Why the kernel answers no Landlock ABI: the error of the query `landlock::abi` makes
-/// (`ENOSYS`: not in this kernel; `EOPNOTSUPP`: built in, not enabled at boot).
+/// Why the kernel answers no Landlock ABI: the error of `landlock::query` (`ENOSYS`:
+/// not in this kernel; `EOPNOTSUPP`: built in, not enabled at boot).
 fn landlock_errno() -> String {
-    const VERSION: libc::c_uint = 1;
-    // SAFETY: the same query as `landlock::abi`: no pointer is read or written.
-    let v = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            VERSION,
-        )
-    };
-    if v < 0 {
-        errno_name(&io::Error::last_os_error())
-    } else {
-        format!("the kernel answered {v}")
+    match landlock::query() {
+        Ok(v) => format!("the kernel answered {v}"),
+        Err(e) if e.raw_os_error().is_some() => errno_name(&e),
+        Err(e) => e.to_string(),
     }
 }
 

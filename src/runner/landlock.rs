@@ -8,6 +8,12 @@ use std::path::{Path, PathBuf};
 /// The kernel's Landlock ABI version, `None` where it has no Landlock (older than
 /// 5.13, or not in the boot's list of security modules).
 pub fn abi() -> Option<u8> {
+    query().ok()
+}
+
+/// The kernel's answer to the ABI query: the version, or the error that says why there
+/// is none (`ENOSYS`: not in this kernel; `EOPNOTSUPP`: built in, not enabled at boot).
+pub fn query() -> std::io::Result<u8> {
     // LANDLOCK_CREATE_RULESET_VERSION: with no attributes the call answers the ABI.
     const VERSION: libc::c_uint = 1;
     // SAFETY: a query: no pointer is read or written (NULL, size 0).
@@ -19,7 +25,13 @@ pub fn abi() -> Option<u8> {
             VERSION,
         )
     };
-    u8::try_from(v).ok().filter(|v| *v > 0)
+    if v < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    u8::try_from(v)
+        .ok()
+        .filter(|v| *v > 0)
+        .ok_or_else(|| std::io::Error::other(format!("the kernel answered {v}")))
 }
 
 /// What Landlock at `abi` holds a script to, in words, for results, `doctor` and the

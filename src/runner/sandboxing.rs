@@ -127,22 +127,41 @@ pub fn namespaces_here() -> bool {
     if !rustix::process::geteuid().is_root() {
         return false;
     }
+    // SAFETY: one system call between fork and exec.
+    let made = unsafe {
+        try_in_child(|| {
+            use rustix::thread::UnshareFlags as U;
+            rustix::thread::unshare_unsafe(U::NEWNS | U::NEWNET | U::NEWIPC | U::NEWUTS)?;
+            Ok(())
+        })
+    };
+    made.is_ok()
+}
+
+/// Runs `pre` in a forked child that then exits at once (`/bin/sh -c 'exit 0'`): how
+/// this machine is tried without changing the runner. The error is the one `pre` met.
+///
+/// # Safety
+/// `pre` runs between fork and exec: async-signal-safe calls only, no allocation.
+pub unsafe fn try_in_child(
+    pre: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt;
     let mut probe = Command::new("/bin/sh");
     probe
         .args(["-c", "exit 0"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    use std::os::unix::process::CommandExt;
-    // SAFETY: one system call between fork and exec.
+    // SAFETY: the caller promises `pre` is safe between fork and exec.
     unsafe {
-        probe.pre_exec(|| {
-            use rustix::thread::UnshareFlags as U;
-            rustix::thread::unshare_unsafe(U::NEWNS | U::NEWNET | U::NEWIPC | U::NEWUTS)?;
-            Ok(())
-        });
+        probe.pre_exec(pre);
     }
-    probe.status().is_ok_and(|s| s.success())
+    let status = probe.status()?;
+    match status.success() {
+        true => Ok(()),
+        false => Err(std::io::Error::other("the probe failed")),
+    }
 }
 
 #[cfg(test)]
