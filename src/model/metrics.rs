@@ -146,6 +146,9 @@ pub struct Totals {
     /// Scripts whose final attempt started warm (forked from the zygote).
     #[serde(default)]
     pub warm_starts: usize,
+    /// Scripts not run by this run whose earlier record stands (`status: carried`).
+    #[serde(default)]
+    pub carried: usize,
 }
 
 /// One line per script in `performance_metrics.json`.
@@ -197,6 +200,12 @@ pub struct ScriptSummary {
     /// Its final attempt started warm (forked from the zygote).
     #[serde(default)]
     pub warm: bool,
+    /// Carried (`status: carried`): the run whose record stands for it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub carried_from: Option<String>,
+    /// Carried: the status of that record.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub carried_status: Option<Status>,
 }
 
 /// `performance_metrics.json`.
@@ -250,6 +259,8 @@ impl ScriptSummary {
             resumed: false,
             results_file: results_file_name(&r.id),
             warm: r.attempts.last().is_some_and(|a| a.start == "warm"),
+            carried_from: None,
+            carried_status: None,
         }
     }
 }
@@ -289,6 +300,7 @@ impl PerformanceMetrics {
             leaks: scripts.iter().map(|r| r.leaks).sum(),
             resumed: scripts.iter().filter(|r| r.resumed).count(),
             warm_starts: scripts.iter().filter(|r| r.warm && !r.resumed).count(),
+            carried: count(Status::Carried),
             by_class: scripts.iter().fold(BTreeMap::new(), |mut m, r| {
                 *m.entry(r.class).or_default() += 1;
                 m

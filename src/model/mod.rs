@@ -37,6 +37,10 @@ pub enum Status {
     Interrupted,
     /// Never started: `--fail-fast`/`--max-fail` stopped the run first.
     Skipped,
+    /// Not run by this run: its record is the one an earlier run made (`carried_from`),
+    /// left as it was (not selected by `-k`/`--exclude`, kept by `--resume` or
+    /// `--rerun-failed`, or not reached before `--fail-fast` or Ctrl-C stopped the run).
+    Carried,
 }
 
 impl Status {
@@ -47,6 +51,7 @@ impl Status {
             Status::TimedOut => "timed_out",
             Status::Interrupted => "interrupted",
             Status::Skipped => "skipped",
+            Status::Carried => "carried",
         }
     }
 }

@@ -54,7 +54,7 @@ fn script_case(d: &ScriptRecord) -> TestCase {
     let line = d.reason_line().unwrap_or_else(|| d.status.as_str().into());
     let mut status = match d.status {
         Status::Succeeded => TestCaseStatus::success(),
-        Status::Interrupted | Status::Skipped => {
+        Status::Interrupted | Status::Skipped | Status::Carried => {
             let mut s = TestCaseStatus::skipped();
             s.set_message(line).set_type(d.class.as_str());
             s

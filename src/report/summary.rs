@@ -11,6 +11,7 @@ fn mark(status: Status) -> &'static str {
         Status::TimedOut => "TIMEOUT",
         Status::Interrupted => "INTERRUPTED",
         Status::Skipped => "SKIPPED",
+        Status::Carried => "CARRIED",
     }
 }
 

@@ -29,7 +29,7 @@ impl FailBudget {
     pub fn record(&self, status: Status) {
         if matches!(
             status,
-            Status::Succeeded | Status::Interrupted | Status::Skipped
+            Status::Succeeded | Status::Interrupted | Status::Skipped | Status::Carried
         ) {
             return;
         }
