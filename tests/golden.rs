@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// Keys added to the contract after the golden file was written (additions keep
 /// `schema_version`); everything else must match.
-const ADDED_SINCE: [&str; 38] = [
+const ADDED_SINCE: [&str; 41] = [
     "cold_start_reason",
     // issue 14: the effective capabilities the runner saw, where the time went.
     "capabilities",
@@ -69,6 +69,10 @@ const ADDED_SINCE: [&str; 38] = [
     "sandbox_layers",
     "warm",
     "warm_starts",
+    // issue 25: a script this run did not run, whose earlier record stands.
+    "carried",
+    "carried_from",
+    "carried_status",
 ];
 
 /// Keys whose values change from run to run.
