@@ -92,6 +92,15 @@ pub enum RunEvent {
         /// The result, as written to `<id>_results.json`.
         result: Box<ScriptResult>,
     },
+    /// A script this run did not run (not selected, skipped by `--fail-fast`, not
+    /// started before a stop) whose earlier record stands: its files are left as they
+    /// are, and the reports show it as carried from the run that made it.
+    ScriptCarried {
+        /// The earlier record, unchanged (its `run_id` is the run that made it).
+        result: Box<ScriptResult>,
+        /// Why this run did not run it.
+        why: String,
+    },
     /// A line a script wrote, sent only with `--no-capture` (the logs get every line
     /// either way).
     Output {

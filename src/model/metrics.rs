@@ -265,6 +265,19 @@ impl ScriptSummary {
     }
 }
 
+impl ScriptSummary {
+    /// The line of a script this run did not run, whose earlier record `earlier`
+    /// stands: `status: carried`, with the run and status of that record.
+    pub fn carried(earlier: &ScriptResult) -> Self {
+        ScriptSummary {
+            status: Status::Carried,
+            carried_from: Some(earlier.run_id.clone()),
+            carried_status: Some(earlier.status),
+            ..ScriptSummary::of(earlier)
+        }
+    }
+}
+
 impl PerformanceMetrics {
     /// Aggregates the per-script lines; the single place totals are computed. Runs
     /// keep only these small lines, not whole results, so memory stays flat.

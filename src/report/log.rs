@@ -197,6 +197,12 @@ impl Reporter for LogReporter {
                 }
             }
             RunEvent::ScriptFinished { result } => finished(result),
+            RunEvent::ScriptCarried { result, why } => tracing::info!(
+                "carried {}: {why}; its record from run {} ({}) stands",
+                result.id,
+                result.run_id,
+                result.status.as_str()
+            ),
             RunEvent::Warning { message } => tracing::warn!("{message}"),
             // --no-capture lines are the echo reporter's; a plan is printed by the edge.
             RunEvent::Output { .. } | RunEvent::Planned { .. } => {}
