@@ -193,3 +193,39 @@ fn what_warm_start_cannot_honour_starts_cold_and_says_why() {
         "--warm-start off"
     );
 }
+
+/// Live samples are the script's memory, warm in every sandbox: the forked script's
+/// tree, not the zygote's plumbing (a namespace init is left out, the script never).
+/// A steady script's last samples sit within 10% of its final peak.
+#[test]
+fn live_samples_measure_the_warm_script_in_every_sandbox() {
+    let t = Tree::new();
+    t.write(
+        "m/jax/steady.py",
+        "import time\nimport numpy as np\na = np.ones(200 * 1024 * 1024 // 8)\na += 1\n\
+         time.sleep(3)\nprint(a[0])\n",
+    );
+    for sandbox in ["auto", "landlock", "off"] {
+        let events = t.dir.path().join(format!("events-{sandbox}.ndjson"));
+        let out = t.run(&["--sandbox", sandbox, "--events", events.to_str().unwrap()]);
+        assert_eq!(code(&out), 0, "{sandbox}: {}", stderr(&out));
+        let r = t.result("steady");
+        assert_eq!(r["attempts"][0]["start"], "warm", "{sandbox}: {r}");
+        let peak = r["peak_memory_mb"].as_f64().unwrap();
+        assert!(peak > 200.0, "{sandbox}: the peak misses the array: {peak}");
+        let samples: Vec<f64> = std::fs::read_to_string(&events)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|e| e["event"] == "sample")
+            .map(|e| e["rss_mb"].as_f64().unwrap())
+            .collect();
+        let last = *samples
+            .last()
+            .unwrap_or_else(|| panic!("{sandbox}: no samples"));
+        assert!(
+            (last - peak).abs() <= 0.1 * peak,
+            "{sandbox}: live {last:.1} MiB against a peak of {peak:.1} MiB ({samples:?})"
+        );
+    }
+}

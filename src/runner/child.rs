@@ -58,6 +58,11 @@ pub async fn run_attempt(
     let started_at = SystemTime::now();
     let started = Instant::now();
     let (pid, child_stdout, child_stderr, start) = start(spec, zygote).await?;
+    // Warm in a view of its own, the process started is the namespace's init, a fork
+    // of the zygote whose pages are the zygote's; warm on the host's view (Landlock
+    // alone, or no sandbox) it is the script itself, and its memory is the script's.
+    let plumbing =
+        (start == Start::Warm && zygote.is_some_and(|z| z.starts_init())).then_some(pid as u32);
     let echo = |stream: Stream| {
         spec.samples
             .as_ref()
@@ -84,7 +89,7 @@ pub async fn run_attempt(
     let err_task = drain(child_stderr, stderr_file, err_opts);
     let waiter = tokio::task::spawn_blocking(move || sys::wait4(pid));
     let (exit, stopped_by, sampler, capabilities, gpu) =
-        supervise(pid, spec, &mut stop, waiter, started, start == Start::Warm).await?;
+        supervise(pid, spec, &mut stop, waiter, started, plumbing).await?;
     let duration = started.elapsed();
     let stopped_by = match &spec.cgroup {
         Some(cg) if stopped_by.is_none() && cg.oom_killed() => Some(StoppedBy::MemoryCgroup),
@@ -156,14 +161,11 @@ async fn supervise(
     stop: &mut watch::Receiver<Stop>,
     mut waiter: tokio::task::JoinHandle<std::io::Result<Exit>>,
     started: Instant,
-    warm: bool,
+    plumbing: Option<u32>,
 ) -> Result<Supervised, AttemptError> {
     let mut sampler = TreeSampler::default();
     let mut gpu = spec.gpu.clone().map(GpuSampler::start);
     let mut gpu_now = None;
-    // Warm inside the sandbox, the root is the namespace's init, a fork of the zygote
-    // that holds the sandbox's own capabilities until it has built the script's view.
-    let plumbing = (warm && spec.sandbox.is_some()).then_some(pid as u32);
     sampler.plumbing = plumbing;
     let mut ticker = tokio::time::interval(SAMPLE_EVERY);
     let deadline = TokioInstant::now() + spec.timeout;

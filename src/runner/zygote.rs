@@ -207,6 +207,12 @@ impl Zygote {
         self.sandboxed
     }
 
+    /// Whether the process it starts for a script is the init of the script's PID
+    /// namespace (a fork of the zygote, the runner's plumbing) rather than the script.
+    pub fn starts_init(&self) -> bool {
+        self.sandboxed && self.namespaces
+    }
+
     /// Asks for one script; returns the PID of the process running it, which is now
     /// the runner's child.
     pub fn spawn(&self, request: &Request<'_>, fds: &[RawFd]) -> Result<libc::pid_t, ZygoteError> {
