@@ -159,9 +159,9 @@ pub struct GnnDetail {
     pub output_file: Option<String>,
     /// `12_execute_output/<model>/jax`, where the analysis step looks for data.
     pub implementation_directory: String,
-    /// Bytes of standard output.
+    /// Characters of standard output (GNN's `len(stdout)`).
     pub stdout_length: u64,
-    /// Bytes of standard error.
+    /// Characters of standard error (GNN's `len(stderr)`).
     pub stderr_length: u64,
     /// How many files the script left in its data folder, by kind.
     pub collected_outputs_summary: BTreeMap<String, OutputCount>,
@@ -280,9 +280,9 @@ pub struct GnnScriptDocument {
 /// `simulation_data` of a per-script document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GnnSimulationData {
-    /// The last 64 KiB of standard output (where GNN's scripts print their summary).
+    /// The first 10,000 characters of standard output, as GNN's `stdout[:10000]`.
     pub raw_output: String,
-    /// The last lines of standard error.
+    /// The first 10,000 characters of standard error, as GNN's `stderr[:10000]`.
     pub raw_error: String,
     /// The script's data folder (its `GNN_OUTPUT_DIR`).
     pub output_dir: String,
@@ -299,9 +299,9 @@ pub struct GnnExecutionMetadata {
     pub executor: String,
     /// `cuda` when jax ran on the GPU, `cpu` otherwise (from jax itself).
     pub accelerator_type: String,
-    /// Bytes of standard output.
+    /// Characters of standard output (GNN's `len(stdout)`).
     pub stdout_length: u64,
-    /// Bytes of standard error.
+    /// Characters of standard error (GNN's `len(stderr)`).
     pub stderr_length: u64,
     /// `12_execute_output/<model>/jax`.
     pub output_directory: String,

@@ -18,9 +18,8 @@ use crate::model::{FailureClass, ScriptResult, Status};
 use crate::paths::{local_iso, local_iso_of};
 use crate::report::record::ScriptRecord;
 
-/// Bytes of a script's stdout copied into `simulation_data.raw_output`: the end, where
-/// GNN's scripts print the lines its analysis step parses (`Actions taken:`, …).
-const RAW_OUTPUT_BYTES: u64 = 64 * 1024;
+use super::text::LogText;
+
 /// Keys copied from the script's `simulation_results.json`, as GNN's step 12 does.
 const EXTRACTED_KEYS: [&str; 4] = ["beliefs", "actions", "observations", "num_timesteps"];
 
@@ -116,16 +115,6 @@ fn lossy(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-/// The end of a log file, as text. Read only when it is a regular file: a script
-/// that ran unsandboxed could have replaced its log by a FIFO or a link.
-fn tail_of(path: &str, bytes: u64) -> String {
-    crate::confined::open_in(Path::new(path))
-        .ok()
-        .and_then(|f| f.tail(bytes).ok())
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default()
-}
-
 /// The files the script left in its data folder, as the runner listed them when it
 /// finished (`data_files`), so the folder is not read again.
 pub fn collected(r: &ScriptResult) -> CollectedOutputs {
@@ -177,6 +166,7 @@ pub fn script_document(
 ) -> GnnScriptDocument {
     let (return_code, error, error_type) = gnn_error(record);
     let on_success = |v| r.success.then_some(v);
+    let (stdout, stderr) = (LogText::of(&r.stdout_log), LogText::of(&r.stderr_log));
     GnnScriptDocument {
         framework: FRAMEWORK.into(),
         model_name: e.model.clone(),
@@ -189,8 +179,8 @@ pub fn script_document(
         error,
         error_type,
         simulation_data: GnnSimulationData {
-            raw_output: tail_of(&r.stdout_log, RAW_OUTPUT_BYTES),
-            raw_error: r.stderr_tail.join("\n"),
+            raw_output: stdout.head,
+            raw_error: stderr.head,
             output_dir: lossy(&e.data_dir),
             // The runner found it unfit already (its `problems` say why): not read again.
             extracted: match r.problems.iter().any(|p| p.starts_with(SIMULATION_RESULTS)) {
@@ -210,8 +200,8 @@ pub fn script_document(
                 _ => "cpu",
             }
             .into(),
-            stdout_length: r.stdout_bytes,
-            stderr_length: r.stderr_bytes,
+            stdout_length: stdout.chars,
+            stderr_length: stderr.chars,
             output_directory: lossy(&e.impl_dir),
             runner: "jax-runner".into(),
             runner_version: env!("CARGO_PKG_VERSION").into(),
@@ -257,8 +247,9 @@ pub fn detail(
         structured_result_file: ran.then(|| lossy(&e.results_file())),
         output_file: ran.then(|| lossy(&e.log_file())),
         implementation_directory: lossy(&e.impl_dir),
-        stdout_length: r.stdout_bytes,
-        stderr_length: r.stderr_bytes,
+        // GNN's `len(stdout)`: characters, as the per-script document counts them.
+        stdout_length: LogText::of(&r.stdout_log).chars,
+        stderr_length: LogText::of(&r.stderr_log).chars,
         collected_outputs_summary: outputs,
         id: r.id.clone(),
         status: r.status,

@@ -5,6 +5,7 @@
 //! `12_execute_output/summaries/{execution_summary.json, execution_report.md}`.
 
 mod document;
+mod text;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
