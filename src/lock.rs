@@ -1,7 +1,7 @@
 //! Advisory file locks (`flock`), released when the handle drops or the process dies.
 
+use rustix::fs::FlockOperation;
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -14,12 +14,13 @@ pub struct FileLock {
 impl FileLock {
     /// Blocks until the lock is held.
     pub fn acquire(path: &Path) -> std::io::Result<FileLock> {
-        Self::lock(path, libc::LOCK_EX).map(|f| f.expect("blocking lock returns a file"))
+        Self::lock(path, FlockOperation::LockExclusive)
+            .map(|f| f.expect("blocking lock returns a file"))
     }
 
     /// Returns `None` when another process holds the lock.
     pub fn try_acquire(path: &Path) -> std::io::Result<Option<FileLock>> {
-        Self::lock(path, libc::LOCK_EX | libc::LOCK_NB)
+        Self::lock(path, FlockOperation::NonBlockingLockExclusive)
     }
 
     /// Writes `text` as the lock file's whole content, through the held handle (the
@@ -31,7 +32,7 @@ impl FileLock {
         self.file.write_all(text.as_bytes())
     }
 
-    fn lock(path: &Path, op: libc::c_int) -> std::io::Result<Option<FileLock>> {
+    fn lock(path: &Path, op: FlockOperation) -> std::io::Result<Option<FileLock>> {
         // The lock file sits in a folder a script may have written: a link there is
         // not followed, and a FIFO is neither waited on (non-blocking open) nor used.
         let file = OpenOptions::new()
@@ -47,12 +48,10 @@ impl FileLock {
             )));
         }
         loop {
-            // SAFETY: flock on a file descriptor we own; no memory is shared.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
-            if rc == 0 {
-                return Ok(Some(FileLock { file }));
-            }
-            let err = std::io::Error::last_os_error();
+            let err = match rustix::fs::flock(&file, op) {
+                Ok(()) => return Ok(Some(FileLock { file })),
+                Err(e) => std::io::Error::from(e),
+            };
             match err.raw_os_error() {
                 Some(libc::EINTR) => continue,
                 Some(libc::EWOULDBLOCK) => return Ok(None),

@@ -13,26 +13,22 @@ const MIN_MB_PER_SCRIPT: u64 = 64;
 /// Raises the soft open-file limit to the hard one (as most runners do: the soft
 /// default of 1024 is a relic) and returns the soft limit now in force.
 pub fn raise_fd_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let lim = getrlimit(Resource::Nofile);
+    // `None` is unlimited.
+    let (Some(soft), max) = (lim.current, lim.maximum) else {
+        return u64::MAX;
     };
-    // SAFETY: getrlimit and setrlimit fill or read a plain struct.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 1024;
-        }
-        if lim.rlim_cur < lim.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: lim.rlim_max,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                lim.rlim_cur = lim.rlim_max;
-            }
+    if !matches!(max, Some(max) if soft >= max) {
+        let raised = Rlimit {
+            current: max,
+            maximum: max,
+        };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            return max.unwrap_or(u64::MAX);
         }
     }
-    lim.rlim_cur
+    soft
 }
 
 /// `jobs`, lowered to what `fd_limit` descriptors and `available_mb` of memory allow,
@@ -97,14 +93,9 @@ mod tests {
     #[test]
     fn the_soft_fd_limit_is_raised_to_the_hard_one() {
         let soft = raise_fd_limit();
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit fills a plain struct.
-        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-        assert_eq!(soft, lim.rlim_cur);
-        assert_eq!(lim.rlim_cur, lim.rlim_max);
+        let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        assert_eq!(Some(soft), lim.current.or(Some(u64::MAX)));
+        assert_eq!(lim.current, lim.maximum);
     }
 
     #[test]

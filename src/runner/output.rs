@@ -233,23 +233,20 @@ pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions
 /// without end must not hold the runner). Returns true when the pipe ended empty but
 /// open: someone outside the script's tree still holds its write end.
 fn read_what_is_there(rx: &pipe::Receiver, buf: &mut [u8], mut take: impl FnMut(&[u8])) -> bool {
-    use std::os::fd::AsRawFd;
     let mut budget: usize = MAX_LATE_BYTES;
     loop {
         // A plain read on the non-blocking descriptor: tokio's `try_read` would answer
         // from its own idea of readiness, which may not have caught up yet.
-        // SAFETY: reading into a buffer we own, from a descriptor `rx` keeps open.
-        let n = unsafe { libc::read(rx.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        match n {
-            0 => return false,
-            n if n > 0 => {
-                take(&buf[..n as usize]);
-                budget = budget.saturating_sub(n as usize);
+        match rustix::io::read(rx, &mut *buf).map_err(std::io::Error::from) {
+            Ok(0) => return false,
+            Ok(n) => {
+                take(&buf[..n]);
+                budget = budget.saturating_sub(n);
                 if budget == 0 {
                     return true;
                 }
             }
-            _ => match std::io::Error::last_os_error().kind() {
+            Err(e) => match e.kind() {
                 std::io::ErrorKind::Interrupted => continue,
                 std::io::ErrorKind::WouldBlock => return true,
                 _ => return false,

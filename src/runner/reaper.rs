@@ -15,13 +15,9 @@ pub const TOKEN_VAR: &str = "JAX_RUNNER_TOKEN";
 
 /// Makes this process the subreaper of its descendants. Call once, early.
 pub fn become_subreaper() -> std::io::Result<()> {
-    // SAFETY: prctl with integer arguments has no memory effects.
-    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    Ok(rustix::process::set_child_subreaper(
+        rustix::process::Pid::from_raw(1),
+    )?)
 }
 
 /// In the child, between fork and exec: die with the parent. The parent's PID is
@@ -30,14 +26,11 @@ pub fn become_subreaper() -> std::io::Result<()> {
 /// The death signal fires when the *thread* that forked exits, so children must be
 /// spawned from threads that live as long as the run (tokio's worker threads).
 pub fn die_with_parent(parent: libc::pid_t) -> std::io::Result<()> {
-    // SAFETY: async-signal-safe calls only (prctl, getppid).
-    unsafe {
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::getppid() != parent {
-            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-        }
+    // rustix's calls here are raw system calls: async-signal-safe, no allocation.
+    use rustix::process::{getppid, set_parent_process_death_signal, Signal};
+    set_parent_process_death_signal(Some(Signal::KILL))?;
+    if getppid().map(|p| p.as_raw_nonzero().get()) != Some(parent) {
+        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
     }
     Ok(())
 }
@@ -195,11 +188,8 @@ pub fn kill_tokened(prefix: &str) {
 fn reap_orphans(leaks: &[Leak]) {
     let mine = own_children();
     for leak in leaks.iter().filter(|l| mine.contains(&l.pid)) {
-        let mut status = 0;
-        // SAFETY: waitpid on a specific child of ours, without blocking.
-        unsafe {
-            libc::waitpid(leak.pid as i32, &mut status, libc::WNOHANG);
-        }
+        let pid = rustix::process::Pid::from_raw(leak.pid as i32);
+        let _ = rustix::process::waitpid(pid, rustix::process::WaitOptions::NOHANG);
     }
 }
 

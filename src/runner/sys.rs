@@ -20,19 +20,22 @@ pub struct Exit {
 /// Blocks until `pid` exits and reaps it. Call from a blocking thread.
 pub fn wait4(pid: libc::pid_t) -> std::io::Result<Exit> {
     let mut status: libc::c_int = 0;
-    // SAFETY: rusage is plain data that the kernel fills in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: pointers are to live locals; pid is our own child.
-        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let usage = loop {
+        // SAFETY: rusage is plain data (all zeroes is valid) that the kernel fills in;
+        // the pointers are to live locals; pid is our own child. rustix has no wait4,
+        // and only wait4 gives a child's resource usage as it is reaped.
+        let (rc, usage) = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            (libc::wait4(pid, &mut status, 0, &mut usage), usage)
+        };
         if rc == pid {
-            break;
+            break usage;
         }
         let err = std::io::Error::last_os_error();
         if err.raw_os_error() != Some(libc::EINTR) {
             return Err(err);
         }
-    }
+    };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
     let (code, signal) = if libc::WIFEXITED(status) {
         (Some(libc::WEXITSTATUS(status)), None)
@@ -56,9 +59,8 @@ pub fn kill_group(pgid: libc::pid_t, signal: libc::c_int) {
     if pgid <= 1 {
         return; // never signal init or "every process"
     }
-    // SAFETY: killpg has no memory effects.
-    unsafe {
-        libc::killpg(pgid, signal);
+    if let (Some(pgid), Some(signal)) = (pid_of(pgid), signal_of(signal)) {
+        let _ = rustix::process::kill_process_group(pgid, signal);
     }
 }
 
@@ -67,10 +69,19 @@ pub fn kill_pid(pid: libc::pid_t, signal: libc::c_int) {
     if pid <= 1 {
         return;
     }
-    // SAFETY: kill has no memory effects.
-    unsafe {
-        libc::kill(pid, signal);
+    if let (Some(pid), Some(signal)) = (pid_of(pid), signal_of(signal)) {
+        let _ = rustix::process::kill_process(pid, signal);
     }
+}
+
+fn pid_of(pid: libc::pid_t) -> Option<rustix::process::Pid> {
+    rustix::process::Pid::from_raw(pid)
+}
+
+/// The runner only sends named signals (TERM, KILL, …); a number without a name is
+/// not sent.
+fn signal_of(signal: libc::c_int) -> Option<rustix::process::Signal> {
+    rustix::process::Signal::from_named_raw(signal)
 }
 
 /// The conventional name of a signal number (one list, in the model: the reports
@@ -79,14 +90,7 @@ pub use crate::model::reason::signal_name;
 
 /// A pipe whose ends close on exec: (read end, write end).
 pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    use std::os::fd::FromRawFd;
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two fds we then own.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both fds were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
 /// Marks every descriptor from `first` up close-on-exec: what the runner's parent left
@@ -104,8 +108,10 @@ pub fn cloexec_from(first: u32) -> std::io::Result<()> {
             continue;
         };
         if fd >= first as i32 {
-            // SAFETY: setting a flag on a descriptor number; a closed one gives EBADF.
-            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+            // SAFETY: borrowed only for this call; a descriptor closed meanwhile gives
+            // EBADF, which is ignored.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
         }
     }
     Ok(())
@@ -142,16 +148,12 @@ mod tests {
 
     #[test]
     fn descriptors_left_open_do_not_survive_an_exec() {
-        use std::os::fd::AsRawFd;
+        use rustix::io::{fcntl_getfd, fcntl_setfd, FdFlags};
         let file = tempfile::tempfile().unwrap();
         // As a parent that forgot CLOEXEC would leave it.
-        let fd = file.as_raw_fd();
-        // SAFETY: clearing the flag on our own descriptor.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+        fcntl_setfd(&file, FdFlags::empty()).unwrap();
         cloexec_from(3).unwrap();
-        // SAFETY: reading the flags of our own descriptor.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-        assert_ne!(flags & libc::FD_CLOEXEC, 0);
+        assert!(fcntl_getfd(&file).unwrap().contains(FdFlags::CLOEXEC));
     }
 
     #[test]

@@ -119,8 +119,7 @@ impl TreeSampler {
 
     /// CPU seconds (user, system) summed over every process sampled.
     pub fn cpu_seconds(&self) -> (f64, f64) {
-        // SAFETY: sysconf has no memory effects.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
         let (u, s) = self
             .cpu_ticks
             .values()

@@ -13,7 +13,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -215,7 +215,11 @@ impl Zygote {
 
     /// Asks for one script; returns the PID of the process running it, which is now
     /// the runner's child.
-    pub fn spawn(&self, request: &Request<'_>, fds: &[RawFd]) -> Result<libc::pid_t, ZygoteError> {
+    pub fn spawn(
+        &self,
+        request: &Request<'_>,
+        fds: &[BorrowedFd<'_>],
+    ) -> Result<libc::pid_t, ZygoteError> {
         let mut line =
             serde_json::to_vec(request).map_err(|e| ZygoteError::Protocol(e.to_string()))?;
         line.push(b'\n');
@@ -245,11 +249,8 @@ impl Zygote {
 impl Drop for Zygote {
     fn drop(&mut self) {
         super::sys::kill_pid(self.pid, libc::SIGKILL);
-        let mut status = 0;
-        // SAFETY: reaping our own child.
-        unsafe {
-            libc::waitpid(self.pid, &mut status, 0);
-        }
+        let pid = rustix::process::Pid::from_raw(self.pid);
+        let _ = rustix::process::waitpid(pid, rustix::process::WaitOptions::empty());
     }
 }
 
@@ -292,38 +293,25 @@ fn place_fds(socket: RawFd, filters: &[RawFd]) -> std::io::Result<()> {
 }
 
 /// Sends `data` with `fds` attached (SCM_RIGHTS), then any rest of `data` plainly.
-fn send_with_fds(sock: &mut UnixStream, data: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
-    let fd_bytes = std::mem::size_of_val(fds) as u32;
-    // SAFETY: the control buffer is sized by CMSG_SPACE for exactly these fds, the
-    // header pointers come from CMSG_FIRSTHDR on that buffer, and every pointer outlives
-    // the sendmsg call.
-    let sent = unsafe {
-        let space = libc::CMSG_SPACE(fd_bytes) as usize;
-        let mut control = vec![0u8; space];
-        let mut iov = libc::iovec {
-            iov_base: data.as_ptr() as *mut libc::c_void,
-            iov_len: data.len(),
-        };
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes) as _;
-        std::ptr::copy_nonoverlapping(
-            fds.as_ptr().cast::<u8>(),
-            libc::CMSG_DATA(cmsg),
-            fd_bytes as usize,
-        );
-        libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
-    };
-    if sent < 0 {
-        return Err(std::io::Error::last_os_error());
+fn send_with_fds(
+    sock: &mut UnixStream,
+    data: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> std::io::Result<()> {
+    use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let mut space =
+        vec![std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
     }
-    sock.write_all(&data[sent as usize..])
+    let sent = sendmsg(
+        &*sock,
+        &[std::io::IoSlice::new(data)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    sock.write_all(&data[sent..])
 }
 
 /// An owned warm-start request, or why this attempt must start cold.

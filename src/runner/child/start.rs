@@ -4,7 +4,7 @@
 //! that is the runner's child, and the read ends of its output pipes.
 
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -139,18 +139,16 @@ async fn start_warm(
     let (out_r, out_w) = sys::pipe()?;
     let (err_r, err_w) = sys::pipe()?;
     let null = std::fs::File::open("/dev/null")?;
-    let go = if request.sandboxed() {
-        Some(sys::pipe()?)
-    } else {
-        None
+    let (go_r, go_w) = match request.sandboxed() {
+        true => sys::pipe().map(|(r, w)| (Some(r), Some(w)))?,
+        false => (None, None),
     };
-    let mut fds = vec![null.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()];
-    fds.extend(go.as_ref().map(|(r, _)| r.as_raw_fd()));
     let zygote = zygote.clone();
+    // The zygote has its copies once the request is sent: ours close with the closure.
     let asked = tokio::task::spawn_blocking(move || {
-        let reply = zygote.spawn(&request.borrow(), &fds);
-        drop((null, out_w, err_w));
-        reply
+        let mut fds = vec![null.as_fd(), out_w.as_fd(), err_w.as_fd()];
+        fds.extend(go_r.as_ref().map(|r| r.as_fd()));
+        zygote.spawn(&request.borrow(), &fds)
     })
     .await
     .unwrap_or_else(|e| Err(ZygoteError::Refused(e.to_string())));
@@ -158,8 +156,7 @@ async fn start_warm(
         Ok(pid) => pid,
         Err(reason) => return Ok(Err(reason)),
     };
-    if let Some((go_r, go_w)) = go {
-        drop(go_r);
+    if let Some(go_w) = go_w {
         let placed = match &spec.cgroup {
             Some(cg) => cg.join(pid),
             None => Ok(()),
