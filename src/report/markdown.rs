@@ -22,9 +22,11 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
     let _ = writeln!(s, "# JAX execution report\n");
     let _ = writeln!(
         s,
-        "{} of {} scripts succeeded, {} failed ({} timed out, {} interrupted) in {:.2} s on {} with {} job(s).\n",
-        t.succeeded, t.total_scripts, t.failed, t.timed_out, t.interrupted, m.run.wall_time_s,
-        m.run.device.as_str(), m.run.jobs
+        "{} in {:.2} s on {} with {} job(s).\n",
+        t.outcomes().words(),
+        m.run.wall_time_s,
+        m.run.device.as_str(),
+        m.run.jobs
     );
     let _ = writeln!(s, "| | |\n| --- | --- |");
     let _ = writeln!(s, "| run id | {} |", cell_code(&m.run.run_id));
