@@ -264,10 +264,7 @@ impl ScriptSummary {
             device_times: r.device_times,
             attempts: r.attempts.len(),
             class: r.class,
-            reason: r
-                .reason
-                .clone()
-                .or_else(|| super::reason::FailureReason::of(r).map(|f| f.line())),
+            reason: r.reason.clone(),
             device_requested: r.device_requested,
             device_used: r.device_used,
             fallback: r.fallback.is_some(),

@@ -143,11 +143,10 @@ impl Reporter for ProgressReporter {
                     self.overall.length().unwrap_or(0),
                     self.expected_s,
                 );
-                self.overall
-                    .set_message(match self.outcomes.problems() {
-                        none if none.is_empty() => format!("ETA {eta}"),
-                        problems => format!("{problems}  ETA {eta}"),
-                    });
+                self.overall.set_message(match self.outcomes.problems() {
+                    none if none.is_empty() => format!("ETA {eta}"),
+                    problems => format!("{problems}  ETA {eta}"),
+                });
             }
             RunEvent::RunFinished { .. } => {
                 for (_, bar) in self.running.drain() {

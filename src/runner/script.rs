@@ -124,6 +124,7 @@ pub async fn run_script(
     leftovers::clear_privileges(&data_dir, &mut result);
     result.data_files = crate::confined::relative_files(&data_dir, 10_000);
     leftovers::check_leftovers(&data_dir, &mut result);
+    explain(&mut result);
     let summary = ScriptSummary::of(&result);
     // Counted while this script still holds its slot, so the next script cannot take
     // the slot before the failure counts.
@@ -360,6 +361,19 @@ pub fn base_result(
             .cloned()
             .unwrap_or_default(),
         overrides: settings.overridden.clone(),
+    }
+}
+
+/// The last step of every result, run or not: why the script did not succeed, in
+/// the words every report uses, and the end of its standard output when that is what
+/// explains it (standard error was empty). After this the result is whole: the
+/// reports show it as it is and fill in nothing.
+pub fn explain(r: &mut ScriptResult) {
+    if let Some(reason) = crate::model::reason::FailureReason::of(r) {
+        if reason.stream == "stdout" {
+            r.stdout_tail = reason.tail.clone();
+        }
+        r.reason = Some(reason.line());
     }
 }
 
