@@ -153,6 +153,9 @@ pub enum ReportError {
     Junit(#[source] quick_junit::SerializeError),
     #[error("failed to write a report: its writer panicked: {message}")]
     Panicked { message: String },
+    /// Several end-of-run documents failed on one event; the dispatcher lists each.
+    #[error("failed to write {} reports", .0.len())]
+    Several(Vec<ReportError>),
     #[error("{0}; no script started after that: free space, then run again with --resume to skip what succeeded")]
     NoSpace(crate::halt::HaltReason),
     #[error("failed to serialize {what}")]
@@ -161,6 +164,27 @@ pub enum ReportError {
         #[source]
         source: serde_json::Error,
     },
+}
+
+impl ReportError {
+    /// The error of a report writer that panicked, with the panic's message.
+    pub fn panicked(panic: Box<dyn std::any::Any + Send>) -> ReportError {
+        ReportError::Panicked {
+            message: panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// This error, or each of several, one by one.
+    pub fn flatten(self) -> Vec<ReportError> {
+        match self {
+            ReportError::Several(all) => all.into_iter().flat_map(Self::flatten).collect(),
+            one => vec![one],
+        }
+    }
 }
 
 /// Everything that can stop a command; the binary maps each to an exit code.

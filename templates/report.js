@@ -83,7 +83,16 @@
       if (ok) { count += 1; }
     });
     each(bars, function (g) { g.classList.toggle("dim", !matches(g.getAttribute("data-i"))); });
-    each(cards, function (c) { c.hidden = !matches(c.getAttribute("data-i")); });
+    var cardsShown = 0;
+    each(cards, function (c) {
+      c.hidden = !matches(c.getAttribute("data-i"));
+      if (!c.hidden) { cardsShown += 1; }
+    });
+    // The heading counts the cards it heads: all of them, or those the filter shows.
+    var failuresCount = document.getElementById("failures-count");
+    if (failuresCount) {
+      failuresCount.textContent = words.length ? cardsShown + " of " + cards.length : String(cards.length);
+    }
     if (shown) { shown.textContent = count + " of " + rows.length + " scripts"; }
     document.body.setAttribute("data-shown", String(count));
   };

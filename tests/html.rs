@@ -20,7 +20,7 @@ use chromium::*;
 use common::*;
 use jax_runner::events::RunEvent;
 use jax_runner::model::{PerformanceMetrics, ScriptResult, ScriptSummary};
-use jax_runner::report::{HtmlReporter, Reporter};
+use jax_runner::report::{EndOfRun, HtmlExporter, Reporter};
 use serde_json::json;
 
 #[test]
@@ -35,7 +35,7 @@ fn chromium_renders_the_report_of_a_real_run() {
     let page = t.results_dir().join("report.html");
     assert!(
         page.is_file(),
-        "{} is missing: is HtmlReporter registered in src/app.rs?",
+        "{} is missing: is HtmlExporter registered in report::documents?",
         page.display()
     );
     let html = std::fs::read_to_string(&page).unwrap();
@@ -154,7 +154,7 @@ fn events() -> Vec<RunEvent> {
 #[test]
 fn chromium_renders_a_report_built_from_events_without_injection() {
     let dir = tempfile::tempdir().unwrap();
-    let mut reporter = HtmlReporter::new(dir.path().to_path_buf());
+    let mut reporter = EndOfRun::new(vec![Box::new(HtmlExporter::new(dir.path().to_path_buf()))]);
     for e in events() {
         reporter.handle(&e).unwrap();
     }
@@ -181,7 +181,7 @@ fn chromium_renders_a_report_built_from_events_without_injection() {
 #[test]
 fn the_hostile_scripts_detail_opens_as_text() {
     let dir = tempfile::tempdir().unwrap();
-    let mut reporter = HtmlReporter::new(dir.path().to_path_buf());
+    let mut reporter = EndOfRun::new(vec![Box::new(HtmlExporter::new(dir.path().to_path_buf()))]);
     for e in events() {
         reporter.handle(&e).unwrap();
     }

@@ -24,12 +24,11 @@ pub fn start(
     let mut all: Vec<Box<dyn Reporter>> =
         vec![Box::new(report::JsonReporter::new(results.clone()))];
     all.extend(edge);
-    all.push(Box::new(report::HtmlReporter::new(results.clone())));
-    all.push(Box::new(report::MarkdownReporter::new(results.clone())));
-    all.push(Box::new(report::JunitReporter::new(results.clone())));
+    // The end-of-run documents: one aggregate of the run's records, many exporters.
+    let mut documents = report::documents(&results);
     if let Some(entries) = &prepared.gnn {
         let discovery = &prepared.discovery;
-        all.push(Box::new(report::GnnReporter::new(
+        documents.push(Box::new(report::GnnExporter::new(
             config.step12_dir.clone(),
             results,
             entries.clone(),
@@ -41,6 +40,7 @@ pub fn start(
             },
         )));
     }
+    all.push(Box::new(report::EndOfRun::new(documents)));
     let (events, rx) = EventSender::channel();
     (events, tokio::spawn(report::dispatch(rx, all, halt)))
 }

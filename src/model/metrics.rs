@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    results_file_name, Device, FailureClass, Platform, ScriptResult, Status, XlaPreset,
+    results_file_name, Device, FailureClass, Outcomes, Platform, ScriptResult, Status, XlaPreset,
     SCHEMA_VERSION,
 };
 
@@ -110,13 +110,16 @@ pub struct Totals {
     pub total_scripts: usize,
     /// Scripts whose final status is `succeeded`.
     pub succeeded: usize,
-    /// Scripts that did not succeed (failed, timed out, interrupted).
+    /// Scripts whose final status is `failed` (an error, a crash, a kill). The six
+    /// status counts (`succeeded`, `failed`, `timed_out`, `interrupted`, `skipped`,
+    /// `carried`) are disjoint and add up to `total_scripts`.
     pub failed: usize,
-    /// Of those, timed out.
+    /// Scripts whose final status is `timed_out`.
     pub timed_out: usize,
-    /// Of those, interrupted.
+    /// Scripts whose final status is `interrupted` (stopped by a signal, or not
+    /// started before the stop).
     pub interrupted: usize,
-    /// Of those, never started because `--fail-fast`/`--max-fail` stopped the run.
+    /// Scripts never started because `--fail-fast`/`--max-fail` stopped the run.
     #[serde(default)]
     pub skipped: usize,
     /// Scripts the render manifest lists that do not exist.
@@ -149,6 +152,20 @@ pub struct Totals {
     /// Scripts not run by this run whose earlier record stands (`status: carried`).
     #[serde(default)]
     pub carried: usize,
+}
+
+impl Totals {
+    /// The six status counts, for wording them ([`Outcomes::words`]).
+    pub fn outcomes(&self) -> Outcomes {
+        Outcomes {
+            succeeded: self.succeeded,
+            failed: self.failed,
+            timed_out: self.timed_out,
+            interrupted: self.interrupted,
+            skipped: self.skipped,
+            carried: self.carried,
+        }
+    }
 }
 
 /// One line per script in `performance_metrics.json`.
@@ -247,10 +264,7 @@ impl ScriptSummary {
             device_times: r.device_times,
             attempts: r.attempts.len(),
             class: r.class,
-            reason: r
-                .reason
-                .clone()
-                .or_else(|| super::reason::FailureReason::of(r).map(|f| f.line())),
+            reason: r.reason.clone(),
             device_requested: r.device_requested,
             device_used: r.device_used,
             fallback: r.fallback.is_some(),
@@ -287,17 +301,16 @@ impl PerformanceMetrics {
         missing_scripts: Vec<String>,
         warnings: Vec<String>,
     ) -> Self {
-        let count = |s: Status| scripts.iter().filter(|r| r.status == s).count();
+        let outcomes = Outcomes::count(scripts.iter().map(|r| r.status));
         let ran: Vec<&ScriptSummary> = scripts.iter().filter(|r| r.attempts > 0).collect();
         let total_execution_time: f64 = ran.iter().map(|r| r.execution_time_s).sum();
-        let succeeded = count(Status::Succeeded);
         let totals = Totals {
             total_scripts: scripts.len(),
-            succeeded,
-            failed: scripts.len() - succeeded,
-            timed_out: count(Status::TimedOut),
-            interrupted: count(Status::Interrupted),
-            skipped: count(Status::Skipped),
+            succeeded: outcomes.succeeded,
+            failed: outcomes.failed,
+            timed_out: outcomes.timed_out,
+            interrupted: outcomes.interrupted,
+            skipped: outcomes.skipped,
             missing: missing_scripts.len(),
             refused: 0,
             avg_execution_time: if ran.is_empty() {
@@ -313,7 +326,7 @@ impl PerformanceMetrics {
             leaks: scripts.iter().map(|r| r.leaks).sum(),
             resumed: scripts.iter().filter(|r| r.resumed).count(),
             warm_starts: scripts.iter().filter(|r| r.warm && !r.resumed).count(),
-            carried: count(Status::Carried),
+            carried: outcomes.carried,
             by_class: scripts.iter().fold(BTreeMap::new(), |mut m, r| {
                 *m.entry(r.class).or_default() += 1;
                 m
@@ -338,10 +351,13 @@ impl PerformanceMetrics {
         self
     }
 
-    /// True when every script succeeded and the manifest listed nothing missing or
-    /// refused.
+    /// True when no script this run ran (or meant to run) ended other than succeeded
+    /// and the manifest listed nothing missing or refused. Carried scripts do not
+    /// count: this run did not run them.
     pub fn all_succeeded(&self) -> bool {
-        self.totals.failed == 0 && self.totals.missing == 0 && self.totals.refused == 0
+        self.totals.outcomes().unsuccessful() == 0
+            && self.totals.missing == 0
+            && self.totals.refused == 0
     }
 }
 

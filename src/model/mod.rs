@@ -6,6 +6,7 @@ pub mod gnn;
 mod gpu;
 pub mod list;
 mod metrics;
+mod outcomes;
 pub mod reason;
 mod settings;
 
@@ -18,6 +19,7 @@ pub use list::PlannedScript;
 #[cfg(test)]
 pub(crate) use metrics::test_run_info;
 pub use metrics::{DeviceTimes, PerformanceMetrics, RunInfo, ScriptSummary, Totals};
+pub use outcomes::{Outcomes, STATUSES};
 pub use settings::Setting;
 pub use vocab::{
     Device, ExceptionInfo, FailureClass, GpuMemorySource, Leak, Platform, RayJob, Reuse,

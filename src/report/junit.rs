@@ -2,34 +2,62 @@
 //! with the `quick-junit` crate (nextest's), which escapes and counts for us: the
 //! header's `tests`/`failures`/`skipped` are computed from the elements themselves.
 //!
-//! Like nextest: a failure's message is its reason ("exit code 3: …"), its text the
-//! output tail; `<system-out>`/`<system-err>` hold the last lines of output; earlier
+//! The six final statuses map as nextest maps its outcomes:
+//! - succeeded: a plain testcase;
+//! - failed: `<failure>` typed by the failure class (`script_error`, `oom`, …), its
+//!   message the reason ("exit code 3: …"), its text the output tail;
+//! - timed out: `<failure type="timed_out">`, as nextest writes a timeout as a
+//!   failure of its own type;
+//! - interrupted: `<failure type="interrupted">`: nextest reports a test its
+//!   cancellation killed as a failure (it did not pass, and the run's exit code says
+//!   so too); here that includes scripts the stop came before;
+//! - skipped (`--fail-fast`/`--max-fail` stopped the run first): `<skipped>`, the
+//!   JUnit element for a test that was meant to run and did not;
+//! - carried: `<skipped message="carried from run X: <earlier status>">`, with no
+//!   output: this run did not run it, and the earlier run's logs are not this run's.
+//!
+//! The header's `failures`/`skipped` are computed by quick-junit from the elements;
+//! the six exact counts ([`crate::model::Outcomes`]) are the suite's `<properties>`
+//! (`succeeded`, `failed`, `timed_out`, `interrupted`, `skipped`, `carried`), so a
+//! consumer reads the same numbers as every other report.
+//!
+//! Like nextest, `<system-out>`/`<system-err>` hold the last lines of output; earlier
 //! failed attempts of a script that finally succeeded are `<flakyFailure>`, of one
-//! that finally failed `<rerunFailure>`. Interrupted scripts are skipped; missing and
-//! refused render manifest entries are failures with a message.
+//! that finally failed `<rerunFailure>`. Missing and refused render manifest entries
+//! are failures with a message.
 
-use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use quick_junit::{
-    FlakyOrRerun, NonSuccessKind, Report, TestCase, TestCaseStatus, TestRerun, TestSuite,
+    FlakyOrRerun, NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite,
 };
 
-use super::record::{AttemptRecord, Records, ScriptRecord};
-use super::{write_atomic, Reporter};
+use super::export::RunRecord;
+use super::record::{AttemptRecord, ScriptRecord};
 use crate::error::ReportError;
-use crate::events::RunEvent;
 use crate::listing::{head, LISTED};
 use crate::model::reason::{last_lines, STDOUT_TAIL_LINES};
-use crate::model::{PerformanceMetrics, Status};
+use crate::model::{Outcomes, Status, STATUSES};
 
-/// Renders the JUnit XML document.
-pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> Result<String, ReportError> {
+/// `junit.xml` of a finished run.
+pub fn render_bytes(run: &RunRecord) -> Result<Vec<u8>, ReportError> {
+    render(run, &run.ordered()).map(String::into_bytes)
+}
+
+/// Renders the JUnit XML document of `scripts`.
+pub fn render(run: &RunRecord, scripts: &[&ScriptRecord]) -> Result<String, ReportError> {
+    let m = run.metrics;
     let mut suite = TestSuite::new("jax-scripts");
     suite.set_time(secs(m.run.wall_time_s));
-    if let Some(t) = timestamp(&m.run.started_at) {
-        suite.set_timestamp(t);
+    if let Some(t) = run.started_at {
+        suite.set_timestamp(timestamp(t));
     }
+    let outcomes = run.outcomes();
+    suite.add_properties(
+        STATUSES
+            .iter()
+            .map(|s| Property::new(s.as_str(), outcomes.of(*s).to_string())),
+    );
     suite.add_test_cases(scripts.iter().map(|d| script_case(d)));
     suite.add_test_cases(manifest_cases(
         &m.missing_scripts,
@@ -52,15 +80,23 @@ fn script_case(d: &ScriptRecord) -> TestCase {
     let (earlier, _) = d.attempts.split_at(d.attempts.len().saturating_sub(1));
     let reruns = earlier.iter().filter(|a| a.status != Status::Succeeded);
     let line = d.reason_line().unwrap_or_else(|| d.status.as_str().into());
-    let mut status = match d.status {
-        Status::Succeeded => TestCaseStatus::success(),
-        Status::Interrupted | Status::Skipped | Status::Carried => {
+    let mut status = match (d.status, &d.carried) {
+        (Status::Succeeded, _) => TestCaseStatus::success(),
+        (Status::Carried, Some(c)) => {
             let mut s = TestCaseStatus::skipped();
-            s.set_message(line).set_type(d.class.as_str());
+            s.set_message(c.line()).set_type("carried");
             s
         }
-        Status::Failed | Status::TimedOut => {
+        (Status::Skipped | Status::Carried, _) => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(format!("{}: {line}", Outcomes::label(d.status)))
+                .set_type(d.status.as_str());
+            s
+        }
+        (Status::Failed | Status::TimedOut | Status::Interrupted, _) => {
             let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            // Timeouts and stops are typed by their status (as the class says too);
+            // failures by their class, which says what kind of failure.
             s.set_message(line)
                 .set_type(d.class.as_str())
                 .set_rerun_kind(FlakyOrRerun::Rerun);
@@ -76,10 +112,10 @@ fn script_case(d: &ScriptRecord) -> TestCase {
     let classname = d.relative_path.rsplit_once('/').map_or("", |(dir, _)| dir);
     case.set_classname(classname)
         .set_time(secs(d.execution_time_s));
-    if let Some(t) = d.started_at.as_deref().and_then(timestamp) {
-        case.set_timestamp(t);
+    if let Some(t) = d.started_at {
+        case.set_timestamp(timestamp(t));
     }
-    if !d.succeeded() {
+    if d.needs_attention() {
         let (out, err) = output_tails(d);
         if !out.is_empty() {
             case.set_system_out(out.join("\n"));
@@ -102,8 +138,8 @@ fn rerun(a: &AttemptRecord) -> TestRerun {
                 .unwrap_or_else(|| a.status.as_str().to_string()),
         )
         .set_description(format!("attempt {}", a.number));
-    if let Some(t) = timestamp(&a.started_at) {
-        r.set_timestamp(t);
+    if let Some(t) = a.started_at {
+        r.set_timestamp(timestamp(t));
     }
     r
 }
@@ -141,35 +177,8 @@ fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(if s.is_finite() { s.max(0.0) } else { 0.0 })
 }
 
-fn timestamp(rfc3339: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
-    chrono::DateTime::parse_from_rfc3339(rfc3339).ok()
-}
-
-/// Writes `junit.xml` into the results folder when the run ends.
-#[derive(Debug)]
-pub struct JunitReporter {
-    results_dir: PathBuf,
-    records: Records,
-}
-
-impl JunitReporter {
-    pub fn new(results_dir: PathBuf) -> Self {
-        JunitReporter {
-            results_dir,
-            records: Records::new(),
-        }
-    }
-}
-
-impl Reporter for JunitReporter {
-    fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
-        self.records.handle(event);
-        if let RunEvent::RunFinished { metrics } = event {
-            let xml = render(metrics, &self.records.ordered(metrics))?;
-            write_atomic(&self.results_dir.join("junit.xml"), xml.as_bytes())?;
-        }
-        Ok(())
-    }
+fn timestamp(t: SystemTime) -> chrono::DateTime<chrono::FixedOffset> {
+    chrono::DateTime::<chrono::Utc>::from(t).fixed_offset()
 }
 
 #[cfg(test)]

@@ -209,10 +209,8 @@ impl Reporter for LogReporter {
             RunEvent::RunFinished { metrics } => {
                 let t = &metrics.totals;
                 tracing::info!(
-                    "finished: {} succeeded, {} failed of {} in {:.2}s",
-                    t.succeeded,
-                    t.failed,
-                    t.total_scripts,
+                    "finished: {} in {:.2}s",
+                    t.outcomes().words(),
                     metrics.run.wall_time_s
                 );
                 if t.device_mismatches > 0 {

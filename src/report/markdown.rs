@@ -6,14 +6,17 @@
 //! renderer shows `<img src=x onerror=…>` as text and never as an element.
 
 use std::fmt::Write;
-use std::path::PathBuf;
 
-use super::record::{Records, ScriptRecord};
-use super::{write_atomic, Reporter};
+use super::export::RunRecord;
+use super::record::ScriptRecord;
 use crate::error::ReportError;
-use crate::events::RunEvent;
 use crate::listing::{head, LISTED};
-use crate::model::PerformanceMetrics;
+use crate::model::{Outcomes, PerformanceMetrics};
+
+/// `execution_report.md` of a finished run.
+pub fn render_bytes(run: &RunRecord) -> Result<Vec<u8>, ReportError> {
+    Ok(render(run.metrics, &run.ordered()).into_bytes())
+}
 
 /// Renders the Markdown report.
 pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
@@ -22,9 +25,11 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
     let _ = writeln!(s, "# JAX execution report\n");
     let _ = writeln!(
         s,
-        "{} of {} scripts succeeded, {} failed ({} timed out, {} interrupted) in {:.2} s on {} with {} job(s).\n",
-        t.succeeded, t.total_scripts, t.failed, t.timed_out, t.interrupted, m.run.wall_time_s,
-        m.run.device.as_str(), m.run.jobs
+        "{} in {:.2} s on {} with {} job(s).\n",
+        t.outcomes().words(),
+        m.run.wall_time_s,
+        m.run.device.as_str(),
+        m.run.jobs
     );
     let _ = writeln!(s, "| | |\n| --- | --- |");
     let _ = writeln!(s, "| run id | {} |", cell_code(&m.run.run_id));
@@ -78,9 +83,11 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
             d.attempts.len(),
             d.execution_time_s,
             d.peak_memory_mb,
-            d.reason
-                .as_ref()
-                .map_or(String::new(), |r| cell_text(&r.words)),
+            match (&d.reason, &d.carried) {
+                (Some(r), _) => cell_text(&r.words),
+                (None, Some(c)) => cell_text(&c.line()),
+                (None, None) => String::new(),
+            },
         );
     }
     let dash = if gpu { " - |" } else { "" };
@@ -103,9 +110,21 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
             );
         }
     }
-    let failures: Vec<&ScriptRecord> = scripts.iter().copied().filter(|d| !d.succeeded()).collect();
+    // Every script this run ran or meant to run that did not succeed, so the section
+    // counts what the summary line's statuses other than succeeded and carried count.
+    let failures: Vec<&ScriptRecord> = scripts
+        .iter()
+        .copied()
+        .filter(|d| d.needs_attention())
+        .collect();
     if !failures.is_empty() {
-        let _ = writeln!(s, "\n## Failures");
+        let counts = Outcomes::count(failures.iter().map(|d| d.status));
+        let _ = writeln!(
+            s,
+            "\n## Did not succeed ({}: {})",
+            failures.len(),
+            counts.problems()
+        );
         for d in failures {
             failure(&mut s, d);
         }
@@ -115,7 +134,13 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
 
 /// One failure: its id, the reason, the exception and the output tail.
 fn failure(s: &mut String, d: &ScriptRecord) {
-    let _ = writeln!(s, "\n### {}: {}\n", code_span(&d.id), d.class.as_str());
+    let _ = writeln!(
+        s,
+        "\n### {}: {} ({})\n",
+        code_span(&d.id),
+        Outcomes::label(d.status),
+        d.class.as_str()
+    );
     let Some(reason) = &d.reason else {
         return;
     };
@@ -196,36 +221,6 @@ fn cell_text(s: &str) -> String {
 /// pipes are escaped there too (GFM drops the backslash again).
 fn cell_code(s: &str) -> String {
     code_span(s).replace('|', "\\|")
-}
-
-/// Writes `execution_report.md` into the results folder when the run ends.
-#[derive(Debug)]
-pub struct MarkdownReporter {
-    results_dir: PathBuf,
-    records: Records,
-}
-
-impl MarkdownReporter {
-    pub fn new(results_dir: PathBuf) -> Self {
-        MarkdownReporter {
-            results_dir,
-            records: Records::new(),
-        }
-    }
-}
-
-impl Reporter for MarkdownReporter {
-    fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
-        self.records.handle(event);
-        if let RunEvent::RunFinished { metrics } = event {
-            let text = render(metrics, &self.records.ordered(metrics));
-            write_atomic(
-                &self.results_dir.join("execution_report.md"),
-                text.as_bytes(),
-            )?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
 //! Stage 3, report: subscribers to the run's event stream that write the results
 //! folder and the execution log. Each reporter sees every event, in order.
-//! The end-of-run documents (Markdown, JUnit, HTML, the GNN summary) render from one
-//! record per script, collected by `record::Records`.
+//! The end-of-run documents (Markdown, JUnit, HTML, the GNN summary) are exporters
+//! of one aggregate, `export::EndOfRun`, which keeps one record per script.
 
 mod atomic;
 mod echo;
+pub mod export;
 pub mod gnn;
 mod html;
 mod json;
@@ -21,12 +22,11 @@ pub use atomic::{
     write_atomic, write_atomic_stream, write_atomic_with, write_json, write_json_with,
 };
 pub use echo::EchoReporter;
-pub use gnn::GnnReporter;
-pub use html::HtmlReporter;
+pub use export::{Document, EndOfRun, Exporter, RunRecord};
+pub use gnn::GnnExporter;
+pub use html::HtmlExporter;
 pub use json::JsonReporter;
-pub use junit::JunitReporter;
 pub use log::{LogReporter, RunLogFile};
-pub use markdown::MarkdownReporter;
 pub use ndjson::{event_line, NdjsonReporter};
 pub use progress::{print_above_bars, ProgressReporter};
 
@@ -49,49 +49,46 @@ pub async fn dispatch(
     halt: Halt,
 ) -> Vec<ReportError> {
     let mut errors = Vec::new();
-    while let Some(mut event) = rx.recv().await {
-        complete(&mut event);
+    while let Some(event) = rx.recv().await {
         for r in reporters.iter_mut() {
             // A reporter that panics must not take the others (and the results) down.
             let outcome =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| r.handle(&event)));
-            let error = match outcome {
+            let failed = match outcome {
                 Ok(Ok(())) => continue,
-                Ok(Err(e)) => e,
-                Err(panic) => ReportError::Panicked {
-                    message: panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_default(),
-                },
+                Ok(Err(e)) => e.flatten(),
+                Err(panic) => vec![ReportError::panicked(panic)],
             };
-            let full = match &error {
-                ReportError::Write { path, source } => halt.check(path, source),
-                _ => false,
-            };
-            // The halt says it once; every later write to a full disk fails as well.
-            if full {
-                tracing::debug!("{}", crate::error::chain(&error).join(": "));
-            } else {
-                tracing::error!("{}", crate::error::chain(&error).join(": "));
+            for error in failed {
+                let full = match &error {
+                    ReportError::Write { path, source } => halt.check(path, source),
+                    _ => false,
+                };
+                // The halt says it once; every later write to a full disk fails as well.
+                if full {
+                    tracing::debug!("{}", crate::error::chain(&error).join(": "));
+                } else {
+                    tracing::error!("{}", crate::error::chain(&error).join(": "));
+                }
+                errors.push(error);
             }
-            errors.push(error);
         }
     }
     errors
 }
 
-/// Fills in, once for every reporter, what a finished script's event does not carry
-/// yet: why it failed, and the end of its standard output when that is what explains
-/// it (standard error was empty).
-fn complete(event: &mut RunEvent) {
-    if let RunEvent::ScriptFinished { result } = event {
-        if let Some(reason) = crate::model::reason::FailureReason::of(result) {
-            if reason.stream == "stdout" {
-                result.stdout_tail = reason.tail.clone();
-            }
-            result.reason = Some(reason.line());
-        }
-    }
+/// The end-of-run documents of a results folder: `report.html`,
+/// `execution_report.md` and `junit.xml`, in that order.
+pub fn documents(results_dir: &std::path::Path) -> Vec<Box<dyn Exporter>> {
+    vec![
+        Box::new(HtmlExporter::new(results_dir.to_path_buf())),
+        Box::new(Document::new(
+            results_dir.join("execution_report.md"),
+            markdown::render_bytes,
+        )),
+        Box::new(Document::new(
+            results_dir.join("junit.xml"),
+            junit::render_bytes,
+        )),
+    ]
 }

@@ -11,7 +11,6 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use super::Reporter;
 use crate::error::ReportError;
 use crate::events::RunEvent;
-use crate::model::Status;
 
 /// The display, shared with the log writer so log lines print above the bars.
 static DISPLAY: OnceLock<MultiProgress> = OnceLock::new();
@@ -32,7 +31,8 @@ pub struct ProgressReporter {
     mp: MultiProgress,
     overall: ProgressBar,
     running: HashMap<String, ProgressBar>,
-    failed: u64,
+    /// Final statuses so far, for the bar's message.
+    outcomes: crate::model::Outcomes,
     /// When the run started, for the estimate of what is left.
     started: std::time::Instant,
     /// The run's expected wall seconds from the history, if it knew.
@@ -56,7 +56,7 @@ impl ProgressReporter {
             mp,
             overall,
             running: HashMap::new(),
-            failed: 0,
+            outcomes: Default::default(),
             started: std::time::Instant::now(),
             expected_s: None,
         }
@@ -135,9 +135,7 @@ impl Reporter for ProgressReporter {
                     bar.finish_and_clear();
                     self.mp.remove(&bar);
                 }
-                if result.status != Status::Succeeded {
-                    self.failed += 1;
-                }
+                self.outcomes.add(result.status);
                 self.overall.inc(1);
                 let eta = eta(
                     self.started.elapsed(),
@@ -145,8 +143,10 @@ impl Reporter for ProgressReporter {
                     self.overall.length().unwrap_or(0),
                     self.expected_s,
                 );
-                self.overall
-                    .set_message(format!("{} failed  ETA {eta}", self.failed));
+                self.overall.set_message(match self.outcomes.problems() {
+                    none if none.is_empty() => format!("ETA {eta}"),
+                    problems => format!("{problems}  ETA {eta}"),
+                });
             }
             RunEvent::RunFinished { .. } => {
                 for (_, bar) in self.running.drain() {

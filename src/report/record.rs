@@ -6,6 +6,7 @@
 //! their stderr tail.
 
 use std::collections::HashMap;
+use std::time::SystemTime;
 
 use crate::events::RunEvent;
 use crate::model::reason::{Ending, FailureReason};
@@ -19,8 +20,8 @@ pub struct AttemptRecord {
     pub number: u32,
     /// Worker slot that ran it (the timeline's row).
     pub slot: usize,
-    /// Start time, RFC 3339 UTC.
-    pub started_at: String,
+    /// Start time (`None` when the result's text did not parse).
+    pub started_at: Option<SystemTime>,
     /// Wall-clock seconds from spawn to exit.
     pub duration_s: f64,
     /// How the attempt ended.
@@ -75,8 +76,8 @@ pub struct ScriptRecord {
     pub signal_name: Option<String>,
     /// The attempt time limit, seconds.
     pub timeout_s: f64,
-    /// Start of the first attempt, RFC 3339 UTC.
-    pub started_at: Option<String>,
+    /// Start of the first attempt.
+    pub started_at: Option<SystemTime>,
     /// File holding the last attempt's standard output.
     pub stdout_log: String,
     /// Bytes the last attempt wrote to stdout.
@@ -89,8 +90,40 @@ pub struct ScriptRecord {
     pub stderr_log: String,
     /// The script's data folder.
     pub data_dir: String,
-    /// Why it did not succeed; `None` when it did.
+    /// Why it did not succeed; `None` when it did, and for a carried script (whose
+    /// reason is its earlier run's).
     pub reason: Option<FailureReason>,
+    /// Set when this run did not run the script and an earlier record stands
+    /// (`status` is then `carried`).
+    pub carried: Option<Carried>,
+}
+
+/// What stands for a script this run did not run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Carried {
+    /// The run whose record stands.
+    pub from: String,
+    /// How the script ended in that run.
+    pub status: Status,
+    /// Why this run did not run it.
+    pub why: String,
+}
+
+impl Carried {
+    /// One line for a report: `carried from run 20261122T…-42: failed`.
+    pub fn line(&self) -> String {
+        format!(
+            "carried from run {}: {}",
+            self.from,
+            crate::model::Outcomes::label(self.status)
+        )
+    }
+}
+
+/// A timestamp of a result (RFC 3339, as the runner writes them), read once here so
+/// no report parses text back.
+pub fn time_of(rfc3339: &str) -> Option<SystemTime> {
+    humantime::parse_rfc3339_weak(rfc3339).ok()
 }
 
 impl ScriptRecord {
@@ -112,7 +145,7 @@ impl ScriptRecord {
                 .map(|a| AttemptRecord {
                     number: a.number,
                     slot: a.slot,
-                    started_at: a.started_at.clone(),
+                    started_at: time_of(&a.started_at),
                     duration_s: a.duration_s,
                     status: a.status,
                     class: a.class,
@@ -131,7 +164,7 @@ impl ScriptRecord {
             signal: r.signal,
             signal_name: r.signal_name.clone(),
             timeout_s: r.timeout_s,
-            started_at: r.started_at.clone(),
+            started_at: r.started_at.as_deref().and_then(time_of),
             stdout_log: r.stdout_log.clone(),
             stdout_bytes: r.stdout_bytes,
             stderr_bytes: r.stderr_bytes,
@@ -143,12 +176,35 @@ impl ScriptRecord {
             stderr_log: r.stderr_log.clone(),
             data_dir: r.data_dir.clone(),
             reason: FailureReason::of(r),
+            carried: None,
+        }
+    }
+
+    /// The record of a script this run did not run, whose earlier result `earlier`
+    /// stands: what it was, with no output of that earlier run.
+    pub fn carried(earlier: &ScriptResult, why: &str) -> Self {
+        ScriptRecord {
+            status: Status::Carried,
+            stderr_tail: Vec::new(),
+            reason: None,
+            carried: Some(Carried {
+                from: earlier.run_id.clone(),
+                status: earlier.status,
+                why: why.to_string(),
+            }),
+            ..ScriptRecord::of(earlier)
         }
     }
 
     /// True when the script ended as `succeeded`.
     pub fn succeeded(&self) -> bool {
         self.status == Status::Succeeded
+    }
+
+    /// True when this run ran (or meant to run) the script and it did not succeed:
+    /// what the reports detail. A carried script is not: this run did not run it.
+    pub fn needs_attention(&self) -> bool {
+        !matches!(self.status, Status::Succeeded | Status::Carried)
     }
 
     /// The reason as one line (`exit code 3: ValueError: bad`); `None` on success.
@@ -168,7 +224,8 @@ impl ScriptRecord {
     }
 }
 
-/// Collects the records of a run from its events; each end-of-run reporter owns one.
+/// Collects the records of a run from its events, once for every end-of-run report
+/// (`super::export::EndOfRun` owns it).
 #[derive(Debug, Default)]
 pub struct Records {
     /// In finishing order.
@@ -194,6 +251,10 @@ impl Records {
                 None
             }
             RunEvent::ScriptFinished { result } => Some(self.push(result)),
+            RunEvent::ScriptCarried { result, why } => {
+                self.records.push(ScriptRecord::carried(result, why));
+                self.records.last()
+            }
             _ => None,
         }
     }

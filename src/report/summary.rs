@@ -2,7 +2,7 @@
 
 use crate::discovery::Discovery;
 use crate::listing::{head, LISTED};
-use crate::model::{PerformanceMetrics, Status};
+use crate::model::{Outcomes, PerformanceMetrics, Status};
 
 fn mark(status: Status) -> &'static str {
     match status {
@@ -78,12 +78,8 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
     failure_lines(&mut out, m);
     let t = &m.totals;
     out.push_str(&format!(
-        "\n{} of {} succeeded, {} failed ({} timed out, {} interrupted) in {:.2}s on {}{} with {} job(s)\n",
-        t.succeeded,
-        t.total_scripts,
-        t.failed,
-        t.timed_out,
-        t.interrupted,
+        "\n{} in {:.2}s on {}{} with {} job(s)\n",
+        t.outcomes().words(),
         m.run.wall_time_s,
         m.run.device.as_str(),
         if m.run.device_requested.as_str() == m.run.device.as_str()
@@ -131,15 +127,20 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
     out
 }
 
-/// One line per script that did not succeed, with its reason, at most [`LISTED`].
+/// One line per script that did not succeed, led by its status in the counts' words
+/// (`failed:`, `timed out:`, `skipped:`, `carried:`) and with its reason, at most
+/// [`LISTED`].
 fn failure_lines(out: &mut String, m: &PerformanceMetrics) {
     let failed: Vec<String> = m
         .scripts
         .iter()
         .filter(|s| s.status != Status::Succeeded)
         .map(|s| {
-            let why = s.reason.as_deref().unwrap_or(s.class.as_str());
-            format!("{}: {why}", s.id)
+            let why = match (&s.carried_from, s.carried_status) {
+                (Some(run), Some(was)) => format!("from run {run} ({})", Outcomes::label(was)),
+                _ => s.reason.clone().unwrap_or_else(|| s.class.as_str().into()),
+            };
+            format!("{}: {}: {why}", Outcomes::label(s.status), s.id)
         })
         .collect();
     if failed.is_empty() {
@@ -148,11 +149,12 @@ fn failure_lines(out: &mut String, m: &PerformanceMetrics) {
     out.push('\n');
     let (shown, rest) = head(&failed, LISTED);
     for line in shown {
-        out.push_str(&format!("failed: {line}\n"));
+        out.push_str(line);
+        out.push('\n');
     }
     if rest > 0 {
         out.push_str(&format!(
-            "failed: and {rest} more (every reason is in performance_metrics.json)\n"
+            "and {rest} more did not succeed (every reason is in performance_metrics.json)\n"
         ));
     }
 }

@@ -202,6 +202,7 @@ pub async fn run_all(
             result.status = crate::model::Status::Skipped;
             result.class = crate::model::FailureClass::Skipped;
         }
+        script::explain(&mut result);
         results[index] = Some(ScriptSummary::of(&result));
         events.emit(RunEvent::ScriptFinished {
             result: Box::new(result),

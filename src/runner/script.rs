@@ -11,10 +11,11 @@ use super::slots::{Lease, Slots};
 use super::{sys, RunContext, Stop};
 use crate::discovery::Script;
 use crate::events::{EventSender, RunEvent};
-use crate::model::{FailureClass, Fallback, JaxTelemetry, Platform, ScriptResult};
+use crate::model::{FailureClass, Fallback, Platform, ScriptResult};
 use crate::model::{ScriptSummary, Status, SCHEMA_VERSION};
-use crate::paths::rfc3339;
 
+pub use finish::explain;
+use finish::finish;
 use record::recorded;
 use unstarted::{run_when_the_runner_can, spawn_failure};
 
@@ -124,6 +125,7 @@ pub async fn run_script(
     leftovers::clear_privileges(&data_dir, &mut result);
     result.data_files = crate::confined::relative_files(&data_dir, 10_000);
     leftovers::check_leftovers(&data_dir, &mut result);
+    explain(&mut result);
     let summary = ScriptSummary::of(&result);
     // Counted while this script still holds its slot, so the next script cannot take
     // the slot before the failure counts.
@@ -363,49 +365,7 @@ pub fn base_result(
     }
 }
 
-/// Fills the summary fields from the attempts.
-fn finish(r: &mut ScriptResult) {
-    let Some(last) = r.attempts.last() else {
-        return;
-    };
-    r.status = last.status;
-    r.class = last.class;
-    r.matched_line = last.matched_line.clone();
-    r.exception = last.exception.clone();
-    r.success = last.status == Status::Succeeded;
-    r.return_code = last.return_code;
-    r.signal = last.signal;
-    r.signal_name = last.signal.map(sys::signal_name);
-    r.jax = last.jax.clone();
-    r.time_breakdown = last
-        .jax
-        .as_ref()
-        .map(|j| crate::model::TimeBreakdown::of(last.duration_s, j));
-    // Truth comes from jax itself, never from what the environment asked for.
-    r.device_check = last.device_check.clone();
-    r.device_used = match r.device_check {
-        Some(_) => None,
-        None => last.jax.as_ref().and_then(JaxTelemetry::platform),
-    };
-    r.device_mismatch = r.device_used.is_some_and(|used| used != last.device);
-    r.stdout_log = last.stdout_log.clone();
-    r.stderr_log = last.stderr_log.clone();
-    r.log_truncated = last.log_cut_bytes > 0;
-    r.execution_time_s = r.attempts.iter().map(|a| a.duration_s).sum();
-    r.cpu_user_s = r.attempts.iter().map(|a| a.cpu_user_s).sum();
-    r.cpu_system_s = r.attempts.iter().map(|a| a.cpu_system_s).sum();
-    r.peak_memory_mb = r
-        .attempts
-        .iter()
-        .map(|a| a.peak_memory_mb)
-        .fold(0.0, f64::max);
-    r.started_at = r.attempts.first().map(|a| a.started_at.clone());
-    let end = humantime::parse_rfc3339(&last.started_at)
-        .map(|t| t + std::time::Duration::from_secs_f64(last.duration_s))
-        .unwrap_or_else(|_| std::time::SystemTime::now());
-    r.finished_at = Some(rfc3339(end));
-}
-
+mod finish;
 mod gpu;
 mod leftovers;
 mod record;

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use jax_runner::events::RunEvent;
 use jax_runner::model::{PerformanceMetrics, Platform, ScriptResult, ScriptSummary};
-use jax_runner::report::{HtmlReporter, Reporter};
+use jax_runner::report::{EndOfRun, HtmlExporter, Reporter};
 use serde_json::{json, Value};
 
 /// Model names as a GNN pipeline renders them: long, sharing prefixes.
@@ -241,7 +241,7 @@ fn metrics(results: &[ScriptResult], jobs: usize, wall: f64) -> PerformanceMetri
 
 /// Writes the report of a synthetic run of `n` scripts into `dir`; returns its path.
 pub fn write_report(dir: &Path, n: usize, jobs: usize) -> std::path::PathBuf {
-    let mut reporter = HtmlReporter::new(dir.to_path_buf());
+    let mut reporter = EndOfRun::new(vec![Box::new(HtmlExporter::new(dir.to_path_buf()))]);
     for e in events(n, jobs) {
         reporter.handle(&e).unwrap();
     }

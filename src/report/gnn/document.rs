@@ -15,7 +15,7 @@ use crate::model::gnn::{
     SIMULATION_RESULTS_BUDGET, TIMEOUT_RETURN_CODE,
 };
 use crate::model::{FailureClass, ScriptResult, Status};
-use crate::paths::{local_iso, local_iso_of};
+use crate::paths::local_iso;
 use crate::report::record::ScriptRecord;
 
 use super::text::LogText;
@@ -105,10 +105,7 @@ fn trim_float(x: f64) -> String {
 
 /// The script's start as GNN writes timestamps.
 fn timestamp(r: &ScriptRecord) -> String {
-    r.started_at
-        .as_deref()
-        .and_then(local_iso_of)
-        .unwrap_or_else(|| local_iso(std::time::SystemTime::now()))
+    local_iso(r.started_at.unwrap_or_else(std::time::SystemTime::now))
 }
 
 fn lossy(p: &Path) -> String {
@@ -254,7 +251,7 @@ pub fn detail(
         id: r.id.clone(),
         status: r.status,
         class: r.class,
-        started_at: r.started_at.clone(),
+        started_at: r.started_at.map(crate::paths::rfc3339),
         device_requested: r.device_requested,
         device_used: r.device_used,
         simulation_data: lossy(&e.data_dir),

@@ -10,8 +10,9 @@ mod text;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use super::record::{Records, ScriptRecord};
-use super::{markdown, write_atomic, write_atomic_stream, write_json, Reporter};
+use super::export::{Exporter, RunRecord};
+use super::record::ScriptRecord;
+use super::{markdown, write_atomic, write_atomic_stream, write_json};
 use crate::discovery::Script;
 use crate::error::ReportError;
 use crate::events::RunEvent;
@@ -19,7 +20,7 @@ use crate::model::gnn::{
     CollectedOutputs, FrameworkStatus, GnnDetail, GnnSummary, OutputCount, RenderFailure,
     FRAMEWORK, SUMMARY_FORMAT,
 };
-use crate::model::{PerformanceMetrics, ScriptResult};
+use crate::model::ScriptResult;
 use crate::paths::local_iso;
 
 pub use document::gnn_error;
@@ -156,35 +157,33 @@ pub struct RunFacts {
 }
 
 /// Writes the step-12 layout: each script's files as it finishes (from its whole
-/// result), the summaries when the run ends (from the script records).
+/// result), the summaries when the run ends (from the run's shared records).
 #[derive(Debug)]
-pub struct GnnReporter {
+pub struct GnnExporter {
     root: PathBuf,
     results_dir: PathBuf,
     entries: HashMap<String, GnnEntry>,
     facts: RunFacts,
     executor: String,
     jobs: usize,
-    records: Records,
     /// `collected_outputs_summary` per script id, kept from its result.
     outputs: HashMap<String, BTreeMap<String, OutputCount>>,
 }
 
-impl GnnReporter {
+impl GnnExporter {
     pub fn new(
         step12: PathBuf,
         results_dir: PathBuf,
         entries: HashMap<String, GnnEntry>,
         facts: RunFacts,
     ) -> Self {
-        GnnReporter {
+        GnnExporter {
             root: step12,
             results_dir,
             entries,
             facts,
             executor: String::new(),
             jobs: 1,
-            records: Records::new(),
             outputs: HashMap::new(),
         }
     }
@@ -201,8 +200,9 @@ impl GnnReporter {
             .collect()
     }
 
-    fn summary(&self, metrics: &PerformanceMetrics) -> GnnSummary {
-        let details = self.details(&self.records.ordered(metrics));
+    fn summary(&self, run: &RunRecord) -> GnnSummary {
+        let metrics = run.metrics;
+        let details = self.details(&run.ordered());
         let skipped = details.iter().filter(|d| d.skipped).count();
         let succeeded = details.iter().filter(|d| d.success).count();
         let failed = details.len() - skipped - succeeded;
@@ -279,9 +279,12 @@ impl GnnReporter {
     }
 }
 
-impl Reporter for GnnReporter {
-    fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
-        let record = self.records.handle(event);
+impl Exporter for GnnExporter {
+    fn observe(
+        &mut self,
+        event: &RunEvent,
+        record: Option<&ScriptRecord>,
+    ) -> Result<(), ReportError> {
         match event {
             RunEvent::RunStarted {
                 interpreter, jobs, ..
@@ -304,24 +307,26 @@ impl Reporter for GnnReporter {
                     )?;
                 }
             }
-            RunEvent::RunFinished { metrics } => {
-                if self.executor.is_empty() {
-                    self.executor = metrics.run.interpreter.clone().unwrap_or_default();
-                    self.jobs = metrics.run.jobs;
-                }
-                let summary = self.summary(metrics);
-                let dir = make_folder(&self.root, &self.root.join("summaries"))?;
-                write_json(
-                    &dir.join("execution_summary.json"),
-                    "GNN execution summary",
-                    &summary,
-                )?;
-                let md = markdown::render(metrics, &self.records.ordered(metrics));
-                write_atomic(&dir.join("execution_report.md"), md.as_bytes())?;
-            }
             _ => {}
         }
         Ok(())
+    }
+
+    fn export(&mut self, run: &RunRecord) -> Result<(), ReportError> {
+        let metrics = run.metrics;
+        if self.executor.is_empty() {
+            self.executor = metrics.run.interpreter.clone().unwrap_or_default();
+            self.jobs = metrics.run.jobs;
+        }
+        let summary = self.summary(run);
+        let dir = make_folder(&self.root, &self.root.join("summaries"))?;
+        write_json(
+            &dir.join("execution_summary.json"),
+            "GNN execution summary",
+            &summary,
+        )?;
+        let md = markdown::render(metrics, &run.ordered());
+        write_atomic(&dir.join("execution_report.md"), md.as_bytes())
     }
 }
 

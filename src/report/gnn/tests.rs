@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::*;
 use crate::model::DiscoveredBy;
+use crate::model::PerformanceMetrics;
 use crate::report::record::ScriptRecord;
 
 fn script(rel: &str, id: &str) -> Script {
@@ -156,7 +157,7 @@ fn summary_counts_and_rate_follow_gnn() {
     let step12 = PathBuf::from("/out/12_execute_output");
     let scripts = [script("m/jax/a.py", "a"), script("n/jax/b.py", "b")];
     let entries = plan(&step12, &scripts);
-    let mut r = GnnReporter::new(
+    let r = GnnExporter::new(
         step12.clone(),
         "/out/execution_results/jax".into(),
         entries,
@@ -166,12 +167,13 @@ fn summary_counts_and_rate_follow_gnn() {
         "a",
         json!({"attempts": [], "status": "interrupted", "class": "interrupted"}),
     );
-    let record = r.records.push(&never);
+    let mut records = crate::report::record::Records::new();
+    let record = records.push(&never);
     let d = document::detail(record, &r.entries["a"], "/py", Default::default());
     assert!(d.skipped && d.structured_result_file.is_none());
     let run = crate::model::test_run_info(json!({"interrupted": true}));
     let metrics = PerformanceMetrics::build(run, Vec::new(), Vec::new(), Vec::new());
-    let s = r.summary(&metrics);
+    let s = r.summary(&crate::report::export::RunRecord::new(&metrics, &records));
     // Nothing attempted: GNN's 100.0, and the run did not succeed.
     assert_eq!(s.success_rate, 100.0);
     assert_eq!((s.skipped_executions, s.failed_executions), (1, 0));

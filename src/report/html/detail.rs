@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::svg::{parse_time, secs_between};
+use super::svg::secs_between;
 use super::{fmt_secs, Row};
 use crate::report::record::ScriptRecord;
 
@@ -32,12 +32,17 @@ pub(super) fn details(
     rows.iter()
         .map(|r| match by_id.get(r.id.as_str()) {
             Some(f) => Detail {
-                reason: f.reason_line(),
+                reason: f
+                    .reason_line()
+                    .or_else(|| f.carried.as_ref().map(|c| c.line())),
+                // A carried script's attempts are an earlier run's, not on this run's clock.
                 attempts: f
                     .attempts
                     .iter()
+                    .filter(|_| f.carried.is_none())
                     .map(|a| {
-                        let start = parse_time(&a.started_at)
+                        let start = a
+                            .started_at
                             .map(|t| fmt_secs(secs_between(origin, t).max(0.0)))
                             .unwrap_or_else(|| "—".into());
                         (

@@ -1,9 +1,9 @@
 //! `report.html`: one self-contained page (inline CSS, inline JS, inline SVG, no
 //! remote assets) rendered from `templates/report.html.j2` when the run ends.
 //!
-//! The reporter keeps only what the page needs while the run goes on: the script
-//! records every end-of-run report shares (`super::record`) and a decimated series of
-//! memory samples per script. All geometry (timeline rectangles, sparkline points,
+//! An exporter of the run's one aggregate (`super::export`): beyond the script records
+//! every end-of-run report shares, it keeps only a decimated series of memory samples
+//! per script while the run goes on. All geometry (timeline rectangles, sparkline points,
 //! axis ticks) is computed here; the template only lays it out. Its script
 //! (`templates/report.js`) sorts and filters the table and opens a script's detail;
 //! a Content-Security-Policy lets only that script run, whatever a script's output
@@ -15,11 +15,11 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::record::Records;
-use super::{write_atomic, Reporter};
+use super::export::{Exporter, RunRecord};
+use super::record::ScriptRecord;
+use super::write_atomic;
 use crate::error::ReportError;
 use crate::events::RunEvent;
-use crate::model::PerformanceMetrics;
 
 /// Name of the page inside the results folder.
 pub const HTML_FILE: &str = "report.html";
@@ -66,7 +66,7 @@ const SPARK_MAX_DRAWN: usize = 70;
 
 /// Writes `report.html` when the run ends.
 #[derive(Debug)]
-pub struct HtmlReporter {
+pub struct HtmlExporter {
     results_dir: PathBuf,
     /// From `RunStarted`: used when the final metrics lack the interpreter.
     interpreter: Option<String>,
@@ -74,18 +74,15 @@ pub struct HtmlReporter {
     samples: HashMap<String, Samples>,
     /// Per script id, its GPU memory samples (GPU attempts only).
     gpu_samples: HashMap<String, Samples>,
-    /// Finished scripts, with the worker slot of each attempt.
-    records: Records,
 }
 
-impl HtmlReporter {
+impl HtmlExporter {
     pub fn new(results_dir: PathBuf) -> Self {
-        HtmlReporter {
+        HtmlExporter {
             results_dir,
             interpreter: None,
             samples: HashMap::new(),
             gpu_samples: HashMap::new(),
-            records: Records::new(),
         }
     }
 
@@ -93,15 +90,9 @@ impl HtmlReporter {
         self.results_dir.join(HTML_FILE)
     }
 
-    /// Renders the page for the final metrics.
-    fn render(&self, metrics: &PerformanceMetrics) -> Result<String, minijinja::Error> {
-        let mut page = page::build_page(
-            metrics,
-            self.records.finishing_order(),
-            &self.samples,
-            &self.interpreter,
-            &self.results_dir,
-        );
+    /// Renders the page of the finished run.
+    fn render(&self, run: &RunRecord) -> Result<String, minijinja::Error> {
+        let mut page = page::build_page(run, &self.samples, &self.interpreter, &self.results_dir);
         page::with_gpu(&mut page, &self.gpu_samples);
         page.script = SCRIPT;
         page.csp = inline::content_security_policy(SCRIPT);
@@ -114,9 +105,12 @@ impl HtmlReporter {
     }
 }
 
-impl Reporter for HtmlReporter {
-    fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
-        self.records.handle(event);
+impl Exporter for HtmlExporter {
+    fn observe(
+        &mut self,
+        event: &RunEvent,
+        _record: Option<&ScriptRecord>,
+    ) -> Result<(), ReportError> {
         match event {
             RunEvent::RunStarted { interpreter, .. } => {
                 self.interpreter = Some(interpreter.clone());
@@ -140,14 +134,15 @@ impl Reporter for HtmlReporter {
                         .push(*attempt, *elapsed_s, *gpu);
                 }
             }
-            RunEvent::RunFinished { metrics } => {
-                let path = self.path();
-                let html = self.render(metrics).map_err(|e| render_error(&path, &e))?;
-                write_atomic(&path, html.as_bytes())?;
-            }
             _ => {}
         }
         Ok(())
+    }
+
+    fn export(&mut self, run: &RunRecord) -> Result<(), ReportError> {
+        let path = self.path();
+        let html = self.render(run).map_err(|e| render_error(&path, &e))?;
+        write_atomic(&path, html.as_bytes())
     }
 }
 
@@ -235,7 +230,11 @@ struct Page {
     by_class: Vec<(String, usize)>,
     rows: Vec<Row>,
     timeline: Timeline,
+    /// Scripts this run ran (or meant to run) that did not succeed: the cards of
+    /// the failed, timed-out, interrupted and skipped ones, in table order.
     failures: Vec<Failure>,
+    /// Those counted by status in the counts' words (`1 failed, 5 skipped`).
+    failures_counts: String,
     warnings: Vec<String>,
     missing: Vec<String>,
     refused: Vec<String>,
@@ -256,7 +255,7 @@ struct Row {
     index: usize,
     id: String,
     path: String,
-    status: &'static str,
+    status: crate::model::Status,
     class: &'static str,
     device_requested: String,
     device_used: String,
@@ -353,7 +352,7 @@ struct Failure {
     open: bool,
     id: String,
     path: String,
-    status: &'static str,
+    status: crate::model::Status,
     class: &'static str,
     /// How it ended, in every report's words (`exit code 3`).
     reason: String,

@@ -10,7 +10,7 @@ use super::links::script_links;
 use super::svg::{origin, sparkline, timeline};
 use super::*;
 use crate::listing::{bounded_messages, LISTED};
-use crate::model::{RunInfo, ScriptSummary, Totals};
+use crate::model::{Outcomes, RunInfo, ScriptSummary, Status, Totals, STATUSES};
 
 /// How a cut list ends.
 const ALL_IN_METRICS: &str = "(every one is in performance_metrics.json)";
@@ -26,14 +26,15 @@ pub(super) fn with_gpu(page: &mut Page, gpu_samples: &HashMap<String, Samples>) 
     page.gpu = page.has_gpu_spark || page.rows.iter().any(|r| r.gpu_peak_mb >= 0.0);
 }
 
-/// The whole page. `records` are in finishing order, the order the timeline draws.
+/// The whole page. The records come in finishing order, the order the timeline draws.
 pub(super) fn build_page(
-    metrics: &PerformanceMetrics,
-    records: &[ScriptRecord],
+    run: &RunRecord,
     samples: &HashMap<String, Samples>,
     interpreter: &Option<String>,
     report_dir: &std::path::Path,
 ) -> Page {
+    let metrics = run.metrics;
+    let records = run.finishing_order();
     let t = &metrics.totals;
     let by_id: HashMap<&str, &ScriptRecord> = records.iter().map(|f| (f.id.as_str(), f)).collect();
     let mut rows = rows(metrics, records, &by_id, samples);
@@ -44,16 +45,18 @@ pub(super) fn build_page(
     }
     let row_of: HashMap<&str, usize> = rows.iter().map(|r| (r.id.as_str(), r.index)).collect();
     let failures = failures(&rows, &by_id);
-    let status_cards = status_cards(&rows);
-    let succeeded = rows.iter().filter(|r| r.status == "succeeded").count();
-    let details = details(&rows, &by_id, origin(metrics, records));
+    // Counted over the table's rows, which are the metrics' scripts: the same counts,
+    // by the same function, as the totals every other report words.
+    let outcomes = Outcomes::count(rows.iter().map(|r| r.status));
+    let details = details(&rows, &by_id, origin(run.started_at, records));
     Page {
-        title: format!("jax-runner report: {succeeded} of {} succeeded", rows.len()),
+        title: format!("jax-runner report: {}", outcomes.words()),
+        failures_counts: Outcomes::count(failures.iter().map(|f| f.status)).problems(),
         provenance: format!(
             "run {} · jax-runner {}",
             metrics.run.run_id, metrics.run.runner_version
         ),
-        status_cards,
+        status_cards: status_cards(&outcomes),
         total: rows.len(),
         other_cards: other_cards(t),
         has_spark: rows.iter().any(|r| r.spark.is_some()),
@@ -68,7 +71,7 @@ pub(super) fn build_page(
             .iter()
             .map(|(c, n)| (c.as_str().to_string(), *n))
             .collect(),
-        timeline: timeline(metrics, records, &row_of),
+        timeline: timeline(run, records, &row_of),
         rows,
         failures,
         warnings: bounded_messages(&metrics.warnings, LISTED, ALL_IN_METRICS),
@@ -85,36 +88,29 @@ fn tone(n: usize, bad: &'static str) -> &'static str {
     }
 }
 
-/// One card per final status, counted over the table's rows: each script is in
-/// exactly one, so they add up to the number of rows. (The metrics' `failed` counts
-/// every script that did not succeed, timed-out ones included; shown beside a
-/// "timed out" card it would count those twice.)
-fn status_cards(rows: &[Row]) -> Vec<Card> {
-    let count = |status: &str| rows.iter().filter(|r| r.status == status).count();
-    let succeeded = count("succeeded");
-    let all_good = succeeded == rows.len() && !rows.is_empty();
-    [
-        ("succeeded", "succeeded", if all_good { "good" } else { "" }),
-        ("failed", "failed", "bad"),
-        ("timed out", "timed_out", "bad"),
-        ("interrupted", "interrupted", "warn"),
-        ("skipped", "skipped", "warn"),
-    ]
-    .into_iter()
-    .map(|(label, status, bad)| {
-        let n = count(status);
-        Card {
-            label,
-            value: n,
-            tone: if status == "succeeded" {
-                bad
-            } else {
-                tone(n, bad)
-            },
-            status,
-        }
-    })
-    .collect()
+/// One card per final status: each script is in exactly one, so they add up to the
+/// number of rows. Carried only shows when some script was carried.
+fn status_cards(outcomes: &Outcomes) -> Vec<Card> {
+    let all_good = outcomes.succeeded == outcomes.total() && outcomes.total() > 0;
+    STATUSES
+        .into_iter()
+        .filter(|s| *s != Status::Carried || outcomes.carried > 0)
+        .map(|status| {
+            let n = outcomes.of(status);
+            let tone = match status {
+                Status::Succeeded if all_good => "good",
+                Status::Succeeded | Status::Carried => "",
+                Status::Failed | Status::TimedOut => tone(n, "bad"),
+                Status::Interrupted | Status::Skipped => tone(n, "warn"),
+            };
+            Card {
+                label: Outcomes::label(status),
+                value: n,
+                tone,
+                status: status.as_str(),
+            }
+        })
+        .collect()
 }
 
 /// Counts that cut across the statuses; the rarer ones only when they happened.
@@ -185,7 +181,7 @@ fn run_info(run: &RunInfo, interpreter: &Option<String>) -> Vec<(&'static str, S
 /// succeeded), and within one, the metrics' scripts in discovery order, then any
 /// finished script the metrics do not list, as it finished.
 fn rows(
-    metrics: &PerformanceMetrics,
+    metrics: &crate::model::PerformanceMetrics,
     records: &[ScriptRecord],
     by_id: &HashMap<&str, &ScriptRecord>,
     samples: &HashMap<String, Samples>,
@@ -208,15 +204,12 @@ fn rows(
     rows
 }
 
-/// Where a status sorts in the table: what needs attention first.
-fn status_rank(status: &str) -> u8 {
+/// Where a status sorts in the table: what needs attention first, in the order the
+/// counts are worded.
+fn status_rank(status: Status) -> usize {
     match status {
-        "failed" => 0,
-        "timed_out" => 1,
-        "interrupted" => 2,
-        "skipped" => 3,
-        "succeeded" => 4,
-        _ => 3,
+        Status::Succeeded => STATUSES.len(),
+        other => STATUSES.iter().position(|s| *s == other).unwrap_or(0),
     }
 }
 
@@ -226,7 +219,7 @@ fn row(s: &ScriptSummary, f: Option<&ScriptRecord>, samples: &HashMap<String, Sa
         index: 0,
         id: s.id.clone(),
         path: f.map(|f| f.relative_path.clone()).unwrap_or_default(),
-        status: s.status.as_str(),
+        status: s.status,
         class: s.class.as_str(),
         device_requested: device_label(&s.device_requested),
         device_used: s
@@ -277,11 +270,7 @@ fn unlisted_row(f: &ScriptRecord, samples: &HashMap<String, Samples>) -> Row {
         index: 0,
         id: f.id.clone(),
         path: f.relative_path.clone(),
-        status: f
-            .attempts
-            .last()
-            .map(|a| a.status.as_str())
-            .unwrap_or("interrupted"),
+        status: f.attempts.last().map_or(Status::Interrupted, |a| a.status),
         class: f.attempts.last().map(|a| a.class.as_str()).unwrap_or(""),
         device_requested: "—".into(),
         device_used: "—".into(),
@@ -316,14 +305,14 @@ fn exit_of(f: &ScriptRecord) -> String {
 fn failures(rows: &[Row], by_id: &HashMap<&str, &ScriptRecord>) -> Vec<Failure> {
     rows.iter()
         .filter_map(|r| {
-            let d = by_id.get(r.id.as_str()).filter(|d| !d.succeeded())?;
+            let d = by_id.get(r.id.as_str()).filter(|d| d.needs_attention())?;
             let reason = d.reason.as_ref();
             Some(Failure {
                 i: r.index,
                 open: false,
                 id: r.id.clone(),
                 path: r.path.clone(),
-                status: d.status.as_str(),
+                status: d.status,
                 class: d.class.as_str(),
                 reason: reason.map_or_else(|| d.class.as_str().to_string(), |r| r.words.clone()),
                 matched_line: d.matched_line.clone(),

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::model::Status;
+use crate::report::export::RunRecord;
 use crate::report::record::{AttemptRecord, ScriptRecord};
 
 pub(super) fn sparkline(id: &str, samples: Option<&Samples>) -> Option<Sparkline> {
@@ -79,12 +80,6 @@ pub(super) fn series_sparkline(
     })
 }
 
-pub(super) fn parse_time(s: &str) -> Option<SystemTime> {
-    humantime::parse_rfc3339(s)
-        .or_else(|_| humantime::parse_rfc3339_weak(s))
-        .ok()
-}
-
 /// Seconds from `origin` to `t`, negative when `t` is earlier.
 pub(super) fn secs_between(origin: SystemTime, t: SystemTime) -> f64 {
     match t.duration_since(origin) {
@@ -120,14 +115,17 @@ pub(super) fn fmt_tick(v: f64, step: f64) -> String {
     }
 }
 
+/// The scripts this run ran: a carried script's attempts are an earlier run's.
+fn ran(records: &[ScriptRecord]) -> impl Iterator<Item = &ScriptRecord> {
+    records.iter().filter(|f| f.carried.is_none())
+}
+
 /// The origin of the timeline: the run's start, moved back to the earliest attempt
 /// when one is stamped earlier (clock skew), so nothing is drawn off the left.
-pub(super) fn origin(metrics: &PerformanceMetrics, records: &[ScriptRecord]) -> SystemTime {
-    let run_start = parse_time(&metrics.run.started_at);
-    let earliest = records
-        .iter()
+pub(super) fn origin(run_start: Option<SystemTime>, records: &[ScriptRecord]) -> SystemTime {
+    let earliest = ran(records)
         .flat_map(|f| &f.attempts)
-        .filter_map(|a| parse_time(&a.started_at))
+        .filter_map(|a| a.started_at)
         .min();
     match (run_start, earliest) {
         (Some(r), Some(e)) => r.min(e),
@@ -140,22 +138,23 @@ pub(super) fn origin(metrics: &PerformanceMetrics, records: &[ScriptRecord]) -> 
 /// The timeline: one lane per worker slot, one bar per attempt. `row_of` maps a
 /// script id to its table row, which a click on its bars opens.
 pub(super) fn timeline(
-    metrics: &PerformanceMetrics,
+    run: &RunRecord,
     records: &[ScriptRecord],
     row_of: &HashMap<&str, usize>,
 ) -> Timeline {
+    let metrics = run.metrics;
     let mut placed = Vec::new();
     let mut skipped = 0;
-    for f in records {
+    for f in ran(records) {
         for a in &f.attempts {
-            match parse_time(&a.started_at) {
+            match a.started_at {
                 Some(t) => placed.push((f, a, t)),
                 None => skipped += 1,
             }
         }
     }
-    let origin = origin(metrics, records);
-    let shift = parse_time(&metrics.run.started_at).map_or(0.0, |r| secs_between(origin, r));
+    let origin = origin(run.started_at, records);
+    let shift = run.started_at.map_or(0.0, |r| secs_between(origin, r));
     let end = placed
         .iter()
         .map(|(_, a, t)| secs_between(origin, *t) + a.duration_s.max(0.0))

@@ -2,7 +2,8 @@
 
 use super::svg::{sparkline, tick_step};
 use super::*;
-use crate::model::{ScriptResult, ScriptSummary};
+use crate::model::{PerformanceMetrics, ScriptResult, ScriptSummary};
+use crate::report::Reporter;
 use serde_json::json;
 
 fn attempt(
@@ -90,7 +91,8 @@ fn metrics(results: &[ScriptResult]) -> PerformanceMetrics {
 
 fn feed(events: &[RunEvent]) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
-    let mut r = HtmlReporter::new(dir.path().to_path_buf());
+    let mut r =
+        crate::report::EndOfRun::new(vec![Box::new(HtmlExporter::new(dir.path().to_path_buf()))]);
     for e in events {
         r.handle(e).unwrap();
     }
@@ -268,7 +270,9 @@ fn samples_stay_bounded_and_even() {
 
 #[test]
 fn a_write_failure_is_an_error_not_a_panic() {
-    let mut r = HtmlReporter::new(PathBuf::from("/proc/no/such/place"));
+    let mut r = crate::report::EndOfRun::new(vec![Box::new(HtmlExporter::new(PathBuf::from(
+        "/proc/no/such/place",
+    )))]);
     let events = sample_events();
     let err = events
         .iter()

@@ -4,7 +4,9 @@
 use serde_json::json;
 
 use super::*;
-use crate::model::{ScriptResult, ScriptSummary};
+use crate::model::{PerformanceMetrics, ScriptResult, ScriptSummary};
+use crate::report::export::RunRecord;
+use crate::report::record::Records;
 
 fn attempt(n: u32, status: &str, class: &str, code: i32) -> serde_json::Value {
     json!({"number": n, "device": "cpu", "slot": 0, "started_at": "2026-11-22T07:40:35.693Z",
@@ -41,9 +43,12 @@ fn metrics(results: &[ScriptResult], missing: Vec<String>) -> PerformanceMetrics
 }
 
 fn xml(results: &[ScriptResult], missing: Vec<String>) -> String {
-    let records: Vec<ScriptRecord> = results.iter().map(ScriptRecord::of).collect();
-    let refs: Vec<&ScriptRecord> = records.iter().collect();
-    render(&metrics(results, missing), &refs).unwrap()
+    let mut records = Records::new();
+    for r in results {
+        records.push(r);
+    }
+    let m = metrics(results, missing);
+    String::from_utf8(render_bytes(&RunRecord::new(&m, &records)).unwrap()).unwrap()
 }
 
 #[test]
@@ -68,13 +73,14 @@ fn counts_match_the_elements_and_retries_show() {
     );
     let stopped = result("stopped", "interrupted", "interrupted", vec![]);
     let doc = xml(&[flaky, failed, stopped], vec!["gone.py".into()]);
+    // Interrupted is a failure, as nextest writes a test its cancellation killed.
     assert!(
-        doc.contains("tests=\"4\"") && doc.contains("failures=\"2\""),
+        doc.contains("tests=\"4\"") && doc.contains("failures=\"3\""),
         "{doc}"
     );
-    assert!(doc.contains("skipped=\"1\""), "{doc}");
-    assert_eq!(doc.matches("<failure").count(), 2, "{doc}");
-    assert_eq!(doc.matches("<skipped").count(), 1, "{doc}");
+    assert!(doc.contains("skipped=\"0\""), "{doc}");
+    assert_eq!(doc.matches("<failure").count(), 3, "{doc}");
+    assert_eq!(doc.matches("<skipped").count(), 0, "{doc}");
     assert_eq!(doc.matches("<flakyFailure").count(), 1, "{doc}");
     assert_eq!(doc.matches("<rerunFailure").count(), 1, "{doc}");
     assert!(
@@ -106,4 +112,79 @@ fn many_missing_entries_make_a_bounded_document() {
         "{:?}",
         cases[LISTED].name
     );
+}
+
+#[test]
+fn every_status_maps_as_nextest_and_the_six_counts_are_properties() {
+    let mut earlier = result(
+        "kept",
+        "failed",
+        "script_error",
+        vec![attempt(1, "failed", "script_error", 3)],
+    );
+    earlier.run_id = "20261101T000000.000Z-1".into();
+    let results = [
+        result(
+            "ok",
+            "succeeded",
+            "succeeded",
+            vec![attempt(1, "succeeded", "succeeded", 0)],
+        ),
+        result(
+            "bad",
+            "failed",
+            "script_error",
+            vec![attempt(1, "failed", "script_error", 3)],
+        ),
+        result(
+            "slow",
+            "timed_out",
+            "timed_out",
+            vec![attempt(1, "timed_out", "timed_out", 3)],
+        ),
+        result("stopped", "interrupted", "interrupted", vec![]),
+        result("later", "skipped", "skipped", vec![]),
+    ];
+    let mut records = Records::new();
+    for r in &results {
+        records.push(r);
+    }
+    records.handle(&crate::events::RunEvent::ScriptCarried {
+        result: Box::new(earlier.clone()),
+        why: "not selected".into(),
+    });
+    let mut lines: Vec<ScriptSummary> = results.iter().map(ScriptSummary::of).collect();
+    lines.push(ScriptSummary::carried(&earlier));
+    let run = crate::model::test_run_info(json!({"started_at": "2026-11-22T07:40:35.000Z"}));
+    let m = PerformanceMetrics::build(run, lines, vec![], vec![]);
+    let doc = String::from_utf8(render_bytes(&RunRecord::new(&m, &records)).unwrap()).unwrap();
+    // failed, timed out, interrupted are failures; skipped and carried are skipped.
+    assert!(doc.contains("failures=\"3\""), "{doc}");
+    assert!(doc.contains("skipped=\"2\""), "{doc}");
+    assert!(doc.contains("type=\"timed_out\""), "{doc}");
+    assert!(doc.contains("type=\"interrupted\""), "{doc}");
+    assert!(
+        doc.contains("<skipped message=\"carried from run 20261101T000000.000Z-1: failed\""),
+        "{doc}"
+    );
+    // Nothing of the earlier run's output: it is not this run's.
+    let kept = &doc[doc.find("name=\"kept\"").unwrap()..];
+    let kept = &kept[..kept.find("</testcase>").unwrap_or(kept.len())];
+    assert!(
+        !kept.contains("system-err") && !kept.contains("boom"),
+        "{kept}"
+    );
+    for (name, n) in [
+        ("succeeded", 1),
+        ("failed", 1),
+        ("timed_out", 1),
+        ("interrupted", 1),
+        ("skipped", 1),
+        ("carried", 1),
+    ] {
+        assert!(
+            doc.contains(&format!("<property name=\"{name}\" value=\"{n}\"/>")),
+            "{name}: {doc}"
+        );
+    }
 }

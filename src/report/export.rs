@@ -1,0 +1,128 @@
+//! The end-of-run documents (HTML, Markdown, JUnit, GNN's summaries) as exporters of
+//! one aggregate, as hyperfine's exporters each serialize the same results: the
+//! [`EndOfRun`] reporter keeps the run's script records once and, when the run ends,
+//! hands every exporter the same [`RunRecord`]. Adding a report is one exporter.
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use super::record::{time_of, Records, ScriptRecord};
+use super::{write_atomic, Reporter};
+use crate::error::ReportError;
+use crate::events::RunEvent;
+use crate::model::{Outcomes, PerformanceMetrics};
+
+/// The finished run as every end-of-run document sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct RunRecord<'a> {
+    /// The final metrics, as written to `performance_metrics.json`.
+    pub metrics: &'a PerformanceMetrics,
+    /// When the run started (read once from the metrics' text).
+    pub started_at: Option<SystemTime>,
+    records: &'a Records,
+}
+
+impl<'a> RunRecord<'a> {
+    pub fn new(metrics: &'a PerformanceMetrics, records: &'a Records) -> Self {
+        RunRecord {
+            metrics,
+            started_at: time_of(&metrics.run.started_at),
+            records,
+        }
+    }
+
+    /// The records in discovery order (see [`Records::ordered`]).
+    pub fn ordered(&self) -> Vec<&'a ScriptRecord> {
+        self.records.ordered(self.metrics)
+    }
+
+    /// The records as scripts finished (or were carried).
+    pub fn finishing_order(&self) -> &'a [ScriptRecord] {
+        self.records.finishing_order()
+    }
+
+    /// The counts of the run's final statuses, worded by [`Outcomes::words`].
+    pub fn outcomes(&self) -> Outcomes {
+        self.metrics.totals.outcomes()
+    }
+}
+
+/// One end-of-run document.
+pub trait Exporter: Send {
+    /// Takes what the document needs from an event beyond the shared records (memory
+    /// samples, a script's own files as it finishes); `record` is the script record
+    /// the event just finished, if any. Most documents need nothing.
+    fn observe(
+        &mut self,
+        _event: &RunEvent,
+        _record: Option<&ScriptRecord>,
+    ) -> Result<(), ReportError> {
+        Ok(())
+    }
+
+    /// Writes the document of the finished run.
+    fn export(&mut self, run: &RunRecord) -> Result<(), ReportError>;
+}
+
+/// A document that is one file, rendered by a pure function of the run.
+pub struct Document {
+    path: PathBuf,
+    render: fn(&RunRecord) -> Result<Vec<u8>, ReportError>,
+}
+
+impl Document {
+    pub fn new(path: PathBuf, render: fn(&RunRecord) -> Result<Vec<u8>, ReportError>) -> Self {
+        Document { path, render }
+    }
+}
+
+impl Exporter for Document {
+    fn export(&mut self, run: &RunRecord) -> Result<(), ReportError> {
+        write_atomic(&self.path, &(self.render)(run)?)
+    }
+}
+
+/// The reporter that owns the run's records and drives the exporters.
+pub struct EndOfRun {
+    records: Records,
+    exporters: Vec<Box<dyn Exporter>>,
+}
+
+impl EndOfRun {
+    pub fn new(exporters: Vec<Box<dyn Exporter>>) -> Self {
+        EndOfRun {
+            records: Records::new(),
+            exporters,
+        }
+    }
+}
+
+impl Reporter for EndOfRun {
+    fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
+        let record = self.records.handle(event);
+        let mut errors = Vec::new();
+        for e in self.exporters.iter_mut() {
+            errors.extend(guarded(|| e.observe(event, record)));
+        }
+        if let RunEvent::RunFinished { metrics } = event {
+            let run = RunRecord::new(metrics, &self.records);
+            for e in self.exporters.iter_mut() {
+                errors.extend(guarded(|| e.export(&run)));
+            }
+        }
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.remove(0)),
+            _ => Err(ReportError::Several(errors)),
+        }
+    }
+}
+
+/// Runs one exporter's step so that its panic or error leaves the others writing.
+fn guarded(f: impl FnOnce() -> Result<(), ReportError>) -> Option<ReportError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e),
+        Err(panic) => Some(ReportError::panicked(panic)),
+    }
+}
