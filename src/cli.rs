@@ -17,12 +17,17 @@ Exit codes:
   3    no scripts found
   130  interrupted (Ctrl-C, SIGTERM or SIGHUP)";
 
+/// The exit codes in one line, for `-h`; `--help` gives [`EXIT_CODES`].
+pub const EXIT_CODES_SHORT: &str =
+    "Exit codes: 0 ok, 1 a script failed, 2 usage or environment error, 3 no scripts, 130 interrupted";
+
 /// Discover, run and report generated JAX/POMDP scripts (step 12 of a GNN-style pipeline).
 #[derive(Debug, Parser)]
 #[command(
     name = "jax-runner",
     version,
-    after_help = EXIT_CODES,
+    after_help = EXIT_CODES_SHORT,
+    after_long_help = EXIT_CODES,
     args_conflicts_with_subcommands = true,
     // The last of a repeated option wins, so wrappers can append overrides.
     args_override_self = true
@@ -42,7 +47,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Discover and run every script, then write the reports (the default).
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = EXIT_CODES_SHORT, after_long_help = EXIT_CODES)]
     Run(Box<RunArgs>),
     /// Discover scripts and list them without running anything.
     List(ListArgs),
@@ -169,20 +174,22 @@ pub struct DiscoverArgs {
     #[arg(long, value_name = "DIR", default_value = "output")]
     pub output_dir: PathBuf,
     /// Search sub-folders (the default).
-    #[arg(long, overrides_with = "no_recursive")]
+    #[arg(long, overrides_with = "no_recursive", hide_short_help = true)]
     pub recursive: bool,
     /// Only look at files directly inside --output-dir.
-    #[arg(long, overrides_with = "recursive")]
+    #[arg(long, overrides_with = "recursive", hide_short_help = true)]
     pub no_recursive: bool,
     /// Where results go [default: DIR/execution_results/jax]; never searched.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", hide_short_help = true)]
     pub results_dir: Option<PathBuf>,
-    /// Take only scripts whose id or path (relative to --output-dir) matches PATTERN:
-    /// a glob when it has *, ? or [, else a substring (repeatable: any may match).
+    /// Take only scripts whose id or path matches PATTERN (repeatable).
+    ///
+    /// PATTERN is a glob when it has *, ? or [, else a substring; the path is relative to
+    /// --output-dir, and a script runs when any -k matches.
     #[arg(long = "filter", short = 'k', value_name = "PATTERN")]
     pub filter: Vec<String>,
     /// Leave out scripts whose id or path matches PATTERN, as for --filter (repeatable).
-    #[arg(long, value_name = "PATTERN")]
+    #[arg(long, value_name = "PATTERN", hide_short_help = true)]
     pub exclude: Vec<String>,
 }
 
@@ -198,10 +205,11 @@ pub enum XlaPresetArg {
 pub struct ProfileArgs {
     /// A jax-runner.toml to read [default: ./jax-runner.toml when it exists; also
     /// JAX_RUNNER_CONFIG].
-    #[arg(long, value_name = "FILE", global = true)]
+    #[arg(long, value_name = "FILE", global = true, hide_short_help = true)]
     pub config: Option<PathBuf>,
-    /// The config file's [profile.NAME] to use on top of [profile.default] (also
-    /// JAX_RUNNER_PROFILE). For a jax.profiler trace, see --jax-trace.
+    /// The config file's [profile.NAME] to use (also JAX_RUNNER_PROFILE).
+    ///
+    /// It goes on top of [profile.default]. For a jax.profiler trace, see --jax-trace.
     #[arg(long, value_name = "NAME", global = true)]
     pub profile: Option<String>,
 }
@@ -237,11 +245,17 @@ pub struct Verbosity {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     /// Less output (-q warnings only, -qq errors only).
-    #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "verbose")]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "verbose", hide_short_help = true)]
     pub quiet: u8,
     /// Colours on the terminal: auto (when stderr is a terminal and NO_COLOR is not
     /// set), always or never.
-    #[arg(long, value_enum, default_value = "auto", global = true)]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        global = true,
+        hide_short_help = true
+    )]
     pub color: ColorArg,
 }
 

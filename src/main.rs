@@ -97,7 +97,9 @@ fn main() -> ExitCode {
             }
         },
         Some(Command::Man) => {
-            let cmd = <Cli as clap::CommandFactory>::command();
+            // The man page is the long help: an option `-h` leaves out keeps its text.
+            let cmd =
+                <Cli as clap::CommandFactory>::command().mut_args(|a| a.hide_short_help(false));
             let mut out = Vec::new();
             clap_mangen::Man::new(cmd)
                 .render(&mut out)

@@ -225,3 +225,89 @@ fn a_python_that_is_not_one_gets_a_short_error() {
     );
     assert!(err.len() < 600, "{err}");
 }
+
+/// `jax-runner` with `args`, at clap's width off a terminal (100 columns), without the
+/// variables whose values help would show.
+fn help_text(args: &[&str]) -> String {
+    let out = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .args(args)
+        .env("COLUMNS", "100")
+        .env_remove("RAY_ADDRESS")
+        .env_remove("JAX_RUNNER_RAY_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every long option the man page names: the man page renders every option clap knows,
+/// whether `-h` shows it or not, so it is a list this test does not keep by hand.
+fn every_option() -> Vec<String> {
+    let man = help_text(&["man"]).replace("\\-", "-");
+    let synopsis = man
+        .lines()
+        .skip_while(|l| !l.starts_with(".SH SYNOPSIS"))
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let mut options: Vec<String> = synopsis
+        .split("\\fB")
+        .filter_map(|s| s.strip_prefix("--"))
+        .map(|s| format!("--{}", s.split("\\fR").next().unwrap()))
+        .collect();
+    options.dedup();
+    assert!(options.len() > 30, "{synopsis}");
+    options
+}
+
+#[test]
+fn short_help_fits_a_screen_and_long_help_lists_every_option() {
+    let short = help_text(&["-h"]);
+    let lines = short.lines().count();
+    assert!(lines <= 40, "`-h` is {lines} lines (at most 40):\n{short}");
+    for daily in [
+        "--output-dir",
+        "--filter",
+        "--device",
+        "--jobs",
+        "--dry-run",
+        "--resume",
+    ] {
+        assert!(short.contains(daily), "`-h` lacks {daily}:\n{short}");
+    }
+    assert!(
+        short.contains("Exit codes") && short.contains("130"),
+        "{short}"
+    );
+    assert!(
+        !short.contains("--ray-token"),
+        "`-h` keeps to daily options:\n{short}"
+    );
+
+    let long = help_text(&["--help"]);
+    let run = help_text(&["run", "--help"]);
+    for option in every_option() {
+        assert!(long.contains(&option), "`--help` lacks {option}");
+        if !["--help", "--version"].contains(&option.as_str()) {
+            assert!(run.contains(&option), "`run --help` lacks {option}");
+        }
+    }
+}
+
+#[test]
+fn the_man_page_describes_every_option() {
+    let man = help_text(&["man"]);
+    let lines: Vec<&str> = man.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        // An option's entry: `.TP`, the option's line, then its description.
+        if *line == ".TP" && lines[i + 1].starts_with("\\fB\\-") {
+            let text = lines.get(i + 2).copied().unwrap_or_default();
+            assert!(
+                !text.is_empty() && !text.starts_with('.'),
+                "the man page has no text for {}",
+                lines[i + 1]
+            );
+        }
+    }
+}
