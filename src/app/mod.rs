@@ -9,6 +9,8 @@ mod reporters;
 mod schedule;
 mod surroundings;
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
@@ -19,7 +21,7 @@ pub use prepare::{choose_sandbox, prepare, Execution, Prepared};
 pub use schedule::Schedule;
 
 use crate::config::{RunConfig, Selection};
-use crate::discovery::{DiscoverOptions, Discovery};
+use crate::discovery::{DiscoverOptions, Discovery, Script};
 use crate::error::{ConfigError, DiscoveryError, Error, ReportError};
 use crate::events::{EventSender, RunEvent};
 use crate::halt::{Halt, HaltReason};
@@ -112,10 +114,12 @@ pub async fn dry_run(
 fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
     let sweep = crate::report::sweep::Sweep {
         results_dir: &config.results_dir,
+        // Scripts left out by the selection are still the tree's: their files stay.
         ids: prepared
             .discovery
             .scripts
             .iter()
+            .chain(&prepared.discovery.unselected)
             .map(|s| s.id.as_str())
             .collect(),
         gnn: prepared
@@ -126,12 +130,8 @@ fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
     };
     let swept = sweep.run();
     if !swept.moved.is_empty() {
-        let why = match config.selection.is_all() {
-            true => String::new(),
-            false => format!(" (not selected by {})", config.selection.describe()),
-        };
         tracing::info!(
-            "moved {} file(s) of scripts this run does not have{why} into {}",
+            "moved {} file(s) of scripts no longer in the tree into {}",
             swept.moved.len(),
             sweep.history().display()
         );
@@ -177,8 +177,20 @@ async fn execute(
             .map(|total| total / prepared.plan.jobs.max(1) as f64),
     });
     let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
+    let ledger = crate::ledger::Ledger {
+        results_dir: config.results_dir.clone(),
+        step12_dir: config.step12_dir.clone(),
+        run_id: config.run_id.clone(),
+    };
+    let record_files = record_files(prepared);
     for (i, mut previous) in exec.schedule.kept {
-        // Kept, not run: it says which run ran it, and belongs to this one.
+        // Kept, not run: it says which run ran it, and belongs to this one. The file
+        // it rewrites is kept in the history first.
+        let extra = record_files.get(&previous.id).map_or(&[][..], Vec::as_slice);
+        for e in ledger.keep_result(&previous.id, extra) {
+            let message = crate::error::chain(&e).join(": ");
+            events.emit(RunEvent::Warning { message });
+        }
         let ran_in = std::mem::replace(&mut previous.run_id, config.run_id.clone());
         previous.resumed_from = previous.resumed_from.take().or(Some(ran_in));
         let mut line = ScriptSummary::of(&previous);
@@ -188,6 +200,7 @@ async fn execute(
             result: Box::new(previous),
         });
     }
+    let carried = carry_unselected(config, &prepared.discovery, events);
     let ctx = Arc::new(RunContext {
         config: config.clone(),
         plan: Arc::new(prepared.plan.clone()),
@@ -195,6 +208,7 @@ async fn execute(
         gpu_broken: Mutex::new(prepared.plan.gpu_unusable.clone()),
         sandbox_info: exec.sandbox_info,
         data_dirs: exec.schedule.data_dirs,
+        record_files,
         fingerprints: exec.schedule.fingerprints,
         device_times: exec.schedule.device_times,
         halt: halt.clone(),
@@ -215,7 +229,51 @@ async fn execute(
     for ((i, _), line) in exec.schedule.order.iter().zip(ran) {
         summaries[*i] = Some(line);
     }
-    summaries.into_iter().flatten().collect()
+    let scripts = &prepared.discovery.scripts;
+    let lines = scripts.iter().zip(summaries).filter_map(|(s, l)| Some((s, l?)));
+    in_discovery_order(lines.chain(carried).collect())
+}
+
+/// The files of GNN's layout that belong to each script's record (its
+/// `execution_logs/` result and log), kept in the history with the rest of it.
+fn record_files(prepared: &Prepared) -> HashMap<String, Vec<PathBuf>> {
+    let entries = prepared.gnn.iter().flatten();
+    entries
+        .map(|(id, e)| (id.clone(), vec![e.results_file(), e.log_file()]))
+        .collect()
+}
+
+/// The scripts the selection left out whose earlier record stands: each goes out as
+/// carried, its files untouched. One that never ran has no record and is left out of
+/// the run altogether: a `skipped` record for every script a `-k` did not pick would
+/// bury the few it did, and would say a run considered a script it never looked at.
+fn carry_unselected<'a>(
+    config: &RunConfig,
+    discovery: &'a Discovery,
+    events: &EventSender,
+) -> Vec<(&'a Script, ScriptSummary)> {
+    let why = format!("not selected by {}", config.selection.describe());
+    let mut carried = Vec::new();
+    for script in &discovery.unselected {
+        let Some(earlier) = crate::history::previous_result(&config.results_dir, &script.id)
+        else {
+            continue;
+        };
+        carried.push((script, ScriptSummary::carried(&earlier)));
+        events.emit(RunEvent::ScriptCarried {
+            result: Box::new(earlier),
+            why: why.clone(),
+        });
+    }
+    carried
+}
+
+/// The lines in discovery order, which is by path (see [`crate::discovery`]): the
+/// selected and the unselected scripts are both in it, so sorting their union by path
+/// puts each where a run of the whole tree would.
+fn in_discovery_order(mut lines: Vec<(&Script, ScriptSummary)>) -> Vec<ScriptSummary> {
+    lines.sort_by(|(a, _), (b, _)| a.path.cmp(&b.path));
+    lines.into_iter().map(|(_, line)| line).collect()
 }
 
 /// Step 3's record of the run itself.
@@ -302,7 +360,9 @@ pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
     }
 }
 
-/// Discovers scripts for `config`, keeping those `-k/--filter` and `--exclude` select.
+/// Discovers scripts for `config`, keeping those `-k/--filter` and `--exclude` select
+/// (the rest go to [`Discovery::unselected`]). A selection that leaves nothing of a
+/// tree with scripts is an error: a run would change nothing, so none starts.
 pub fn discover(config: &RunConfig) -> Result<Discovery, DiscoveryError> {
     let mut found = discover_in(
         &config.output_dir,
@@ -310,20 +370,31 @@ pub fn discover(config: &RunConfig) -> Result<Discovery, DiscoveryError> {
         &[config.results_dir.clone(), config.step12_dir.clone()],
     )?;
     select(&mut found, &config.selection);
+    let nothing = found.scripts.is_empty() && found.missing.is_empty() && found.refused.is_empty();
+    if nothing && !found.unselected.is_empty() {
+        return Err(DiscoveryError::NothingSelected {
+            selected: 0,
+            total: found.unselected.len(),
+            selection: config.selection.describe(),
+        });
+    }
     Ok(found)
 }
 
-/// Keeps the scripts `selection` selects. Manifest entries that are missing or refused
-/// are matched by their path (and file stem, as an id), so `-k one_model` is not failed
-/// by another model's missing script.
+/// Keeps the scripts `selection` selects in [`Discovery::scripts`], moving the others
+/// to [`Discovery::unselected`]. Manifest entries that are missing or refused are
+/// matched by their path (and file stem, as an id), so `-k one_model` is not failed by
+/// another model's missing script.
 pub fn select(found: &mut Discovery, selection: &Selection) {
     if selection.is_all() {
         return;
     }
     let before = found.scripts.len();
-    found
-        .scripts
-        .retain(|s| selection.selects(&s.id, &s.relative_path));
+    let (selected, unselected) = std::mem::take(&mut found.scripts)
+        .into_iter()
+        .partition(|s| selection.selects(&s.id, &s.relative_path));
+    found.scripts = selected;
+    found.unselected = unselected;
     let by_path = |entry: &str| {
         let path = std::path::Path::new(entry);
         let stem = path.file_stem().unwrap_or_default().to_string_lossy();

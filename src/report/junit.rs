@@ -79,7 +79,8 @@ fn script_case(d: &ScriptRecord) -> TestCase {
     if let Some(t) = d.started_at.as_deref().and_then(timestamp) {
         case.set_timestamp(t);
     }
-    if !d.succeeded() {
+    // A carried script's logs are an earlier run's: none of this run's output.
+    if !d.succeeded() && d.status != Status::Carried {
         let (out, err) = output_tails(d);
         if !out.is_empty() {
             case.set_system_out(out.join("\n"));

@@ -194,6 +194,7 @@ impl Records {
                 None
             }
             RunEvent::ScriptFinished { result } => Some(self.push(result)),
+            RunEvent::ScriptCarried { result, .. } => Some(self.push_carried(result)),
             _ => None,
         }
     }
@@ -206,6 +207,15 @@ impl Records {
                 a.slot = slot;
             }
         }
+        self.records.push(record);
+        self.records.last().expect("just pushed")
+    }
+
+    /// Records a script this run did not run, whose earlier record `earlier` stands:
+    /// `status: carried`, the rest as that record says.
+    pub fn push_carried(&mut self, earlier: &ScriptResult) -> &ScriptRecord {
+        let mut record = ScriptRecord::of(earlier);
+        record.status = Status::Carried;
         self.records.push(record);
         self.records.last().expect("just pushed")
     }

@@ -280,6 +280,16 @@ impl GnnReporter {
 
 impl Reporter for GnnReporter {
     fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
+        if let RunEvent::ScriptCarried { result, .. } = event {
+            // Its files stay as they are; GNN's summary, which knows no `carried`,
+            // lists it as its earlier record ended.
+            if self.entries.contains_key(&result.id) {
+                let collected = document::collected(result);
+                self.outputs.insert(result.id.clone(), collected.summary());
+                self.records.push(result);
+            }
+            return Ok(());
+        }
         let record = self.records.handle(event);
         match event {
             RunEvent::RunStarted {
