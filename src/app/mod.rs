@@ -186,7 +186,9 @@ async fn execute(
     for (i, mut previous) in exec.schedule.kept {
         // Kept, not run: it says which run ran it, and belongs to this one. The file
         // it rewrites is kept in the history first.
-        let extra = record_files.get(&previous.id).map_or(&[][..], Vec::as_slice);
+        let extra = record_files
+            .get(&previous.id)
+            .map_or(&[][..], Vec::as_slice);
         for e in ledger.keep_result(&previous.id, extra) {
             let message = crate::error::chain(&e).join(": ");
             events.emit(RunEvent::Warning { message });
@@ -230,7 +232,10 @@ async fn execute(
         summaries[*i] = Some(line);
     }
     let scripts = &prepared.discovery.scripts;
-    let lines = scripts.iter().zip(summaries).filter_map(|(s, l)| Some((s, l?)));
+    let lines = scripts
+        .iter()
+        .zip(summaries)
+        .filter_map(|(s, l)| Some((s, l?)));
     in_discovery_order(lines.chain(carried).collect())
 }
 
@@ -255,8 +260,7 @@ fn carry_unselected<'a>(
     let why = format!("not selected by {}", config.selection.describe());
     let mut carried = Vec::new();
     for script in &discovery.unselected {
-        let Some(earlier) = crate::history::previous_result(&config.results_dir, &script.id)
-        else {
+        let Some(earlier) = crate::history::previous_result(&config.results_dir, &script.id) else {
             continue;
         };
         carried.push((script, ScriptSummary::carried(&earlier)));

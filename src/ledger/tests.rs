@@ -28,12 +28,21 @@ fn a_records_earlier_files_are_kept_before_its_first_attempt() {
     assert!(errors.is_empty(), "{errors:?}");
     let history = l.history();
     // The result is copied: it stays current until the new one is whole.
-    assert_eq!(std::fs::read_to_string(results.join("a_results.json")).unwrap(), "earlier a");
-    assert_eq!(std::fs::read_to_string(history.join("a_results.json")).unwrap(), "earlier a");
+    assert_eq!(
+        std::fs::read_to_string(results.join("a_results.json")).unwrap(),
+        "earlier a"
+    );
+    assert_eq!(
+        std::fs::read_to_string(history.join("a_results.json")).unwrap(),
+        "earlier a"
+    );
     assert!(history.join("logs/a.stdout.log").is_file());
     assert!(history.join("logs/a.attempt2.stderr.log").is_file());
     assert!(!results.join("logs/a.stdout.log").exists());
-    assert!(!results.join("data/a").exists(), "the attempt starts in a new folder");
+    assert!(
+        !results.join("data/a").exists(),
+        "the attempt starts in a new folder"
+    );
     assert_eq!(
         std::fs::read_to_string(history.join("data/a/simulation_results.json")).unwrap(),
         "old data"
@@ -49,7 +58,10 @@ fn gnn_files_and_data_keep_their_layout_under_the_step12_folder() {
     let l = ledger(tmp.path());
     let step12 = &l.step12_dir;
     let logs = step12.join("m/jax/execution_logs");
-    let extra = [logs.join("m.py_results.json"), logs.join("m.py_execution.log")];
+    let extra = [
+        logs.join("m.py_results.json"),
+        logs.join("m.py_execution.log"),
+    ];
     touch(&extra[0], "gnn result");
     let data = step12.join("m/jax/simulation_data");
     touch(&data.join("x.csv"), "1,2");

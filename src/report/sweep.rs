@@ -16,8 +16,8 @@ use crate::confined::Kind;
 use crate::error::ReportError;
 use crate::model::gnn::FRAMEWORK;
 
-pub use crate::ledger::{log_owner, HISTORY_DIR};
 use crate::ledger::{entries, move_path, STEP12_IN_HISTORY};
+pub use crate::ledger::{log_owner, HISTORY_DIR};
 
 /// Run folders `history/` keeps: the newest by run id, which starts with the run's
 /// start time. The current run's is never removed.
