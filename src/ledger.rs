@@ -54,6 +54,15 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// The places of `config`'s run.
+    pub fn of(config: &crate::config::RunConfig) -> Ledger {
+        Ledger {
+            results_dir: config.results_dir.clone(),
+            step12_dir: config.step12_dir.clone(),
+            run_id: config.run_id.clone(),
+        }
+    }
+
     /// This run's history folder.
     pub fn history(&self) -> PathBuf {
         self.results_dir.join(HISTORY_DIR).join(&self.run_id)

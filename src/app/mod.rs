@@ -3,14 +3,13 @@
 //! one place ([`reporters`]); the edge adds the ones only it knows (terminal, NDJSON).
 
 mod cache;
+mod carry;
 mod dry;
 mod prepare;
 mod reporters;
 mod schedule;
 mod surroundings;
 
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
@@ -21,7 +20,7 @@ pub use prepare::{choose_sandbox, prepare, Execution, Prepared};
 pub use schedule::Schedule;
 
 use crate::config::{RunConfig, Selection};
-use crate::discovery::{DiscoverOptions, Discovery, Script};
+use crate::discovery::{DiscoverOptions, Discovery};
 use crate::error::{ConfigError, DiscoveryError, Error, ReportError};
 use crate::events::{EventSender, RunEvent};
 use crate::halt::{Halt, HaltReason};
@@ -177,32 +176,11 @@ async fn execute(
             .map(|total| total / prepared.plan.jobs.max(1) as f64),
     });
     let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
-    let ledger = crate::ledger::Ledger {
-        results_dir: config.results_dir.clone(),
-        step12_dir: config.step12_dir.clone(),
-        run_id: config.run_id.clone(),
-    };
-    let record_files = record_files(prepared);
-    for (i, mut previous) in exec.schedule.kept {
-        // Kept, not run: it says which run ran it, and belongs to this one. The file
-        // it rewrites is kept in the history first.
-        let extra = record_files
-            .get(&previous.id)
-            .map_or(&[][..], Vec::as_slice);
-        for e in ledger.keep_result(&previous.id, extra) {
-            let message = crate::error::chain(&e).join(": ");
-            events.emit(RunEvent::Warning { message });
-        }
-        let ran_in = std::mem::replace(&mut previous.run_id, config.run_id.clone());
-        previous.resumed_from = previous.resumed_from.take().or(Some(ran_in));
-        let mut line = ScriptSummary::of(&previous);
-        line.resumed = true;
-        summaries[i] = Some(line);
-        events.emit(RunEvent::ScriptFinished {
-            result: Box::new(previous),
-        });
+    let record_files = carry::record_files(prepared);
+    for (i, previous) in exec.schedule.kept {
+        summaries[i] = Some(carry::kept(config, previous, &record_files, events));
     }
-    let carried = carry_unselected(config, &prepared.discovery, events);
+    let carried = carry::unselected(config, &prepared.discovery, events);
     let ctx = Arc::new(RunContext {
         config: config.clone(),
         plan: Arc::new(prepared.plan.clone()),
@@ -236,48 +214,7 @@ async fn execute(
         .iter()
         .zip(summaries)
         .filter_map(|(s, l)| Some((s, l?)));
-    in_discovery_order(lines.chain(carried).collect())
-}
-
-/// The files of GNN's layout that belong to each script's record (its
-/// `execution_logs/` result and log), kept in the history with the rest of it.
-fn record_files(prepared: &Prepared) -> HashMap<String, Vec<PathBuf>> {
-    let entries = prepared.gnn.iter().flatten();
-    entries
-        .map(|(id, e)| (id.clone(), vec![e.results_file(), e.log_file()]))
-        .collect()
-}
-
-/// The scripts the selection left out whose earlier record stands: each goes out as
-/// carried, its files untouched. One that never ran has no record and is left out of
-/// the run altogether: a `skipped` record for every script a `-k` did not pick would
-/// bury the few it did, and would say a run considered a script it never looked at.
-fn carry_unselected<'a>(
-    config: &RunConfig,
-    discovery: &'a Discovery,
-    events: &EventSender,
-) -> Vec<(&'a Script, ScriptSummary)> {
-    let why = format!("not selected by {}", config.selection.describe());
-    let mut carried = Vec::new();
-    for script in &discovery.unselected {
-        let Some(earlier) = crate::history::previous_result(&config.results_dir, &script.id) else {
-            continue;
-        };
-        carried.push((script, ScriptSummary::carried(&earlier)));
-        events.emit(RunEvent::ScriptCarried {
-            result: Box::new(earlier),
-            why: why.clone(),
-        });
-    }
-    carried
-}
-
-/// The lines in discovery order, which is by path (see [`crate::discovery`]): the
-/// selected and the unselected scripts are both in it, so sorting their union by path
-/// puts each where a run of the whole tree would.
-fn in_discovery_order(mut lines: Vec<(&Script, ScriptSummary)>) -> Vec<ScriptSummary> {
-    lines.sort_by(|(a, _), (b, _)| a.path.cmp(&b.path));
-    lines.into_iter().map(|(_, line)| line).collect()
+    carry::in_discovery_order(lines.chain(carried).collect())
 }
 
 /// Step 3's record of the run itself.

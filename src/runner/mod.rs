@@ -119,11 +119,7 @@ impl RunContext {
 
     /// Where this run keeps the records it replaces.
     fn ledger(&self) -> crate::ledger::Ledger {
-        crate::ledger::Ledger {
-            results_dir: self.config.results_dir.clone(),
-            step12_dir: self.config.step12_dir.clone(),
-            run_id: self.config.run_id.clone(),
-        }
+        crate::ledger::Ledger::of(&self.config)
     }
 
     /// Keeps a script's earlier record in the history (see
