@@ -83,7 +83,7 @@ impl Ledger {
         for file in extra {
             errors.extend(self.move_in(id, file, None));
         }
-        if !is_empty_folder(data_dir) {
+        if has_contents(data_dir) {
             errors.extend(self.move_in(id, data_dir, None));
         }
         errors
@@ -91,9 +91,9 @@ impl Ledger {
 
     /// Before attempt `next` (from 2) of a script: the data folder the attempt before
     /// left moves to `history/<run_id>/attempts/<id>/attempt<next - 1>`, so each attempt
-    /// starts empty. A folder left empty stays.
+    /// starts empty. A folder left empty stays (and so does anything not a folder).
     pub fn archive_attempt(&self, id: &str, data_dir: &Path, next: u32) -> Vec<KeepError> {
-        if is_empty_folder(data_dir) {
+        if !has_contents(data_dir) {
             return Vec::new();
         }
         let to = Path::new(HISTORY_DIR)
@@ -164,13 +164,14 @@ impl Ledger {
     }
 }
 
-/// True when `dir` is a real folder with nothing in it, or is not there: nothing to
-/// keep. A link there is moved like anything else (never followed).
-fn is_empty_folder(dir: &Path) -> bool {
+/// True when `dir` is a real folder with something in it: a record's data to keep.
+/// Anything else there (a symlink, a file in the way) is no folder of a record's, and
+/// is left to the attempt's own folder making, which replaces a link and fails on the
+/// rest, saying why.
+fn has_contents(dir: &Path) -> bool {
     match std::fs::symlink_metadata(dir) {
-        Ok(meta) if meta.is_dir() => std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none()),
-        Ok(_) => false,
-        Err(_) => true,
+        Ok(meta) if meta.is_dir() => std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()),
+        _ => false,
     }
 }
 

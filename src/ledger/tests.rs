@@ -113,3 +113,13 @@ fn paths_outside_both_roots_are_never_touched() {
     assert!(l.archive_record("a", &elsewhere, &[]).is_empty());
     assert!(elsewhere.join("f").is_file());
 }
+
+#[test]
+fn a_file_in_the_way_of_a_data_folder_is_left_for_the_attempt_to_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let l = ledger(tmp.path());
+    let data = l.results_dir.join("data/a");
+    touch(&data, "in the way");
+    assert!(l.archive_record("a", &data, &[]).is_empty());
+    assert!(data.is_file());
+}
