@@ -1,9 +1,11 @@
-//! Keeps the results folder (and GNN's step-12 layout) about one run: before any
-//! script starts, the per-script files of scripts this run does not consider (a
+//! Keeps the results folder (and GNN's step-12 layout) about the scripts of the tree:
+//! before any script starts, the per-script files of scripts no longer in it (a
 //! deleted or renamed script's `<id>_results.json`, its logs, its data folder) move
-//! into `<results>/history/<run_id>/`. Anything that globs `*_results.json` then reads
-//! only the scripts of the run that `performance_metrics.json` describes, and nothing
-//! is lost. `performance_metrics.json` itself stays: the scheduler's history reads it.
+//! into `<results>/history/<run_id>/`. Scripts `-k`/`--exclude` leave out are still
+//! the tree's, and keep theirs (see [`crate::ledger`]). Anything that globs
+//! `*_results.json` then reads only the scripts `performance_metrics.json` lists, and
+//! nothing is lost. `performance_metrics.json` itself stays: the scheduler's history
+//! reads it.
 //!
 //! The history keeps the newest [`HISTORY_KEEP`] run folders; older ones are removed,
 //! so a results folder run into every day does not grow forever.
@@ -28,7 +30,7 @@ pub const HISTORY_KEEP: usize = 20;
 pub struct Sweep<'a> {
     /// The results folder.
     pub results_dir: &'a Path,
-    /// The ids of every script this run considers (run or kept).
+    /// The ids of every script of the tree (run, kept, or left out by the selection).
     pub ids: HashSet<&'a str>,
     /// GNN's step-12 folder and this run's places in it, when the layout is written.
     pub gnn: Option<(&'a Path, &'a HashMap<String, GnnEntry>)>,
