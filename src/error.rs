@@ -71,6 +71,14 @@ pub enum ConfigError {
 /// Discovery failed as a whole (single unreadable entries are warnings, not errors).
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
+    /// `-k/--filter` and `--exclude` left nothing of a tree that has scripts: nothing
+    /// runs and nothing of the results folder changes.
+    #[error("{selected} of {total} scripts selected by {selection}: nothing to run, and the results folder is left as it was (`jax-runner list` shows the ids and paths the patterns match)")]
+    NothingSelected {
+        selected: usize,
+        total: usize,
+        selection: String,
+    },
     #[error("failed to read the render manifest {path}")]
     Manifest {
         path: PathBuf,

@@ -14,6 +14,7 @@ pub mod events;
 pub mod gpu;
 pub mod halt;
 pub mod history;
+pub mod ledger;
 pub mod listing;
 pub mod lock;
 pub mod model;

@@ -53,9 +53,11 @@ fn filters_pick_scripts_by_id_or_path_and_excludes_drop_them() {
         .map(|s| s["id"].as_str().unwrap())
         .collect();
     assert_eq!(listed, ["beta_model"]);
-    // A pattern that selects nothing is an empty run (exit 3), not an error.
+    // A pattern that selects nothing of a tree with scripts is a usage error (exit 2)
+    // that names the count: a run would change nothing.
     let out = t.run(&["-k", "nothing-matches-this"]);
-    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(stderr(&out).contains("0 of 3 scripts"), "{}", stderr(&out));
     let out = t.run(&["-k", "[unclosed"]);
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("--filter"), "{}", stderr(&out));

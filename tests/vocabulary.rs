@@ -4,8 +4,8 @@
 //! summary, the execution log, `execution_report.md`, `report.html`, `junit.xml` and
 //! `performance_metrics.json`.
 //!
-//! Carried scripts come from the results-folder ledger; how each report renders them
-//! is tested on records (`src/report/junit/tests.rs`, `src/model/outcomes.rs`).
+//! The carried script is one an earlier run recorded and this run leaves out
+//! (`--exclude`): the ledger keeps its record, and every report counts it as carried.
 
 mod common;
 
@@ -21,9 +21,9 @@ const COUNTS: [(&str, u64); 6] = [
     ("timed_out", 1),
     ("interrupted", 1),
     ("skipped", 1),
-    ("carried", 0),
+    ("carried", 1),
 ];
-const WORDS: &str = "1 of 5 succeeded, 1 failed, 1 timed out, 1 interrupted, 1 skipped";
+const WORDS: &str = "1 of 6 succeeded, 1 failed, 1 timed out, 1 interrupted, 1 skipped, 1 carried";
 
 /// A script of `body`, padded to `size` bytes: with no history the runner starts
 /// the largest script first, so the sizes fix the order.
@@ -57,6 +57,10 @@ fn every_report_words_the_same_counts() {
     script(&t, "c_slow", "import time\ntime.sleep(600)\n", 300);
     script(&t, "d_hang", "import time\ntime.sleep(600)\n", 200);
     script(&t, "e_later", "print('never')\n", 100);
+    script(&t, "f_kept", "print('kept')\n", 50);
+    // An earlier run of f_kept alone: its record is what the run below carries.
+    let out = t.run(&["-k", "f_kept", "--sandbox", "off"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
     let results = t.results_dir();
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("jax-runner"))
         .arg("--output-dir")
@@ -80,6 +84,8 @@ fn every_report_words_the_same_counts() {
             "2",
             "--timeout",
             "8s",
+            "--exclude",
+            "f_kept",
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -128,13 +134,14 @@ fn every_report_words_the_same_counts() {
     for (status, n) in COUNTS {
         assert_eq!(totals[status], n, "{status}: {totals:#}");
     }
-    assert_eq!(totals["total_scripts"], 5);
+    assert_eq!(totals["total_scripts"], 6);
     for (id, status) in [
         ("a_ok", "succeeded"),
         ("b_bad", "failed"),
         ("c_slow", "timed_out"),
         ("d_hang", "interrupted"),
         ("e_later", "skipped"),
+        ("f_kept", "succeeded"),
     ] {
         assert_eq!(t.result(id)["status"], status, "{id}");
     }
@@ -179,7 +186,15 @@ fn every_report_words_the_same_counts() {
             "{status}: {junit}"
         );
     }
-    // failed, timed out and interrupted are failures; skipped is skipped.
+    // failed, timed out and interrupted are failures; skipped and carried are skipped.
     assert!(junit.contains("failures=\"3\""), "{junit}");
-    assert!(junit.contains("skipped=\"1\""), "{junit}");
+    assert!(junit.contains("skipped=\"2\""), "{junit}");
+    assert!(junit.contains("carried from run "), "{junit}");
+    let m = t.metrics();
+    let kept = m["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "f_kept");
+    assert_eq!(kept.unwrap()["carried_status"], "succeeded");
 }

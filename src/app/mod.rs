@@ -3,6 +3,7 @@
 //! one place ([`reporters`]); the edge adds the ones only it knows (terminal, NDJSON).
 
 mod cache;
+mod carry;
 mod dry;
 mod prepare;
 mod reporters;
@@ -112,10 +113,12 @@ pub async fn dry_run(
 fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
     let sweep = crate::report::sweep::Sweep {
         results_dir: &config.results_dir,
+        // Scripts left out by the selection are still the tree's: their files stay.
         ids: prepared
             .discovery
             .scripts
             .iter()
+            .chain(&prepared.discovery.unselected)
             .map(|s| s.id.as_str())
             .collect(),
         gnn: prepared
@@ -126,12 +129,8 @@ fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
     };
     let swept = sweep.run();
     if !swept.moved.is_empty() {
-        let why = match config.selection.is_all() {
-            true => String::new(),
-            false => format!(" (not selected by {})", config.selection.describe()),
-        };
         tracing::info!(
-            "moved {} file(s) of scripts this run does not have{why} into {}",
+            "moved {} file(s) of scripts no longer in the tree into {}",
             swept.moved.len(),
             sweep.history().display()
         );
@@ -177,17 +176,11 @@ async fn execute(
             .map(|total| total / prepared.plan.jobs.max(1) as f64),
     });
     let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
-    for (i, mut previous) in exec.schedule.kept {
-        // Kept, not run: it says which run ran it, and belongs to this one.
-        let ran_in = std::mem::replace(&mut previous.run_id, config.run_id.clone());
-        previous.resumed_from = previous.resumed_from.take().or(Some(ran_in));
-        let mut line = ScriptSummary::of(&previous);
-        line.resumed = true;
-        summaries[i] = Some(line);
-        events.emit(RunEvent::ScriptFinished {
-            result: Box::new(previous),
-        });
+    let record_files = carry::record_files(prepared);
+    for (i, previous) in exec.schedule.kept {
+        summaries[i] = Some(carry::kept(config, previous, &record_files, events));
     }
+    let carried = carry::unselected(config, &prepared.discovery, events);
     let ctx = Arc::new(RunContext {
         config: config.clone(),
         plan: Arc::new(prepared.plan.clone()),
@@ -195,6 +188,7 @@ async fn execute(
         gpu_broken: Mutex::new(prepared.plan.gpu_unusable.clone()),
         sandbox_info: exec.sandbox_info,
         data_dirs: exec.schedule.data_dirs,
+        record_files,
         fingerprints: exec.schedule.fingerprints,
         device_times: exec.schedule.device_times,
         halt: halt.clone(),
@@ -215,7 +209,12 @@ async fn execute(
     for ((i, _), line) in exec.schedule.order.iter().zip(ran) {
         summaries[*i] = Some(line);
     }
-    summaries.into_iter().flatten().collect()
+    let scripts = &prepared.discovery.scripts;
+    let lines = scripts
+        .iter()
+        .zip(summaries)
+        .filter_map(|(s, l)| Some((s, l?)));
+    carry::in_discovery_order(lines.chain(carried).collect())
 }
 
 /// Step 3's record of the run itself.
@@ -302,7 +301,9 @@ pub fn lock_results(config: &RunConfig) -> Result<FileLock, ConfigError> {
     }
 }
 
-/// Discovers scripts for `config`, keeping those `-k/--filter` and `--exclude` select.
+/// Discovers scripts for `config`, keeping those `-k/--filter` and `--exclude` select
+/// (the rest go to [`Discovery::unselected`]). A selection that leaves nothing of a
+/// tree with scripts is an error: a run would change nothing, so none starts.
 pub fn discover(config: &RunConfig) -> Result<Discovery, DiscoveryError> {
     let mut found = discover_in(
         &config.output_dir,
@@ -310,20 +311,31 @@ pub fn discover(config: &RunConfig) -> Result<Discovery, DiscoveryError> {
         &[config.results_dir.clone(), config.step12_dir.clone()],
     )?;
     select(&mut found, &config.selection);
+    let nothing = found.scripts.is_empty() && found.missing.is_empty() && found.refused.is_empty();
+    if nothing && !found.unselected.is_empty() {
+        return Err(DiscoveryError::NothingSelected {
+            selected: 0,
+            total: found.unselected.len(),
+            selection: config.selection.describe(),
+        });
+    }
     Ok(found)
 }
 
-/// Keeps the scripts `selection` selects. Manifest entries that are missing or refused
-/// are matched by their path (and file stem, as an id), so `-k one_model` is not failed
-/// by another model's missing script.
+/// Keeps the scripts `selection` selects in [`Discovery::scripts`], moving the others
+/// to [`Discovery::unselected`]. Manifest entries that are missing or refused are
+/// matched by their path (and file stem, as an id), so `-k one_model` is not failed by
+/// another model's missing script.
 pub fn select(found: &mut Discovery, selection: &Selection) {
     if selection.is_all() {
         return;
     }
     let before = found.scripts.len();
-    found
-        .scripts
-        .retain(|s| selection.selects(&s.id, &s.relative_path));
+    let (selected, unselected) = std::mem::take(&mut found.scripts)
+        .into_iter()
+        .partition(|s| selection.selects(&s.id, &s.relative_path));
+    found.scripts = selected;
+    found.unselected = unselected;
     let by_path = |entry: &str| {
         let path = std::path::Path::new(entry);
         let stem = path.file_stem().unwrap_or_default().to_string_lossy();

@@ -127,9 +127,16 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         ));
     }
     let compilation_cache = compilation_cache(config, sandboxing.is_ok(), &mut warnings);
-    let gnn = config
-        .gnn_layout
-        .then(|| crate::report::gnn::plan(&config.step12_dir, &discovery.scripts));
+    // Placed with the scripts the selection left out: a model's layout is the same
+    // whatever `-k` picks, and their step-12 files are still theirs.
+    let gnn = config.gnn_layout.then(|| {
+        let mut all: Vec<_> = (discovery.scripts.iter())
+            .chain(&discovery.unselected)
+            .cloned()
+            .collect();
+        all.sort_by(|a, b| a.path.cmp(&b.path));
+        crate::report::gnn::plan(&config.step12_dir, &all)
+    });
     let inputs = interpreter.as_ref().map(|interp| Inputs {
         config,
         interp,

@@ -61,7 +61,12 @@ fn lossy<S: serde::Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
 /// What discovery found.
 #[derive(Debug, Default)]
 pub struct Discovery {
+    /// The scripts this run considers: all found, less those `-k/--filter` and
+    /// `--exclude` leave out.
     pub scripts: Vec<Script>,
+    /// Scripts of the tree the selection left out: not run, but still the tree's, so
+    /// their records stand (carried) and the sweep leaves their files alone.
+    pub unselected: Vec<Script>,
     /// Scripts the render manifest lists that do not exist.
     pub missing: Vec<String>,
     /// The same, as absolute paths.

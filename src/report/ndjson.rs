@@ -45,7 +45,8 @@ pub fn event_line(event: &RunEvent) -> serde_json::Value {
             rfc3339(std::time::SystemTime::now()).into(),
         );
         // Every script event names its script at the top level, whatever its shape.
-        if let RunEvent::ScriptFinished { result } = event {
+        if let RunEvent::ScriptFinished { result } | RunEvent::ScriptCarried { result, .. } = event
+        {
             map.insert("id".into(), result.id.clone().into());
         }
         if let RunEvent::Planned { script } = event {

@@ -1,9 +1,11 @@
-//! Keeps the results folder (and GNN's step-12 layout) about one run: before any
-//! script starts, the per-script files of scripts this run does not consider (a
+//! Keeps the results folder (and GNN's step-12 layout) about the scripts of the tree:
+//! before any script starts, the per-script files of scripts no longer in it (a
 //! deleted or renamed script's `<id>_results.json`, its logs, its data folder) move
-//! into `<results>/history/<run_id>/`. Anything that globs `*_results.json` then reads
-//! only the scripts of the run that `performance_metrics.json` describes, and nothing
-//! is lost. `performance_metrics.json` itself stays: the scheduler's history reads it.
+//! into `<results>/history/<run_id>/`. Scripts `-k`/`--exclude` leave out are still
+//! the tree's, and keep theirs (see [`crate::ledger`]). Anything that globs
+//! `*_results.json` then reads only the scripts `performance_metrics.json` lists, and
+//! nothing is lost. `performance_metrics.json` itself stays: the scheduler's history
+//! reads it.
 //!
 //! The history keeps the newest [`HISTORY_KEEP`] run folders; older ones are removed,
 //! so a results folder run into every day does not grow forever.
@@ -12,12 +14,12 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::gnn::GnnEntry;
-use crate::confined::{Kind, Refused};
+use crate::confined::Kind;
 use crate::error::ReportError;
 use crate::model::gnn::FRAMEWORK;
 
-/// The folder under the results folder that holds earlier runs' stale files.
-pub const HISTORY_DIR: &str = "history";
+use crate::ledger::{entries, move_path, STEP12_IN_HISTORY};
+pub use crate::ledger::{log_owner, HISTORY_DIR};
 
 /// Run folders `history/` keeps: the newest by run id, which starts with the run's
 /// start time. The current run's is never removed.
@@ -28,7 +30,7 @@ pub const HISTORY_KEEP: usize = 20;
 pub struct Sweep<'a> {
     /// The results folder.
     pub results_dir: &'a Path,
-    /// The ids of every script this run considers (run or kept).
+    /// The ids of every script of the tree (run, kept, or left out by the selection).
     pub ids: HashSet<&'a str>,
     /// GNN's step-12 folder and this run's places in it, when the layout is written.
     pub gnn: Option<(&'a Path, &'a HashMap<String, GnnEntry>)>,
@@ -63,7 +65,7 @@ impl Sweep<'_> {
             .collect();
         if let Some((step12, entries)) = self.gnn {
             stale.extend(stale_gnn(step12, entries).into_iter().map(|rel| {
-                let to = Path::new("12_execute_output").join(&rel);
+                let to = Path::new(STEP12_IN_HISTORY).join(&rel);
                 (step12, rel, to)
             }));
         }
@@ -162,18 +164,6 @@ pub fn is_run_id(name: &str) -> bool {
         && digits(pid)
 }
 
-/// The script id a log file name belongs to: `<id>.stdout.log`, `<id>.stderr.log`,
-/// or the same with `.attempt<N>` before the stream.
-pub fn log_owner(name: &str) -> Option<&str> {
-    let stem = name
-        .strip_suffix(".stdout.log")
-        .or_else(|| name.strip_suffix(".stderr.log"))?;
-    match stem.rsplit_once(".attempt") {
-        Some((id, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => Some(id),
-        _ => Some(stem),
-    }
-}
-
 /// Stale paths of GNN's layout, relative to `step12`: a model's `jax/` folder no
 /// script of this run uses, and in a used one, `execution_logs/` files and
 /// `simulation_data/` folders of no current script. Only real folders are looked
@@ -217,59 +207,6 @@ fn stale_gnn(step12: &Path, entries_of: &HashMap<String, GnnEntry>) -> Vec<PathB
         }
     }
     stale
-}
-
-/// How many entries of one folder the sweep looks at: far more than a results folder
-/// holds (two logs and a result per script), few enough to bound what a runaway
-/// script's leftovers cost.
-const MAX_ENTRIES: usize = 1_000_000;
-
-/// The UTF-8 names in the folder `rel` below `root`, sorted, with their kinds; none
-/// when it cannot be read or is a symlink. A name that is not UTF-8 is no name
-/// jax-runner writes.
-fn entries(root: &Path, rel: &Path) -> Vec<(String, Kind)> {
-    crate::confined::list_dir(root, rel, MAX_ENTRIES)
-        .into_iter()
-        .flatten()
-        .filter_map(|(name, kind)| Some((name.into_string().ok()?, kind)))
-        .collect()
-}
-
-/// Moves `from` (below `from_root`) to `to` (below `to_root`), making `to`'s parents,
-/// with no symlink followed on either side; across file systems, copies then removes.
-fn move_path(from_root: &Path, from: &Path, to_root: &Path, to: &Path) -> std::io::Result<()> {
-    match crate::confined::rename(from_root, from, to_root, to) {
-        Err(Refused::Io(e)) if e.raw_os_error() == Some(libc::EXDEV) => {
-            let (from, to) = (from_root.join(from), to_root.join(to));
-            copy_tree(&from, &to)?;
-            match std::fs::symlink_metadata(&from)?.is_dir() {
-                true => std::fs::remove_dir_all(&from),
-                false => std::fs::remove_file(&from),
-            }
-        }
-        other => other.map_err(Into::into),
-    }
-}
-
-/// Copies a tree as it is: links as links, regular files streamed, anything else (a
-/// FIFO, a device) left out, so nothing is waited on.
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    let meta = std::fs::symlink_metadata(from)?;
-    if meta.is_dir() {
-        std::fs::create_dir_all(to)?;
-        for entry in std::fs::read_dir(from)? {
-            let entry = entry?;
-            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
-        }
-        Ok(())
-    } else if meta.file_type().is_symlink() {
-        std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
-    } else if meta.is_file() {
-        let mut source = crate::confined::open_in(from)?;
-        std::io::copy(&mut source, &mut crate::confined::create_file(to)?).map(|_| ())
-    } else {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

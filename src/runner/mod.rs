@@ -44,7 +44,7 @@ use crate::config::RunConfig;
 use crate::discovery::Script;
 use crate::events::{EventSender, RunEvent};
 use crate::halt::Halt;
-use crate::model::ScriptSummary;
+use crate::model::{ScriptResult, ScriptSummary};
 use crate::plan::Plan;
 
 /// A request to stop, escalating: the controller only ever raises it.
@@ -73,6 +73,9 @@ pub struct RunContext {
     pub sandbox_info: crate::model::SandboxInfo,
     /// Data folders other than `RESULTS/data/<id>` (GNN's layout), by script id.
     pub data_dirs: std::collections::HashMap<String, PathBuf>,
+    /// Files of a script's record besides its result, logs and data folder (GNN's
+    /// `execution_logs/` files), by script id: kept in the history with the rest.
+    pub record_files: std::collections::HashMap<String, Vec<PathBuf>>,
     /// Each script's fingerprint (see [`crate::history::fingerprint`]).
     pub fingerprints: std::collections::HashMap<String, String>,
     /// Each script's seconds per device in earlier runs (`--device auto` learns).
@@ -112,6 +115,21 @@ impl RunContext {
             dir.join(format!("{stem}.stdout.log")),
             dir.join(format!("{stem}.stderr.log")),
         )
+    }
+
+    /// Where this run keeps the records it replaces.
+    fn ledger(&self) -> crate::ledger::Ledger {
+        crate::ledger::Ledger::of(&self.config)
+    }
+
+    /// Keeps a script's earlier record in the history (see
+    /// [`crate::ledger::Ledger::archive_record`]); what could not be kept is noted on
+    /// `result`.
+    fn archive_record(&self, id: &str, data_dir: &std::path::Path, result: &mut ScriptResult) {
+        let extra = self.record_files.get(id).map_or(&[][..], Vec::as_slice);
+        for e in self.ledger().archive_record(id, data_dir, extra) {
+            result.note_problem(crate::error::chain(&e).join(": "));
+        }
     }
 
     fn gpu_unusable(&self) -> Option<String> {
@@ -195,18 +213,7 @@ pub async fn run_all(
         .map(|s| (s, &why, false))
         .chain(skipped.into_iter().map(|s| (s, &skip_why, true)));
     for ((index, script), why, skip) in unstarted {
-        let settings = crate::config::settings_for(&ctx.config, &script.id, &script.relative_path);
-        let mut result = script::base_result(&ctx, &script, &settings);
-        result.stderr_tail = vec![format!("[jax-runner] not started: {why}")];
-        if skip {
-            result.status = crate::model::Status::Skipped;
-            result.class = crate::model::FailureClass::Skipped;
-        }
-        script::explain(&mut result);
-        results[index] = Some(ScriptSummary::of(&result));
-        events.emit(RunEvent::ScriptFinished {
-            result: Box::new(result),
-        });
+        results[index] = Some(not_run(&ctx, &script, why, skip, &events));
     }
     while let Some(joined) = tasks.join_next().await {
         let (index, result) = joined.expect("script task does not panic");
@@ -216,4 +223,39 @@ pub async fn run_all(
         .into_iter()
         .map(|r| r.expect("every script has a result"))
         .collect()
+}
+
+/// The line of a script this run did not start (`why`): its earlier record stands,
+/// untouched, and is carried; with none readable, a record that says it never started
+/// (`skipped` by `--fail-fast`/`--max-fail`, else `interrupted`) is written, after
+/// whatever stale files it had are kept in the history.
+fn not_run(
+    ctx: &RunContext,
+    script: &Script,
+    why: &str,
+    skip: bool,
+    events: &EventSender,
+) -> ScriptSummary {
+    if let Some(earlier) = crate::history::previous_result(&ctx.config.results_dir, &script.id) {
+        let line = ScriptSummary::carried(&earlier);
+        events.emit(RunEvent::ScriptCarried {
+            result: Box::new(earlier),
+            why: why.to_string(),
+        });
+        return line;
+    }
+    let settings = crate::config::settings_for(&ctx.config, &script.id, &script.relative_path);
+    let mut result = script::base_result(ctx, script, &settings);
+    ctx.archive_record(&script.id, &ctx.data_dir(&script.id), &mut result);
+    result.stderr_tail = vec![format!("[jax-runner] not started: {why}")];
+    if skip {
+        result.status = crate::model::Status::Skipped;
+        result.class = crate::model::FailureClass::Skipped;
+    }
+    script::explain(&mut result);
+    let line = ScriptSummary::of(&result);
+    events.emit(RunEvent::ScriptFinished {
+        result: Box::new(result),
+    });
+    line
 }

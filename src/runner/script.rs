@@ -36,7 +36,10 @@ pub async fn run_script(
     let retry = settings.retry_policy(&config.retry);
     let mut result = base_result(ctx, script, &settings);
     let data_dir = ctx.data_dir(&script.id);
-    let prepared = leftovers::make_folders(ctx, &data_dir, &mut result);
+    // Before anything of this run's is written: the earlier record goes to the
+    // history, so the attempt starts in an empty data folder and claims no old file.
+    ctx.archive_record(&script.id, &data_dir, &mut result);
+    let mut prepared = leftovers::make_folders(ctx, &data_dir, &mut result);
     if let Err(e) = &prepared {
         ctx.halt.check(&data_dir, e);
     }
@@ -45,6 +48,16 @@ pub async fn run_script(
     // Set for the retry, alone on the GPU, of an attempt that ran out of GPU memory.
     let mut alone = false;
     for number in 1.. {
+        if number > 1 && prepared.is_ok() {
+            // Each attempt starts empty too: the one before keeps its files in history.
+            for e in ctx.ledger().archive_attempt(&script.id, &data_dir, number) {
+                result.note_problem(crate::error::chain(&e).join(": "));
+            }
+            prepared = leftovers::make_folders(ctx, &data_dir, &mut result);
+            if let Err(e) = &prepared {
+                ctx.halt.check(&data_dir, e);
+            }
+        }
         let slot = lease.as_ref().map_or(0, Lease::slot);
         let gpu_slot = (platform == Platform::Gpu)
             .then(|| ctx.plan.gpu.as_ref()?.slot(slot, alone))

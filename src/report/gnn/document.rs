@@ -32,7 +32,9 @@ pub fn gnn_error(r: &ScriptRecord) -> (Option<i32>, Option<String>, Option<Strin
     if r.success {
         return (r.return_code, None, None);
     }
-    if r.status == Status::TimedOut {
+    // A carried script ends in GNN's terms as its earlier record did.
+    let status = r.carried.as_ref().map_or(r.status, |c| c.status);
+    if status == Status::TimedOut {
         let error = format!(
             "Script execution timed out after {} seconds",
             trim_float(r.timeout_s)

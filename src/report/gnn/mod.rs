@@ -292,6 +292,12 @@ impl Exporter for GnnExporter {
                 self.executor = interpreter.clone();
                 self.jobs = *jobs;
             }
+            // Its files stay as they are; GNN's summary, which knows no `carried`,
+            // lists it as its earlier record ended.
+            RunEvent::ScriptCarried { result, .. } if self.entries.contains_key(&result.id) => {
+                let collected = document::collected(result);
+                self.outputs.insert(result.id.clone(), collected.summary());
+            }
             RunEvent::ScriptFinished { result } => {
                 if let (Some(record), Some(e)) = (record, self.entries.get(&result.id)) {
                     let collected = document::collected(result);

@@ -153,6 +153,7 @@ pub(super) fn context_with(
         gpu_broken: Mutex::new(None),
         sandbox_info: Default::default(),
         data_dirs: Default::default(),
+        record_files: Default::default(),
         fingerprints: Default::default(),
         device_times: Default::default(),
         halt: Default::default(),

@@ -1,0 +1,109 @@
+//! What a run reports of the scripts it does not run: the earlier successes
+//! `--resume` keeps are re-emitted as this run's, those the selection left out are
+//! carried (their earlier record stands, untouched), and every line goes in
+//! discovery order, run or carried. The runner carries the scripts it did not start
+//! itself (see [`crate::runner::run_all`]).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use super::Prepared;
+use crate::config::RunConfig;
+use crate::discovery::{Discovery, Script};
+use crate::events::{EventSender, RunEvent};
+use crate::ledger::Ledger;
+use crate::model::{ScriptResult, ScriptSummary};
+
+/// The files of GNN's layout that belong to each script's record (its
+/// `execution_logs/` result and log), kept in the history with the rest of it.
+pub(super) fn record_files(prepared: &Prepared) -> HashMap<String, Vec<PathBuf>> {
+    let entries = prepared.gnn.iter().flatten();
+    entries
+        .map(|(id, e)| (id.clone(), vec![e.results_file(), e.log_file()]))
+        .collect()
+}
+
+/// An earlier success `--resume`/`--rerun-failed` keeps: not run, it says which run
+/// ran it, and belongs to this one. The file it rewrites (and GNN's, in `extra`) is
+/// kept in the history first.
+pub(super) fn kept(
+    config: &RunConfig,
+    mut previous: ScriptResult,
+    extra: &HashMap<String, Vec<PathBuf>>,
+    events: &EventSender,
+) -> ScriptSummary {
+    let extra = extra.get(&previous.id).map_or(&[][..], Vec::as_slice);
+    for e in Ledger::of(config).keep_result(&previous.id, extra) {
+        let message = crate::error::chain(&e).join(": ");
+        events.emit(RunEvent::Warning { message });
+    }
+    let ran_in = std::mem::replace(&mut previous.run_id, config.run_id.clone());
+    previous.resumed_from = previous.resumed_from.take().or(Some(ran_in));
+    let mut line = ScriptSummary::of(&previous);
+    line.resumed = true;
+    events.emit(RunEvent::ScriptFinished {
+        result: Box::new(previous),
+    });
+    line
+}
+
+/// The scripts the selection left out whose earlier record stands: each goes out as
+/// carried, its files untouched. One that never ran has no record and is left out of
+/// the run altogether: a `skipped` record for every script a `-k` did not pick would
+/// bury the few it did, and would say a run considered a script it never looked at.
+pub(super) fn unselected<'a>(
+    config: &RunConfig,
+    discovery: &'a Discovery,
+    events: &EventSender,
+) -> Vec<(&'a Script, ScriptSummary)> {
+    let why = format!("not selected by {}", config.selection.describe());
+    let mut carried = Vec::new();
+    for script in &discovery.unselected {
+        let Some(earlier) = crate::history::previous_result(&config.results_dir, &script.id) else {
+            continue;
+        };
+        carried.push((script, ScriptSummary::carried(&earlier)));
+        events.emit(RunEvent::ScriptCarried {
+            result: Box::new(earlier),
+            why: why.clone(),
+        });
+    }
+    carried
+}
+
+/// The lines in discovery order, which is by path (see [`crate::discovery`]): the
+/// selected and the unselected scripts are both in it, so sorting their union by path
+/// puts each where a run of the whole tree would.
+pub(super) fn in_discovery_order<T>(mut lines: Vec<(&Script, T)>) -> Vec<T> {
+    lines.sort_by(|(a, _), (b, _)| a.path.cmp(&b.path));
+    lines.into_iter().map(|(_, line)| line).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(path: &str) -> Script {
+        Script {
+            id: path.into(),
+            path: PathBuf::from(path),
+            relative_path: PathBuf::from(path),
+            discovered_by: crate::model::DiscoveredBy::JaxFolder,
+            size_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn run_and_carried_lines_interleave_as_discovered() {
+        let (a, b, c, d) = (
+            script("/t/a"),
+            script("/t/b"),
+            script("/t/c"),
+            script("/t/d"),
+        );
+        // Run lines first, carried after, as `execute` collects them.
+        let lines = vec![(&b, "b"), (&d, "d"), (&a, "a"), (&c, "c")];
+        let ids = in_discovery_order(lines);
+        assert_eq!(ids, ["a", "b", "c", "d"]);
+    }
+}
