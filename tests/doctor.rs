@@ -180,7 +180,7 @@ fn deprecated_platform_name_and_hidden_gpus() {
 fn nvml_absent_is_said_plainly_and_the_cpu_is_checked_live() {
     let (out, doc) = doctor(python(), "gpu", &[("JAX_RUNNER_NO_NVML", "1")]);
     assert_eq!(code(&out), 1);
-    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["schema_version"], 2);
     assert_eq!(doc["nvml"]["available"], false);
     assert!(finding(&doc, "nvml-absent")["message"]
         .as_str()

@@ -69,7 +69,7 @@ fn every_file_a_run_writes_matches_its_schema_and_the_reports_are_there() {
         .collect();
     for line in &lines {
         assert_valid(&ev, line, "an event line");
-        assert_eq!(line["schema_version"], 1);
+        assert_eq!(line["schema_version"], 2);
         assert!(line["timestamp"].as_str().unwrap().ends_with('Z'));
         if line["event"] != "run_started"
             && line["event"] != "run_finished"

@@ -15,7 +15,7 @@ fn well_behaved_scripts_succeed_with_the_full_contract() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
     let r = t.result("ok_jax");
-    assert_eq!(r["schema_version"], 1);
+    assert_eq!(r["schema_version"], 2);
     assert_eq!(r["success"], true);
     assert_eq!(r["status"], "succeeded");
     assert_eq!(r["return_code"], 0);
@@ -36,7 +36,7 @@ fn well_behaved_scripts_succeed_with_the_full_contract() {
     assert!(data_dir.join("simulation_results.json").is_file());
 
     let m = t.metrics();
-    assert_eq!(m["schema_version"], 1);
+    assert_eq!(m["schema_version"], 2);
     assert_eq!(m["totals"]["total_scripts"], 2);
     assert_eq!(m["totals"]["succeeded"], 2);
     assert_eq!(m["totals"]["failed"], 0);

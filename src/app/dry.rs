@@ -1,7 +1,7 @@
 //! `--dry-run`: the plan a run would follow, made by the same *prepare* step, with
 //! nothing started and nothing written.
 
-use crate::config::{settings_for, RunConfig, WarmStart};
+use crate::config::{RunConfig, WarmStart};
 use crate::discovery::Script;
 use crate::model::PlannedScript;
 use crate::plan::Plan;
@@ -43,7 +43,7 @@ impl DryPlan {
             .enumerate()
             .map(|(n, (i, action))| {
                 let s = &scripts[i];
-                let settings = settings_for(config, &s.id, &s.relative_path);
+                let settings = &schedule.settings[&s.id];
                 let device = settings.platform(run_platform);
                 PlannedScript {
                     order: n + 1,
@@ -56,7 +56,7 @@ impl DryPlan {
                     start: start.into(),
                     timeout_s: settings.timeout.as_secs_f64(),
                     retries: settings.retries,
-                    overrides: settings.overridden,
+                    overrides: settings.overridden.clone(),
                 }
             })
             .collect();

@@ -26,7 +26,6 @@ use crate::events::{EventSender, RunEvent};
 use crate::halt::{Halt, HaltReason};
 use crate::lock::FileLock;
 use crate::model::{Device, PerformanceMetrics, Platform, RunInfo, ScriptSummary};
-use crate::paths::rfc3339;
 use crate::report::Reporter;
 use crate::runner::{self, RunContext, Stop};
 
@@ -189,6 +188,7 @@ async fn execute(
         sandbox_info: exec.sandbox_info,
         data_dirs: exec.schedule.data_dirs,
         record_files,
+        settings: exec.schedule.settings,
         fingerprints: exec.schedule.fingerprints,
         device_times: exec.schedule.device_times,
         halt: halt.clone(),
@@ -231,8 +231,8 @@ fn run_info(
         run_id: config.run_id.clone(),
         runner_version: env!("CARGO_PKG_VERSION").to_string(),
         argv: config.argv.clone(),
-        started_at: rfc3339(started_at),
-        finished_at: rfc3339(SystemTime::now()),
+        started_at: started_at.into(),
+        finished_at: crate::model::Timestamp::now(),
         wall_time_s: started.elapsed().as_secs_f64(),
         device_requested: config.device,
         device: plan.starts_on(config.fallback_to_cpu),

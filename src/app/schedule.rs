@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::RunConfig;
+use crate::config::{settings_for, RunConfig, ScriptSettings};
 use crate::discovery::{Discovery, Script};
 use crate::history::{self, History};
 use crate::model::{Reuse, ScriptResult};
@@ -24,6 +24,9 @@ pub struct Schedule {
     /// history knows enough to say.
     pub expected_s: Option<f64>,
     pub fingerprints: HashMap<String, String>,
+    /// Each script's settings (the run's values under its profile overrides), worked
+    /// out once here for the fingerprints, the runner and a dry run's plan.
+    pub settings: HashMap<String, ScriptSettings>,
     pub data_dirs: HashMap<String, PathBuf>,
     /// Why a script is kept, or runs again, where an earlier result was weighed.
     pub why: HashMap<String, String>,
@@ -63,13 +66,18 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
             (s.id.clone(), dir)
         })
         .collect();
+    let settings: HashMap<String, ScriptSettings> = discovery
+        .scripts
+        .iter()
+        .map(|s| (s.id.clone(), settings_for(config, &s.id, &s.relative_path)))
+        .collect();
     let inputs = fingerprint_inputs(config, interp);
     let fingerprints: HashMap<String, String> = discovery
         .scripts
         .iter()
         .map(|s| {
             // A profile override's device or variables change what the script does.
-            let settings = crate::config::settings_for(config, &s.id, &s.relative_path);
+            let settings = &settings[&s.id];
             let mut own = inputs.clone();
             for key in ["device", "env"] {
                 if let Some(set) = settings.overridden.get(key) {
@@ -94,6 +102,7 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         order,
         expected_s,
         fingerprints,
+        settings,
         data_dirs,
         why,
         device_times: history.device_times.clone(),

@@ -172,7 +172,7 @@ pub struct GnnDetail {
     /// jax-runner: the failure class.
     pub class: FailureClass,
     /// jax-runner: start of the first attempt, RFC 3339 UTC.
-    pub started_at: Option<String>,
+    pub started_at: Option<super::Timestamp>,
     /// jax-runner: the device asked for.
     pub device_requested: Device,
     /// jax-runner: the platform jax really used.

@@ -23,9 +23,9 @@ pub struct RunInfo {
     #[serde(default)]
     pub argv: Vec<String>,
     /// Start, RFC 3339 UTC.
-    pub started_at: String,
+    pub started_at: super::Timestamp,
     /// End, RFC 3339 UTC.
-    pub finished_at: String,
+    pub finished_at: super::Timestamp,
     /// Wall-clock seconds of the whole run.
     pub wall_time_s: f64,
     /// The device asked for.
@@ -365,7 +365,8 @@ impl PerformanceMetrics {
 #[cfg(test)]
 pub(crate) fn test_run_info(patch: serde_json::Value) -> RunInfo {
     let mut run = serde_json::json!({
-        "started_at": "x", "finished_at": "x", "wall_time_s": 0.0,
+        "started_at": "2026-11-22T07:40:35.000Z",
+        "finished_at": "2026-11-22T07:40:45.000Z", "wall_time_s": 0.0,
         "device_requested": "cpu", "device": "cpu", "jobs": 2, "interpreter": "/py",
         "interpreter_source": "flag", "python_version": "3", "jax_version": null,
         "jaxlib_version": null, "output_dir": "/out", "results_dir": "/r",

@@ -9,6 +9,7 @@ mod metrics;
 mod outcomes;
 pub mod reason;
 mod settings;
+mod timestamp;
 
 mod vocab;
 
@@ -21,13 +22,16 @@ pub(crate) use metrics::test_run_info;
 pub use metrics::{DeviceTimes, PerformanceMetrics, RunInfo, ScriptSummary, Totals};
 pub use outcomes::{Outcomes, STATUSES};
 pub use settings::Setting;
+pub use timestamp::Timestamp;
 pub use vocab::{
     Device, ExceptionInfo, FailureClass, GpuMemorySource, Leak, Platform, RayJob, Reuse,
     SandboxMode, XlaPreset,
 };
 
 /// Bumped whenever a field changes meaning or disappears (additions keep it).
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `totals.failed` counts status `failed` alone (it counted every script that
+/// did not succeed); the six statuses' counts are disjoint (issue 25).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// How a script ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -81,7 +85,7 @@ pub struct Attempt {
     #[serde(default)]
     pub slot: usize,
     /// Start time, RFC 3339 UTC.
-    pub started_at: String,
+    pub started_at: Timestamp,
     /// Wall-clock seconds from spawn to exit.
     pub duration_s: f64,
     /// How the attempt ended.
@@ -397,9 +401,9 @@ pub struct ScriptResult {
     /// The attempt time limit, seconds.
     pub timeout_s: f64,
     /// Start of the first attempt, RFC 3339 UTC (absent when never started).
-    pub started_at: Option<String>,
+    pub started_at: Option<Timestamp>,
     /// End of the last attempt, RFC 3339 UTC.
-    pub finished_at: Option<String>,
+    pub finished_at: Option<Timestamp>,
     /// File holding the script's standard output (the last attempt's).
     pub stdout_log: String,
     /// File holding the script's standard error (the last attempt's).

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use super::record::{time_of, Records, ScriptRecord};
+use super::record::{Records, ScriptRecord};
 use super::{write_atomic, Reporter};
 use crate::error::ReportError;
 use crate::events::RunEvent;
@@ -26,7 +26,7 @@ impl<'a> RunRecord<'a> {
     pub fn new(metrics: &'a PerformanceMetrics, records: &'a Records) -> Self {
         RunRecord {
             metrics,
-            started_at: time_of(&metrics.run.started_at),
+            started_at: Some(metrics.run.started_at.into()),
             records,
         }
     }

@@ -34,7 +34,11 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
     let _ = writeln!(s, "| | |\n| --- | --- |");
     let _ = writeln!(s, "| run id | {} |", cell_code(&m.run.run_id));
     let _ = writeln!(s, "| jax-runner | {} |", cell_text(&m.run.runner_version));
-    let _ = writeln!(s, "| started | {} |", cell_text(&m.run.started_at));
+    let _ = writeln!(
+        s,
+        "| started | {} |",
+        cell_text(&m.run.started_at.rfc3339())
+    );
     let _ = writeln!(
         s,
         "| device | {} requested, {} used ({}) |",

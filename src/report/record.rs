@@ -120,12 +120,6 @@ impl Carried {
     }
 }
 
-/// A timestamp of a result (RFC 3339, as the runner writes them), read once here so
-/// no report parses text back.
-pub fn time_of(rfc3339: &str) -> Option<SystemTime> {
-    humantime::parse_rfc3339_weak(rfc3339).ok()
-}
-
 impl ScriptRecord {
     /// The record of a result.
     pub fn of(r: &ScriptResult) -> Self {
@@ -145,7 +139,7 @@ impl ScriptRecord {
                 .map(|a| AttemptRecord {
                     number: a.number,
                     slot: a.slot,
-                    started_at: time_of(&a.started_at),
+                    started_at: Some(a.started_at.into()),
                     duration_s: a.duration_s,
                     status: a.status,
                     class: a.class,
@@ -164,7 +158,7 @@ impl ScriptRecord {
             signal: r.signal,
             signal_name: r.signal_name.clone(),
             timeout_s: r.timeout_s,
-            started_at: r.started_at.as_deref().and_then(time_of),
+            started_at: r.started_at.map(SystemTime::from),
             stdout_log: r.stdout_log.clone(),
             stdout_bytes: r.stdout_bytes,
             stderr_bytes: r.stderr_bytes,

@@ -76,6 +76,8 @@ pub struct RunContext {
     /// Files of a script's record besides its result, logs and data folder (GNN's
     /// `execution_logs/` files), by script id: kept in the history with the rest.
     pub record_files: std::collections::HashMap<String, Vec<PathBuf>>,
+    /// Each script's settings, as the schedule worked them out (by script id).
+    pub settings: std::collections::HashMap<String, crate::config::ScriptSettings>,
     /// Each script's fingerprint (see [`crate::history::fingerprint`]).
     pub fingerprints: std::collections::HashMap<String, String>,
     /// Each script's seconds per device in earlier runs (`--device auto` learns).
@@ -92,6 +94,14 @@ pub fn default_data_dir(results_dir: &std::path::Path, id: &str) -> PathBuf {
 }
 
 impl RunContext {
+    /// The settings of `script`: the schedule's, or (a context built without a
+    /// schedule, as unit tests build one) worked out now.
+    fn settings_of(&self, script: &Script) -> crate::config::ScriptSettings {
+        self.settings.get(&script.id).cloned().unwrap_or_else(|| {
+            crate::config::settings_for(&self.config, &script.id, &script.relative_path)
+        })
+    }
+
     fn logs_dir(&self) -> PathBuf {
         self.config.results_dir.join("logs")
     }
@@ -244,7 +254,7 @@ fn not_run(
         });
         return line;
     }
-    let settings = crate::config::settings_for(&ctx.config, &script.id, &script.relative_path);
+    let settings = ctx.settings_of(script);
     let mut result = script::base_result(ctx, script, &settings);
     ctx.archive_record(&script.id, &ctx.data_dir(&script.id), &mut result);
     result.stderr_tail = vec![format!("[jax-runner] not started: {why}")];

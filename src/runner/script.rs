@@ -32,7 +32,7 @@ pub async fn run_script(
 ) -> ScriptSummary {
     let mut lease = Some(lease);
     let config = &ctx.config;
-    let settings = crate::config::settings_for(config, &script.id, &script.relative_path);
+    let settings = ctx.settings_of(script);
     let retry = settings.retry_policy(&config.retry);
     let mut result = base_result(ctx, script, &settings);
     let data_dir = ctx.data_dir(&script.id);

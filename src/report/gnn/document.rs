@@ -253,7 +253,7 @@ pub fn detail(
         id: r.id.clone(),
         status: r.status,
         class: r.class,
-        started_at: r.started_at.map(crate::paths::rfc3339),
+        started_at: r.started_at.map(crate::model::Timestamp::from),
         device_requested: r.device_requested,
         device_used: r.device_used,
         simulation_data: lossy(&e.data_dir),

@@ -163,8 +163,8 @@ fn run_info(run: &RunInfo, interpreter: &Option<String>) -> Vec<(&'static str, S
         ("python", or_dash(&run.python_version)),
         ("jax", or_dash(&run.jax_version)),
         ("jaxlib", or_dash(&run.jaxlib_version)),
-        ("started", run.started_at.clone()),
-        ("finished", run.finished_at.clone()),
+        ("started", run.started_at.rfc3339()),
+        ("finished", run.finished_at.rfc3339()),
         ("output folder", run.output_dir.clone()),
         ("results folder", run.results_dir.clone()),
     ];

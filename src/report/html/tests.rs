@@ -283,27 +283,6 @@ fn a_write_failure_is_an_error_not_a_panic() {
 }
 
 #[test]
-fn bad_timestamps_are_skipped_not_fatal() {
-    let odd = result(
-        "odd",
-        vec![attempt(1, 0, "not a time", 1.0, true)],
-        true,
-        &[],
-    );
-    let m = metrics(std::slice::from_ref(&odd));
-    let (_d, html) = feed(&[
-        RunEvent::ScriptFinished {
-            result: Box::new(odd),
-        },
-        RunEvent::RunFinished {
-            metrics: Box::new(m),
-        },
-    ]);
-    assert_eq!(html.matches("<rect class=\"attempt").count(), 0);
-    assert!(html.contains("odd"));
-}
-
-#[test]
 fn the_started_event_names_the_slot() {
     let r = result(
         "late",

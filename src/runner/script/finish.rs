@@ -4,7 +4,6 @@
 
 use super::sys;
 use crate::model::{JaxTelemetry, ScriptResult, Status};
-use crate::paths::rfc3339;
 
 /// The last step of every result, run or not: why the script did not succeed, in
 /// the words every report uses, and the end of its standard output when that is what
@@ -55,9 +54,6 @@ pub(super) fn finish(r: &mut ScriptResult) {
         .iter()
         .map(|a| a.peak_memory_mb)
         .fold(0.0, f64::max);
-    r.started_at = r.attempts.first().map(|a| a.started_at.clone());
-    let end = humantime::parse_rfc3339(&last.started_at)
-        .map(|t| t + std::time::Duration::from_secs_f64(last.duration_s))
-        .unwrap_or_else(|_| std::time::SystemTime::now());
-    r.finished_at = Some(rfc3339(end));
+    r.started_at = r.attempts.first().map(|a| a.started_at);
+    r.finished_at = Some(last.started_at.after(last.duration_s));
 }

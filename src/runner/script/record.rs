@@ -5,7 +5,6 @@ use std::path::Path;
 
 use super::{gpu, status_of};
 use crate::model::{Attempt, JaxTelemetry, Platform, ScriptResult};
-use crate::paths::rfc3339;
 use crate::runner::attempt::{AttemptOutcome, Attempted, Start, StoppedBy};
 use crate::runner::classify::{classify, Ending};
 use crate::runner::RunContext;
@@ -99,7 +98,7 @@ fn record(
         number,
         device,
         slot: 0,
-        started_at: rfc3339(o.started_at),
+        started_at: o.started_at.into(),
         duration_s: o.duration.as_secs_f64(),
         status: status_of(verdict.class),
         return_code: o.exit.code,

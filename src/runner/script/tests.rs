@@ -154,6 +154,7 @@ pub(super) fn context_with(
         sandbox_info: Default::default(),
         data_dirs: Default::default(),
         record_files: Default::default(),
+        settings: Default::default(),
         fingerprints: Default::default(),
         device_times: Default::default(),
         halt: Default::default(),

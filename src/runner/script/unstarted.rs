@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use crate::model::{Attempt, FailureClass, Platform, ScriptResult, Status};
-use crate::paths::rfc3339;
 use crate::runner::attempt::{AttemptError, AttemptRequest, Attempted};
 use crate::runner::{RunContext, Stop};
 
@@ -60,7 +59,7 @@ pub(super) fn spawn_failure(
         number,
         device,
         slot: 0,
-        started_at: rfc3339(std::time::SystemTime::now()),
+        started_at: crate::model::Timestamp::now(),
         duration_s: 0.0,
         status,
         return_code: None,
