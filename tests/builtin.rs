@@ -72,6 +72,14 @@ impl How {
         )
     }
 
+    /// Whether bwrap works here when the case needs it: a case with bwrap on PATH fails
+    /// without it, unless `JAX_RUNNER_TEST_SKIP=bwrap` (then `false`).
+    fn bwrap_here(self, case: &str) -> bool {
+        !self.bwrap
+            || self.layer_alone
+            || prereq::require(prereq::Prereq::Bwrap, prereq::bwrap(), case)
+    }
+
     /// Default options but for these.
     fn apply(self, cmd: &mut Command) {
         if !self.warm {
@@ -530,6 +538,9 @@ fn relay(tree: &Tree, mark: &str, done: &AtomicBool) -> Result<(), String> {
 /// the results and `$HOME` are root's.
 fn escape_case(account: Account, how: How) {
     let case = how.describe(&account);
+    if !how.bwrap_here(&case) {
+        return;
+    }
     let targets = Targets::new(&account);
     let tree = account.tree();
     let victim = first_run(&account, &tree, &targets, how, &case);
@@ -648,6 +659,9 @@ fn as_root_the_built_in_layer_alone_keeps_a_script_in_its_own_folders() {
 /// the host's processes (`/proc`) and its world-readable files from the script.
 fn catalogue_case(account: Account, how: How) {
     let case = format!("catalogue {}", how.describe(&account));
+    if !how.bwrap_here(&case) {
+        return;
+    }
     let traps = Traps::new(&account);
     let tree = account.tree();
     tree.fixture("hostile_root.py", "attacker/jax/hostile_root.py");

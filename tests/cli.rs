@@ -71,6 +71,7 @@ fn list_of_an_empty_tree_exits_3() {
     assert_eq!(code(&out), 3);
 }
 
+#[cfg(feature = "integration")]
 #[test]
 fn the_run_subcommand_and_the_default_are_the_same() {
     let t = Tree::new();
@@ -90,6 +91,7 @@ fn the_run_subcommand_and_the_default_are_the_same() {
     assert!(out.stdout.is_empty(), "-q prints no summary");
 }
 
+#[cfg(feature = "integration")]
 #[test]
 fn python_without_jax_is_exit_2_with_the_fix() {
     let t = Tree::new();
@@ -153,6 +155,7 @@ fn a_negative_duration_says_it_must_be_positive() {
 
 /// `--jobs` past what the machine's descriptors and memory hold is lowered, and the
 /// run says so (before, 10,000 jobs ran out of descriptors and failed scripts).
+#[cfg(feature = "integration")]
 #[test]
 fn too_many_jobs_are_lowered_with_a_warning() {
     let t = Tree::new();
@@ -165,6 +168,7 @@ fn too_many_jobs_are_lowered_with_a_warning() {
 }
 
 /// `--device cuda` is what jax users type: it means the GPU, not a typo to correct.
+#[cfg(feature = "integration")]
 #[test]
 fn cuda_is_an_alias_of_gpu() {
     let t = Tree::new();
@@ -181,6 +185,7 @@ fn cuda_is_an_alias_of_gpu() {
 
 /// Warnings and errors carry cargo's tags, without colour codes when `NO_COLOR` is set
 /// or `--color never` is given, and never Rust debug text.
+#[cfg(feature = "integration")]
 #[test]
 fn terminal_lines_are_tagged_like_cargo_and_colourless_on_request() {
     let t = Tree::new();

@@ -45,7 +45,7 @@ fn cli_reference() -> String {
         "# Command-line reference\n\n\
          Generated from the binary's own `--help` by `tests/docs.rs`, which fails when the two \
          differ;\nafter changing an option, regenerate it with \
-         `JAX_RUNNER_UPDATE_DOCS=1 cargo test --test docs`.\n`jax-runner -h` prints the short \
+         `INSTA_UPDATE=always cargo test --test docs`.\n`jax-runner -h` prints the short \
          form: the options of daily use. How options also come\nfrom `jax-runner.toml` and \
          `JAX_RUNNER_*` variables is in [usage.md](usage.md).\n\n",
     );
@@ -63,22 +63,11 @@ fn cli_reference() -> String {
     md
 }
 
-/// With `JAX_RUNNER_UPDATE_DOCS=1` this rewrites `docs/cli.md`; otherwise it fails when
-/// the binary's help and the committed page drift apart.
+/// Fails when the binary's help and the committed page drift apart;
+/// `INSTA_UPDATE=always` rewrites `docs/cli.md` (see `common::snapshot`).
 #[test]
 fn the_cli_reference_is_the_binarys_own_help() {
-    let generated = cli_reference();
-    let path = repo().join("docs/cli.md");
-    if std::env::var_os("JAX_RUNNER_UPDATE_DOCS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, &generated).unwrap();
-        return;
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == generated,
-        "{} drifted from the binary's help: rerun with JAX_RUNNER_UPDATE_DOCS=1",
-        path.display()
-    );
+    snapshot::assert_file("docs/cli.md", &cli_reference());
 }
 
 /// GitHub's anchor for a heading: lower case, only letters, digits, `-`, `_` and

@@ -405,7 +405,11 @@ fn a_second_ctrl_c_kills_at_once() {
     wait_for_output(&t.results_dir().join("logs/stubborn.stdout.log"));
     let started = std::time::Instant::now();
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The second only once the runner took the first (two at once could be one).
+    wait_for_line(
+        &t.results_dir().join("execution_log.txt"),
+        "interrupted: stopping running scripts",
+    );
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     assert_eq!(child.wait().unwrap().code(), Some(130));
     assert!(

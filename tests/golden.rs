@@ -1,11 +1,14 @@
 //! Every JSON file a run writes, compared key by key with what an earlier design of
-//! jax-runner wrote for the same scripts (`tests/golden/`): a redesign that changes a
-//! key, a value or a type fails here. Timestamps, durations, memory and CPU figures,
-//! worker slots and machine paths are replaced by placeholders first; the doctor's
-//! environment report is compared by shape, since it describes the machine.
+//! jax-runner wrote for the same scripts: an insta snapshot
+//! (`tests/golden/sample_and_failure.snap`), so a redesign that changes a key, a value
+//! or a type fails here with a diff. Timestamps, durations, memory and CPU figures,
+//! worker slots and the like are insta redactions (`<number>`, `<string>`); machine
+//! paths are replaced by placeholders first; the doctor's environment report is
+//! compared by shape, since it describes the machine.
 //!
-//! `JAX_RUNNER_UPDATE_GOLDEN=1 cargo test --test golden` rewrites the files, for a
-//! change of the contract that is meant.
+//! `INSTA_UPDATE=always cargo test --features integration --test golden` rewrites the
+//! snapshot, for a change of the contract that is meant (without it, a failing run
+//! leaves the new one beside it as `.snap.new`).
 
 mod common;
 
@@ -18,10 +21,11 @@ use serde_json::Value;
 /// Keys present only on some machines or when the runner saw something in time:
 /// `capabilities` are what its sampler read from a live process (a script that exits
 /// within the first sample has none); `uid` is the sandbox user of a root runner only.
-/// Neither their presence nor their value is compared.
+/// Neither their presence nor their value is compared: they are left out.
 const SOMETIMES: [&str; 2] = ["capabilities", "uid"];
 
-/// Keys whose values change from run to run.
+/// Keys whose values change from run to run: redacted wherever they are, to their
+/// type (see [`redact`]).
 const VARYING: [&str; 37] = [
     // What confines a script depends on the machine: its kernel's Landlock ABI,
     // bubblewrap, whether the runner is root.
@@ -67,19 +71,9 @@ const VARYING: [&str; 37] = [
     "gpu_s",
 ];
 
-/// `value` with run-to-run figures and machine paths replaced.
+/// `value` with machine paths replaced, the environment reduced to its shape and the
+/// [`SOMETIMES`] keys left out.
 fn normalize(value: &Value, key: &str, paths: &[(String, &str)]) -> Value {
-    if VARYING.contains(&key) {
-        return match value {
-            Value::Null => Value::Null,
-            // Already a placeholder (the golden file is normalized once more below).
-            Value::String(s) if s.starts_with('<') && s.ends_with('>') => value.clone(),
-            Value::Number(_) => "<number>".into(),
-            Value::String(_) => "<string>".into(),
-            Value::Array(_) => "<array>".into(),
-            _ => "<value>".into(),
-        };
-    }
     if key == "environment" {
         return shape(value);
     }
@@ -96,11 +90,28 @@ fn normalize(value: &Value, key: &str, paths: &[(String, &str)]) -> Value {
         }
         Value::Object(map) => Value::Object(
             map.iter()
+                .filter(|(k, _)| !SOMETIMES.contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), normalize(v, k, paths)))
                 .collect(),
         ),
         other => other.clone(),
     }
+}
+
+/// A [`VARYING`] value as the snapshot holds it: its type, `null` kept (a figure that
+/// is missing where it used to be given is a change).
+fn redact(value: insta::internals::Content) -> insta::internals::Content {
+    use insta::internals::Content;
+    let placeholder = match value.resolve_inner() {
+        Content::None | Content::Unit => return value,
+        Content::String(_) | Content::Char(_) => "<string>",
+        Content::Seq(_) | Content::Tuple(_) => "<array>",
+        Content::U8(_) | Content::U16(_) | Content::U32(_) | Content::U64(_) => "<number>",
+        Content::U128(_) | Content::I8(_) | Content::I16(_) | Content::I32(_) => "<number>",
+        Content::I64(_) | Content::I128(_) | Content::F32(_) | Content::F64(_) => "<number>",
+        _ => "<value>",
+    };
+    Content::String(placeholder.into())
 }
 
 /// The sample scripts end their output with their run time, `(4.70 s)`.
@@ -181,46 +192,11 @@ fn results_match_the_previous_design_key_by_key() {
         .map(|(rel, p)| (rel.clone(), normalize(&read_json(p), "", &paths)))
         .collect();
 
-    let golden_dir = repo().join("tests/golden");
-    let golden_file = golden_dir.join("sample_and_failure.json");
-    if std::env::var_os("JAX_RUNNER_UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(&golden_dir).unwrap();
-        let text = serde_json::to_string_pretty(&got).unwrap() + "\n";
-        std::fs::write(&golden_file, text).unwrap();
-        return;
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("golden");
+    settings.set_prepend_module_to_snapshot(false);
+    for key in VARYING {
+        settings.add_dynamic_redaction(&format!(".**.{key}"), |value, _| redact(value));
     }
-    let want: BTreeMap<String, Value> = serde_json::from_value(read_json(&golden_file)).unwrap();
-    assert_eq!(
-        got.keys().collect::<Vec<_>>(),
-        want.keys().collect::<Vec<_>>(),
-        "the run wrote other JSON files than the previous design"
-    );
-    for (rel, want) in &want {
-        // Keys that became run-dependent later are masked in the golden file too.
-        compare(&got[rel], &normalize(want, "", &[]), rel);
-    }
-}
-
-/// Fails at the first difference, naming where it is.
-fn compare(got: &Value, want: &Value, at: &str) {
-    match (got, want) {
-        (Value::Object(g), Value::Object(w)) => {
-            // Every key: an addition is a change of the contract too, made on
-            // purpose by rewriting the golden file.
-            let kept = |k: &&String| !SOMETIMES.contains(&k.as_str());
-            let gk: Vec<_> = g.keys().filter(kept).collect();
-            let wk: Vec<_> = w.keys().filter(kept).collect();
-            assert_eq!(gk, wk, "keys differ at {at}");
-            for (k, wv) in w.iter().filter(|(k, _)| kept(k)) {
-                compare(&g[k], wv, &format!("{at}.{k}"));
-            }
-        }
-        (Value::Array(g), Value::Array(w)) => {
-            assert_eq!(g.len(), w.len(), "lengths differ at {at}");
-            for (i, (gv, wv)) in g.iter().zip(w).enumerate() {
-                compare(gv, wv, &format!("{at}[{i}]"));
-            }
-        }
-        _ => assert_eq!(got, want, "values differ at {at}"),
-    }
+    settings.bind(|| insta::assert_json_snapshot!("sample_and_failure", got));
 }

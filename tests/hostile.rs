@@ -167,6 +167,9 @@ fn catalogue_case(account: Account, how: How) {
             ""
         }
     );
+    if bwrap && !prereq::require(prereq::Prereq::Bwrap, prereq::bwrap(), &case) {
+        return;
+    }
     let host = Host::new(&account);
     let parent = private_parent.then(|| root_only_folder("jr-private-"));
     let tree = match &parent {

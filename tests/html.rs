@@ -25,6 +25,9 @@ use serde_json::json;
 
 #[test]
 fn chromium_renders_the_report_of_a_real_run() {
+    if !here("chromium_renders_the_report_of_a_real_run") {
+        return;
+    }
     let t = Tree::new();
     t.fixture("ok_jax.py", "m/jax/ok_jax.py");
     // Discovered after ok_jax: shown before it all the same.
@@ -153,6 +156,9 @@ fn events() -> Vec<RunEvent> {
 
 #[test]
 fn chromium_renders_a_report_built_from_events_without_injection() {
+    if !here("chromium_renders_a_report_built_from_events_without_injection") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let mut reporter = EndOfRun::new(vec![Box::new(HtmlExporter::new(dir.path().to_path_buf()))]);
     for e in events() {
@@ -180,6 +186,9 @@ fn chromium_renders_a_report_built_from_events_without_injection() {
 
 #[test]
 fn the_hostile_scripts_detail_opens_as_text() {
+    if !here("the_hostile_scripts_detail_opens_as_text") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let mut reporter = EndOfRun::new(vec![Box::new(HtmlExporter::new(dir.path().to_path_buf()))]);
     for e in events() {
@@ -231,6 +240,9 @@ fn check_synthetic(n: usize, jobs: usize) -> (tempfile::TempDir, PathBuf, String
 
 #[test]
 fn three_scripts_are_readable() {
+    if !here("three_scripts_are_readable") {
+        return;
+    }
     let (_dir, _page, dom) = check_synthetic(3, 2);
     // Short bars of short ids: the labels are there.
     let labelled = dom::bars(&dom)
@@ -242,6 +254,9 @@ fn three_scripts_are_readable() {
 
 #[test]
 fn forty_one_scripts_are_readable() {
+    if !here("forty_one_scripts_are_readable") {
+        return;
+    }
     let (_dir, _page, dom) = check_synthetic(41, 4);
     let rows = dom::rows(&dom);
     assert!(
@@ -265,6 +280,9 @@ fn forty_one_scripts_are_readable() {
 
 #[test]
 fn a_thousand_scripts_are_readable_and_the_page_stays_small() {
+    if !here("a_thousand_scripts_are_readable_and_the_page_stays_small") {
+        return;
+    }
     let (_dir, page, dom) = check_synthetic(1000, 8);
     let size = std::fs::metadata(&page).unwrap().len();
     let body = body_tag(&dom);
@@ -284,6 +302,9 @@ fn a_thousand_scripts_are_readable_and_the_page_stays_small() {
 
 #[test]
 fn the_filter_in_the_url_hides_what_does_not_match() {
+    if !here("the_filter_in_the_url_hides_what_does_not_match") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let page = synth::write_report(dir.path(), 41, 4);
     let all = dom::rows(&dump_dom(&page));
@@ -327,6 +348,9 @@ fn the_filter_in_the_url_hides_what_does_not_match() {
 
 #[test]
 fn a_scripts_detail_opens_from_the_url() {
+    if !here("a_scripts_detail_opens_from_the_url") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let page = synth::write_report(dir.path(), 41, 4);
     let rows = dom::rows(&dump_dom(&page));

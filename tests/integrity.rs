@@ -67,10 +67,21 @@ fn delays(n: usize) -> Vec<Duration> {
         .collect()
 }
 
-/// Waits (up to a minute) until a results file written after `since` exists.
-fn first_result_since(t: &Tree, since: std::time::SystemTime) {
+/// Waits until a results file written after `since` exists; fails after a minute, or
+/// when the runner ends without one.
+fn first_result_since(t: &Tree, runner: &mut Child, since: std::time::SystemTime) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
+    loop {
+        // Whether it ended, asked before looking: a runner that ended has written
+        // every result it was going to.
+        let ended = runner.try_wait().unwrap();
+        if Instant::now() > deadline {
+            sigkill(runner);
+            panic!(
+                "no result in {} within a minute of the runner's start",
+                t.results_dir().display()
+            );
+        }
         let fresh = std::fs::read_dir(t.results_dir())
             .into_iter()
             .flatten()
@@ -80,6 +91,9 @@ fn first_result_since(t: &Tree, since: std::time::SystemTime) {
             .any(|m| m >= since);
         if fresh {
             return;
+        }
+        if let Some(status) = ended {
+            panic!("the runner ended ({status}) without writing a result");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -98,7 +112,7 @@ fn json_files_are_never_torn_when_the_runner_is_killed_at_random_moments() {
         let mut runner = t.spawn(&["--jobs", "2"]);
         // The random moment counts from this run's first finished script, so the kills
         // land while results are being written however slow the machine starts them.
-        first_result_since(&t, round);
+        first_result_since(&t, &mut runner, round);
         std::thread::sleep(delay);
         sigkill(&mut runner);
         // The scripts' own data folders hold what the scripts wrote (this fixture writes
@@ -130,13 +144,22 @@ fn json_files_are_never_torn_when_the_runner_is_killed_at_random_moments() {
 }
 
 /// Whether the runner can make cgroups here (root on a writable cgroupfs, as in CI):
-/// the promises below rest on them.
-fn cgroups_usable() -> bool {
-    // SAFETY: geteuid cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    root && ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"]
+/// the promises below rest on them. Without them the test fails, unless
+/// `JAX_RUNNER_TEST_SKIP` names what is missing (see `common::prereq`).
+fn cgroups_usable(case: &str) -> bool {
+    use prereq::Prereq;
+    if !prereq::require(Prereq::Root, prereq::root(), case) {
+        return false;
+    }
+    let fs = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"]
         .iter()
-        .any(|d| std::path::Path::new(d).join("cgroup.procs").exists())
+        .any(|d| std::path::Path::new(d).join("cgroup.procs").exists());
+    let present = if fs {
+        Ok(())
+    } else {
+        Err("no cgroup.procs under /sys/fs/cgroup".to_string())
+    };
+    prereq::require(Prereq::Cgroups, present, case)
 }
 
 fn pid_in(file: &std::path::Path) -> u32 {
@@ -174,8 +197,7 @@ fn gone_within(pid: u32, limit: Duration) -> bool {
 /// and reported.
 #[test]
 fn a_child_that_hides_its_token_and_session_is_found_and_reported() {
-    if !cgroups_usable() {
-        eprintln!("skipped: the runner cannot make cgroups here (not root)");
+    if !cgroups_usable("a child that hides its token and session") {
         return;
     }
     let t = Tree::new();
@@ -200,8 +222,7 @@ fn a_child_that_hides_its_token_and_session_is_found_and_reported() {
 /// (its death signal) and so does the child it hid, which the sentinel kills.
 #[test]
 fn sigkill_of_the_runner_takes_a_hidden_child_with_it() {
-    if !cgroups_usable() {
-        eprintln!("skipped: the runner cannot make cgroups here (not root)");
+    if !cgroups_usable("SIGKILL of the runner with a hidden child") {
         return;
     }
     let t = Tree::new();

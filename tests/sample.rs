@@ -3,6 +3,7 @@
 
 mod common;
 
+#[cfg(feature = "integration")]
 use std::path::Path;
 
 use common::*;
@@ -10,8 +11,8 @@ use jax_runner::render;
 
 const SAMPLE_JAX: &str = "output/gnn_rendered_simulators/jax";
 
-/// Renders every model in `templates/models/`; with `JAX_RUNNER_UPDATE_SAMPLE=1` it
-/// rewrites the committed scripts, otherwise it fails when they differ.
+/// Renders every model in `templates/models/` and fails when a committed script
+/// differs; `INSTA_UPDATE=always` rewrites them (see `common::snapshot`).
 #[test]
 fn sample_scripts_are_rendered_from_the_templates() {
     let models = repo().join("templates/models");
@@ -22,29 +23,16 @@ fn sample_scripts_are_rendered_from_the_templates() {
         .collect();
     names.sort();
     assert_eq!(names.len(), 3, "three model specifications");
-    let update = std::env::var_os("JAX_RUNNER_UPDATE_SAMPLE").is_some_and(|v| v == "1");
     for spec_path in names {
         let spec = render::load_spec(&spec_path).unwrap();
         let rendered = render::render(&repo().join("templates"), &spec).unwrap();
         assert!(rendered.contains("import jax"));
         assert!(!rendered.contains("{{"), "every placeholder is filled");
-        let target = repo()
-            .join(SAMPLE_JAX)
-            .join(format!("{}.py", spec.model_name));
-        if update {
-            std::fs::write(&target, &rendered).unwrap();
-            continue;
-        }
-        let committed = std::fs::read_to_string(&target).unwrap_or_default();
-        assert!(
-            committed == rendered,
-            "{} is out of step with {}: rerun with JAX_RUNNER_UPDATE_SAMPLE=1",
-            target.display(),
-            spec.template
-        );
+        snapshot::assert_file(&format!("{SAMPLE_JAX}/{}.py", spec.model_name), &rendered);
     }
 }
 
+#[cfg(feature = "integration")]
 fn copy_tree(from: &Path, to: &Path) {
     for entry in walkdir::WalkDir::new(from) {
         let entry = entry.unwrap();
@@ -61,6 +49,7 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
+#[cfg(feature = "integration")]
 #[test]
 fn the_sample_runs_and_each_model_writes_its_simulation_results() {
     let t = Tree::new();

@@ -15,6 +15,9 @@ fn data_dir(r: &Value) -> std::path::PathBuf {
 
 #[test]
 fn a_hostile_script_is_contained_and_its_result_is_complete() {
+    if !prereq::require(prereq::Prereq::Bwrap, prereq::bwrap(), "a hostile script") {
+        return;
+    }
     let t = Tree::outside_tmp();
     t.fixture("hostile.py", "model/jax/hostile.py");
     let home = t.root().join("home");
@@ -237,6 +240,10 @@ fn sandbox_on_without_bwrap_is_exit_2_for_a_user_and_builtin_for_root() {
 /// sandbox users get is the one tested, and again started cold.
 #[test]
 fn no_capabilities_even_when_the_runner_is_root() {
+    let case = "no capabilities under bwrap";
+    if !prereq::require(prereq::Prereq::Bwrap, prereq::bwrap(), case) {
+        return;
+    }
     for warm in ["auto", "off"] {
         let t = Tree::outside_tmp();
         t.fixture("root_escape.py", "attacker/jax/root_escape.py");

@@ -37,6 +37,28 @@ fn wait_within(child: &mut std::process::Child, limit: Duration) -> std::process
     }
 }
 
+/// Waits until a process runs `program` (the runner has started it), failing if the
+/// runner exits first or a minute passes.
+fn wait_for_process(runner: &mut std::process::Child, program: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while processes_mentioning(program.to_str().unwrap()).is_empty() {
+        if let Some(status) = runner.try_wait().unwrap() {
+            panic!(
+                "the runner ended ({status}) before it started {}",
+                program.display()
+            );
+        }
+        if Instant::now() > deadline {
+            let _ = runner.kill();
+            panic!(
+                "the runner did not start {} within a minute",
+                program.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_signal_during_start_up_exits_130_and_keeps_the_previous_run() {
     for (name, sig) in [
@@ -60,8 +82,8 @@ fn a_signal_during_start_up_exits_130_and_keeps_the_previous_run() {
         let slow = slow_python(&t.root(), 20);
         let python = slow.to_str().unwrap();
         let mut child = t.spawn(&["--python", python, "--sandbox", "off"]);
-        // The probe is sleeping: start-up is under way.
-        std::thread::sleep(Duration::from_millis(800));
+        // The probe is sleeping: start-up is under way (the handlers come before it).
+        wait_for_process(&mut child, &slow);
         unsafe { libc::kill(child.id() as i32, sig) };
         let status = wait_within(&mut child, Duration::from_secs(10));
         assert_eq!(status.code(), Some(130), "{name}: {status:?}");
@@ -108,33 +130,28 @@ fn an_unreadable_output_dir_is_a_usage_error() {
     );
 }
 
-/// A small tmpfs, unmounted when dropped; `None` (with the reason printed) where
-/// mounting is not allowed.
+/// A small tmpfs, unmounted when dropped. Where it cannot be mounted the test fails,
+/// unless `JAX_RUNNER_TEST_SKIP=tmpfs` says so on purpose (then `None`).
 struct SmallDisk {
     dir: tempfile::TempDir,
 }
 
 impl SmallDisk {
-    fn mount(size: &str) -> Option<SmallDisk> {
+    fn mount(size: &str, case: &str) -> Option<SmallDisk> {
         let dir = tempfile::tempdir().unwrap();
         let done = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(dir.path())
             .output();
-        match done {
-            Ok(o) if o.status.success() => Some(SmallDisk { dir }),
-            Ok(o) => {
-                eprintln!(
-                    "skipped: cannot mount a tmpfs here ({})",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("skipped: cannot run mount ({e})");
-                None
-            }
-        }
+        let mounted = match done {
+            Ok(o) if o.status.success() => Ok(()),
+            Ok(o) => Err(format!(
+                "`mount -t tmpfs` failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => Err(format!("`mount` cannot run: {e}")),
+        };
+        prereq::require(prereq::Prereq::Tmpfs, mounted, case).then_some(SmallDisk { dir })
     }
 }
 
@@ -155,7 +172,7 @@ impl Drop for SmallDisk {
 
 #[test]
 fn a_full_results_file_system_stops_new_scripts_and_says_so() {
-    let Some(disk) = SmallDisk::mount("2m") else {
+    let Some(disk) = SmallDisk::mount("2m", "a full results file system") else {
         return;
     };
     let t = Tree::new();

@@ -163,8 +163,13 @@ mod tests {
             .args(["-c", "sleep 5 & sleep 5 & wait"])
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        let pids = tree_pids(child.id());
+        // Until the shell has started both sleeps, however loaded the machine.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut pids = tree_pids(child.id());
+        while pids.len() < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            pids = tree_pids(child.id());
+        }
         assert_eq!(pids.len(), 3, "{pids:?}");
         let mut sampler = TreeSampler::default();
         let total = sampler.sample(child.id());

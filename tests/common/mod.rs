@@ -1,5 +1,7 @@
-//! Shared helpers for integration tests: the managed interpreter, fixture trees, and
-//! reading what a run wrote.
+//! Shared helpers for the test files: the managed interpreter, fixture trees, reading
+//! what a run wrote, what the integration tier needs from the machine (`prereq`), and
+//! committed files checked as snapshots (`snapshot`). Both tiers compile it; only the
+//! integration tier (`--features integration`) calls [`python`].
 #![allow(dead_code)]
 
 pub mod watched;
@@ -12,6 +14,8 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 pub mod catalogue;
+pub mod prereq;
+pub mod snapshot;
 pub mod user;
 
 pub fn repo() -> PathBuf {
@@ -230,5 +234,19 @@ pub fn wait_for_output(log: &Path) {
             log.display()
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Waits (up to a minute) until `log` holds a line containing `needle`: the runner got
+/// that far.
+pub fn wait_for_line(log: &Path, needle: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(log).is_ok_and(|text| text.contains(needle)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never said {needle:?}",
+            log.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }

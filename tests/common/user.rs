@@ -72,13 +72,11 @@ pub struct Account {
 
 impl Account {
     /// Root, when the tests run as root, with the same interpreter as the user (so the
-    /// two differ only in who they are). Otherwise `None`, and says so on stderr: the
-    /// caller skips its root case (CI runs as root, so there every case runs).
+    /// two differ only in who they are). Otherwise the test fails, unless
+    /// `JAX_RUNNER_TEST_SKIP=root` says root is absent on purpose: then `None`, said on
+    /// stderr, and the caller skips its root case (see [`super::prereq`]).
     pub fn root(case: &str) -> Option<Account> {
-        if !tests_run_as_root() {
-            visible(&format!(
-                "SKIPPED {case}: it needs the tests to run as root (CI does)"
-            ));
+        if !super::prereq::require(super::prereq::Prereq::Root, super::prereq::root(), case) {
             return None;
         }
         Some(Account::new(

@@ -9,18 +9,25 @@ use super::dom::{self, attr};
 
 const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The `chromium` binary on PATH; its absence fails the test rather than skipping it.
-pub fn chromium() -> PathBuf {
+/// The `chromium` binary on PATH, or why there is none.
+fn find() -> Result<PathBuf, String> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|dir| dir.join("chromium"))
         .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "`chromium` is not on PATH: the report.html tests need headless Chromium. \
-                 `.ci/run` installs it; locally run `apt-get install -y chromium`"
-            )
-        })
+        .ok_or_else(|| "`chromium` is not on PATH".to_string())
+}
+
+/// Whether `case` may run: headless Chromium is here. Its absence fails the test
+/// rather than skipping it, unless `JAX_RUNNER_TEST_SKIP=chromium` (then `false`).
+pub fn here(case: &str) -> bool {
+    use crate::common::prereq;
+    prereq::require(prereq::Prereq::Chromium, find().map(|_| ()), case)
+}
+
+/// The `chromium` binary on PATH; see [`here`].
+pub fn chromium() -> PathBuf {
+    find().unwrap_or_else(|e| panic!("{e}: call `chromium::here` first"))
 }
 
 /// What headless Chromium made of a page.
