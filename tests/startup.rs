@@ -37,11 +37,18 @@ fn wait_within(child: &mut std::process::Child, limit: Duration) -> std::process
     }
 }
 
-/// Waits until a process runs `program` (the runner has started it), failing if the
-/// runner exits first or a minute passes.
+/// Waits until a process other than the runner (whose own arguments name it) runs
+/// `program`: the runner has started it. Fails if the runner exits first or a minute
+/// passes.
 fn wait_for_process(runner: &mut std::process::Child, program: &Path) {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while processes_mentioning(program.to_str().unwrap()).is_empty() {
+    let pid = runner.id();
+    let started = || {
+        processes_mentioning(program.to_str().unwrap())
+            .into_iter()
+            .any(|p| p != pid)
+    };
+    while !started() {
         if let Some(status) = runner.try_wait().unwrap() {
             panic!(
                 "the runner ended ({status}) before it started {}",

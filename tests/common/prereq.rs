@@ -93,6 +93,8 @@ pub fn missing(what: Prereq, case: &str, why: &str) {
 /// Whether `case` may run: `true` when `what` is `present`; otherwise see [`missing`]
 /// (fails, or `false` when the skip is asked for).
 pub fn require(what: Prereq, present: Result<(), String>, case: &str) -> bool {
+    // Read however it ends, so a misspelt name fails wherever the variable is set.
+    skipped();
     match present {
         Ok(()) => true,
         Err(why) => {
