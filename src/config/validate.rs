@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use std::num::NonZeroUsize;
 
-use super::{GpuShare, RayOptions, RunOptions, MAX_GPU_SHARE};
+use super::{Backend, GpuShare, RayOptions, RunOptions, MAX_GPU_SHARE};
 use crate::error::ConfigError;
 use crate::model::FailureClass;
 use crate::retry::RetryPolicy;
@@ -29,7 +29,7 @@ pub(super) fn validate_limits(opts: &RunOptions) -> Result<(), ConfigError> {
             "must be longer than zero, for example 90s or 30m",
         ));
     }
-    if let Some(b) = opts.max_log_bytes.filter(|b| *b < 1024) {
+    if let Some(b) = opts.max_log_size.filter(|b| *b < 1024) {
         return Err(invalid("--max-log-size", b, "must be at least 1KiB"));
     }
     if let Some(m) = opts.memory_limit.filter(|m| *m < 16 << 20) {
@@ -104,9 +104,17 @@ pub(super) fn extra_env(pairs: &[String]) -> Result<Vec<(String, String)>, Confi
 }
 
 /// `--backend ray`: the dashboard URL and token.
+/// Only `--backend ray` uses the address (RAY_ADDRESS may be set for other tools).
 pub(super) fn ray_options(opts: &RunOptions) -> Result<Option<RayOptions>, ConfigError> {
+    if opts.backend != Backend::Ray {
+        return Ok(None);
+    }
     match &opts.ray_address {
-        None => Ok(None),
+        None => Err(invalid(
+            "--ray-address",
+            "",
+            "use the dashboard URL, e.g. http://head-node:8265",
+        )),
         Some(a) if a.starts_with("http://") || a.starts_with("https://") => Ok(Some(RayOptions {
             address: a.clone(),
             token: opts.ray_token.clone(),
