@@ -25,7 +25,7 @@ pub use select::Selection;
 use tree::results_dir;
 pub use tree::{absolute, validate_output_dir, PipelineTree};
 pub(crate) use validate::valid_env_name;
-use validate::{extra_env, gpu_share, invalid, ray_options, retry_on, validate_limits};
+use validate::{at_least_one, extra_env, gpu_share, ray_options, retry_on, validate_limits};
 
 /// Where the persistent XLA compilation cache lives, if anywhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,6 +185,27 @@ impl RunConfig {
     fn validate(opts: RunOptions) -> Result<Self, ConfigError> {
         let output_dir = validate_output_dir(&opts.discover.output_dir)?;
         let tree = PipelineTree::of(&output_dir);
+        // `--fail-fast` is `--max-fail 1`.
+        let max_fail = at_least_one("--max-fail", opts.fail_fast.then_some(1).or(opts.max_fail))?;
+        let jobs = at_least_one("--jobs", opts.jobs)?;
+        validate_limits(&opts)?;
+        let compilation_cache = match opts.compilation_cache.as_deref() {
+            Some("off") | Some("none") => CompilationCache::Off,
+            Some(dir) => CompilationCache::Dir(absolute(Path::new(dir))),
+            None => CompilationCache::Dir(CompilationCache::default_dir()),
+        };
+        let ray = ray_options(&opts)?;
+        let gpu_share = gpu_share(opts.gpu_share.as_deref())?;
+        let retry_on = retry_on(opts.retry_on.as_deref())?;
+        let extra_env = extra_env(&opts.env)?;
+        let selection = Selection::parse(&opts.discover.filter, &opts.discover.exclude)?;
+        let layered = opts.layered;
+        let overrides = layered
+            .overrides
+            .iter()
+            .map(Override::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        // Last: a value refused above leaves no folder behind.
         let (results_dir, created_dirs) = match opts.dry_run {
             true => (
                 opts.discover
@@ -195,30 +216,8 @@ impl RunConfig {
             ),
             false => results_dir(opts.discover.results_dir.as_deref(), &tree)?,
         };
-        let max_fail = match (opts.fail_fast, opts.max_fail) {
-            (true, _) => NonZeroUsize::new(1),
-            (false, None) => None,
-            (false, Some(n)) => Some(
-                NonZeroUsize::new(n)
-                    .ok_or_else(|| invalid("--max-fail", n, "must be at least 1"))?,
-            ),
-        };
-        let jobs = match opts.jobs {
-            None => None,
-            Some(n) => Some(
-                NonZeroUsize::new(n).ok_or_else(|| invalid("--jobs", n, "must be at least 1"))?,
-            ),
-        };
-        validate_limits(&opts)?;
-        let compilation_cache = match opts.compilation_cache.as_deref() {
-            Some("off") | Some("none") => CompilationCache::Off,
-            Some(dir) => CompilationCache::Dir(absolute(Path::new(dir))),
-            None => CompilationCache::Dir(CompilationCache::default_dir()),
-        };
-        let ray = ray_options(&opts)?;
-        let layered = opts.layered;
         Ok(RunConfig {
-            gpu_share: gpu_share(opts.gpu_share.as_deref())?,
+            gpu_share,
             xla_preset: opts.xla_preset,
             run_id: crate::paths::run_id(std::time::SystemTime::now()),
             // The runner's own command line, as it was started: about the process, not
@@ -228,11 +227,11 @@ impl RunConfig {
                 .collect(),
             retry: RetryPolicy {
                 retries: opts.retries,
-                retry_on: retry_on(opts.retry_on.as_deref())?,
+                retry_on,
                 base_delay: opts.retry_delay,
                 ..RetryPolicy::default()
             },
-            extra_env: extra_env(&opts.env)?,
+            extra_env,
             ray,
             sandbox: opts.sandbox,
             memory_limit: opts.memory_limit,
@@ -244,15 +243,11 @@ impl RunConfig {
                 (false, false) => Reuse::None,
             },
             jax_trace: opts.jax_trace,
-            selection: Selection::parse(&opts.discover.filter, &opts.discover.exclude)?,
+            selection,
             max_fail,
             dry_run: opts.dry_run,
             no_capture: opts.no_capture,
-            overrides: layered
-                .overrides
-                .iter()
-                .map(Override::parse)
-                .collect::<Result<Vec<_>, _>>()?,
+            overrides,
             settings: layered.settings,
             profile: layered.profile,
             environment: layered.environment,

@@ -19,6 +19,15 @@ pub(super) fn invalid(option: &'static str, value: impl ToString, reason: &str) 
     }
 }
 
+/// A count that must be at least 1, when given.
+pub(super) fn at_least_one(
+    option: &'static str,
+    n: Option<usize>,
+) -> Result<Option<NonZeroUsize>, ConfigError> {
+    n.map(|n| NonZeroUsize::new(n).ok_or_else(|| invalid(option, n, "must be at least 1")))
+        .transpose()
+}
+
 /// Limits that cannot work: a zero timeout, a tiny log cap or memory limit, no
 /// processes, variable names that are not names.
 pub(super) fn validate_limits(opts: &RunOptions) -> Result<(), ConfigError> {
