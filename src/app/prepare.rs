@@ -14,6 +14,7 @@ use super::surroundings::{compilation_cache, sandbox_info, seccomp_filter, warm_
 use crate::config::RunConfig;
 use crate::discovery::Discovery;
 use crate::doctor::{self, DoctorReport, Live};
+use crate::environment::Environment;
 use crate::error::Error;
 use crate::history::History;
 use crate::listing::{bounded_messages, first_named, LISTED, NAMED};
@@ -64,7 +65,9 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
     let mut warnings = discovery_warnings(&discovery);
     let interpreter = match discovery.scripts.is_empty() {
         true => None,
-        false => Some(resolve_interpreter(config.python.clone()).await?),
+        false => {
+            Some(resolve_interpreter(config.python.clone(), config.environment.clone()).await?)
+        }
     };
     let cluster = match (&config.ray, &interpreter) {
         (Some(r), Some(_)) => {
@@ -300,7 +303,7 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
             let sandboxing_has_view = sandboxing.as_ref().is_ok_and(|s| s.has_view());
             let sandbox = sandboxing.ok().map(|sandboxing| SandboxSetup {
                 sandboxing,
-                home: std::env::var_os("HOME").map(PathBuf::from),
+                home: config.environment.var_os("HOME").map(PathBuf::from),
                 python_paths: sandbox::python_paths(
                     &interp.path,
                     &interp.info.prefix,
@@ -345,8 +348,11 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
 }
 
 /// The interpreter, resolved off the async threads (a first run builds a venv).
-async fn resolve_interpreter(flag: Option<PathBuf>) -> Result<Interpreter, Error> {
-    let interp = tokio::task::spawn_blocking(move || Resolver::from_env(flag).resolve())
+async fn resolve_interpreter(
+    flag: Option<PathBuf>,
+    env: Arc<Environment>,
+) -> Result<Interpreter, Error> {
+    let interp = tokio::task::spawn_blocking(move || Resolver::from_env(flag, &env).resolve())
         .await
         .map_err(|e| Error::Runtime(std::io::Error::other(e)))??;
     tracing::info!(
@@ -367,7 +373,7 @@ fn preflight(config: &RunConfig, interp: &Interpreter) -> DoctorReport {
         Device::Tpu => &[Platform::Tpu],
         Device::Cpu => &[],
     };
-    doctor::inspect(interp, config.device, Live::Only(live))
+    doctor::inspect(interp, config.device, Live::Only(live), &config.environment)
 }
 
 /// Where the user's own settings win over `--xla-preset`'s, said once before the run.
@@ -379,7 +385,7 @@ fn xla_preset_conflicts(config: &RunConfig) -> Vec<String> {
         let given = config.extra_env.iter().find(|(k, _)| k == name);
         given
             .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var(name).ok())
+            .or_else(|| config.environment.var(name))
     };
     crate::gpu::xla::merge(preset, user("XLA_FLAGS").as_deref(), user).conflicts
 }

@@ -109,6 +109,8 @@ pub fn warm_request(spec: &AttemptSpec, zygote: &Zygote) -> Result<WarmRequest, 
 fn warm_env(spec: &AttemptSpec) -> Result<std::collections::BTreeMap<String, String>, ZygoteError> {
     let mut env = std::collections::BTreeMap::new();
     if !spec.env_clear {
+        // The process's own environment, not the run's snapshot: a cold start's child
+        // inherits exactly this, and a warm one must match it.
         for (k, v) in std::env::vars_os() {
             let (Ok(k), Ok(v)) = (k.into_string(), v.into_string()) else {
                 return Err(ZygoteError::NotUtf8("environment"));
