@@ -5,6 +5,12 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use jax_runner::config::layers::Layers;
+use jax_runner::config::values::{choice, number};
+use jax_runner::error::ConfigError;
+
+use jax_runner::config::DiscoverOptions;
+use jax_runner::environment::Environment;
 use jax_runner::model::Device;
 
 pub const EXIT_CODES: &str = "\
@@ -89,115 +95,14 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
     /// The device that must work for exit code 0 (auto: any).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub device: DeviceArg,
+    #[arg(long, value_enum, ignore_case = true, default_value = "auto")]
+    pub device: Device,
     /// Python interpreter to inspect (else the one a run would use).
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
     /// Print one JSON document instead of the report.
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendArg {
-    Local,
-    Ray,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WarmArg {
-    Auto,
-    On,
-    Off,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LayoutArg {
-    Auto,
-    Gnn,
-    Plain,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ProgressArg {
-    Auto,
-    On,
-    Off,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum FallbackArg {
-    Cpu,
-    None,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum SandboxArg {
-    /// Every layer this machine has: bwrap where it works, and the built-in one.
-    Auto,
-    /// As auto, but fail when there is no sandbox at all.
-    On,
-    /// Insist on bubblewrap (and the built-in layer on top).
-    Bwrap,
-    /// The built-in layer alone (Landlock, seccomp; as root its own namespaces and uid).
-    Landlock,
-    /// No sandbox: scripts run as the runner's user with its environment.
-    Off,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum DeviceArg {
-    Auto,
-    Cpu,
-    /// An NVIDIA or AMD GPU (`cuda` and `rocm` are accepted for it, as jax names them).
-    #[value(alias = "cuda", alias = "rocm")]
-    Gpu,
-    Tpu,
-}
-
-impl From<DeviceArg> for Device {
-    fn from(d: DeviceArg) -> Device {
-        match d {
-            DeviceArg::Auto => Device::Auto,
-            DeviceArg::Cpu => Device::Cpu,
-            DeviceArg::Gpu => Device::Gpu,
-            DeviceArg::Tpu => Device::Tpu,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Args)]
-#[command(next_help_heading = "Discovery")]
-pub struct DiscoverArgs {
-    /// The pipeline output folder to search.
-    #[arg(long, value_name = "DIR", default_value = "output")]
-    pub output_dir: PathBuf,
-    /// Search sub-folders (the default).
-    #[arg(long, overrides_with = "no_recursive", hide_short_help = true)]
-    pub recursive: bool,
-    /// Only look at files directly inside --output-dir.
-    #[arg(long, overrides_with = "recursive", hide_short_help = true)]
-    pub no_recursive: bool,
-    /// Where results go [default: DIR/execution_results/jax]; never searched.
-    #[arg(long, value_name = "DIR", hide_short_help = true)]
-    pub results_dir: Option<PathBuf>,
-    /// Take only scripts whose id or path matches PATTERN (repeatable).
-    ///
-    /// PATTERN is a glob when it has *, ? or [, else a substring; the path is relative to
-    /// --output-dir, and a script runs when any -k matches.
-    #[arg(long = "filter", short = 'k', value_name = "PATTERN")]
-    pub filter: Vec<String>,
-    /// Leave out scripts whose id or path matches PATTERN, as for --filter (repeatable).
-    #[arg(long, value_name = "PATTERN", hide_short_help = true)]
-    pub exclude: Vec<String>,
-}
-
-/// `--xla-preset`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum XlaPresetArg {
-    Perf,
-    Deterministic,
 }
 
 /// `--config` and `--profile`: where the run's options may also come from.
@@ -217,7 +122,7 @@ pub struct ProfileArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ListArgs {
     #[command(flatten)]
-    pub discover: DiscoverArgs,
+    pub discover: DiscoverOptions,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -252,6 +157,7 @@ pub struct Verbosity {
     #[arg(
         long,
         value_enum,
+        ignore_case = true,
         default_value = "auto",
         global = true,
         hide_short_help = true
@@ -270,16 +176,22 @@ pub enum ColorArg {
 impl Verbosity {
     /// Whether the terminal gets colours: `--color`, then `NO_COLOR` (any non-empty
     /// value turns them off, as no-color.org asks), then whether stderr is a terminal.
-    pub fn color(self) -> bool {
+    pub fn color(self, env: &Environment) -> bool {
         use std::io::IsTerminal;
         match self.color {
             ColorArg::Always => true,
             ColorArg::Never => false,
             ColorArg::Auto => {
-                let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-                !no_color && std::io::stderr().is_terminal()
+                env.non_empty("NO_COLOR").is_none() && std::io::stderr().is_terminal()
             }
         }
+    }
+
+    /// Fills what the command line left out from the lower layers.
+    pub fn layer(&mut self, l: &mut Layers) -> Result<(), ConfigError> {
+        l.value(&mut self.verbose, "verbose", number)?;
+        l.value(&mut self.quiet, "quiet", number)?;
+        l.value(&mut self.color, "color", choice)
     }
 
     pub fn level(self) -> tracing::Level {
@@ -293,14 +205,8 @@ impl Verbosity {
     }
 }
 
-impl DiscoverArgs {
-    pub fn recursive(&self) -> bool {
-        !self.no_recursive
-    }
-}
-
-mod run;
-pub use run::RunArgs;
+/// `jax-runner [run]`'s options: the library's, parsed by clap as they are.
+pub use jax_runner::config::RunOptions as RunArgs;
 
 #[cfg(test)]
 mod tests;

@@ -3,6 +3,7 @@
 use jax_runner::app;
 use jax_runner::config::{self, validate_output_dir};
 use jax_runner::discovery::Script;
+use jax_runner::environment::Environment;
 use jax_runner::error::Error;
 use jax_runner::listing::LISTED;
 use jax_runner::python::{self, setup::Flavor, Resolver};
@@ -65,16 +66,16 @@ pub fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
     )
 }
 
-pub fn setup(flavor: FlavorArg, level: tracing::Level) -> Result<u8, Error> {
+pub fn setup(flavor: FlavorArg, env: &Environment, level: tracing::Level) -> Result<u8, Error> {
     init_logging(level, None);
     let flavor = match flavor {
         FlavorArg::Auto => Flavor::for_host(),
         FlavorArg::Cpu => Flavor::Cpu,
         FlavorArg::Cuda12 => Flavor::Cuda12,
     };
-    let managed = python::setup::ensure(flavor, std::env::var_os("PATH").as_deref())?;
+    let managed = python::setup::ensure(flavor, env.var_os("PATH"))?;
     let managed_info = python::probe_as(&managed, python::Source::Managed)?;
-    let chosen = Resolver::from_env(None).resolve()?;
+    let chosen = Resolver::from_env(None, env).resolve()?;
     if level < tracing::Level::INFO {
         println!("{}", chosen.path.display());
         return Ok(0);
@@ -98,11 +99,15 @@ pub fn setup(flavor: FlavorArg, level: tracing::Level) -> Result<u8, Error> {
     Ok(0)
 }
 
-pub fn doctor(args: &cli::DoctorArgs, level: tracing::Level) -> Result<u8, Error> {
+pub fn doctor(
+    args: &cli::DoctorArgs,
+    env: &Environment,
+    level: tracing::Level,
+) -> Result<u8, Error> {
     init_logging(level, None);
-    let interp = Resolver::from_env(args.python.clone()).inspect()?;
+    let interp = Resolver::from_env(args.python.clone(), env).inspect()?;
     let mut report =
-        jax_runner::doctor::inspect(&interp, args.device.into(), jax_runner::doctor::Live::All);
+        jax_runner::doctor::inspect(&interp, args.device, jax_runner::doctor::Live::All, env);
     report.sandbox = Some(jax_runner::doctor::sandbox::inspect());
     if args.json {
         println!(

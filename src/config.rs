@@ -2,12 +2,16 @@
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::environment::Environment;
 use crate::error::ConfigError;
 use crate::model::{Device, Reuse, SandboxMode, Setting, XlaPreset};
 use crate::retry::RetryPolicy;
 
+pub mod layers;
+mod options;
 pub mod overrides;
 pub mod profile;
 pub mod select;
@@ -15,12 +19,13 @@ mod tree;
 mod validate;
 pub mod values;
 
+pub use options::{Backend, DiscoverOptions, Fallback, Layered, Layout, Progress, RunOptions};
 pub use overrides::{settings_for, Override, ScriptSettings};
 pub use select::Selection;
 use tree::results_dir;
 pub use tree::{absolute, validate_output_dir, PipelineTree};
 pub(crate) use validate::valid_env_name;
-use validate::{extra_env, gpu_share, invalid, ray_options, retry_on, validate_limits};
+use validate::{at_least_one, extra_env, gpu_share, ray_options, retry_on, validate_limits};
 
 /// Where the persistent XLA compilation cache lives, if anywhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +113,8 @@ pub struct RunConfig {
     pub gpu_share: Option<GpuShare>,
     /// `--xla-preset`, added to GPU attempts' environment.
     pub xla_preset: Option<XlaPreset>,
+    /// The runner's parent environment, read once: every later decision asks it.
+    pub environment: Arc<Environment>,
 }
 
 /// `--gpu-share`.
@@ -145,7 +152,7 @@ pub struct RayOptions {
 }
 
 /// `--warm-start`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WarmStart {
     /// Wherever it can be done, inside the sandbox too.
     Auto,
@@ -153,142 +160,112 @@ pub enum WarmStart {
     Off,
 }
 
-/// The raw choices from the edge, before validation.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    pub output_dir: PathBuf,
-    pub results_dir: Option<PathBuf>,
-    pub device: Device,
-    pub recursive: bool,
-    pub jobs: Option<usize>,
-    pub timeout: Duration,
-    pub grace: Duration,
-    pub python: Option<PathBuf>,
-    /// `None` means the default folder in the user cache; `Some("off")` disables it.
-    pub compilation_cache: Option<String>,
-    /// Retries after the first attempt.
-    pub retries: u32,
-    /// Failure class names to retry; `None` keeps the default set.
-    pub retry_on: Option<Vec<String>>,
-    /// Delay before the first retry (doubles after each).
-    pub retry_delay: Duration,
-    /// `--fallback cpu` (or `none`).
-    pub fallback_to_cpu: bool,
-    pub max_log_bytes: Option<u64>,
-    pub preflight: bool,
-    pub sandbox: SandboxMode,
-    pub memory_limit: Option<u64>,
-    pub max_procs: Option<u32>,
-    /// `KEY=VALUE` strings.
-    pub env: Vec<String>,
-    pub env_pass: Vec<String>,
-    /// `Some(true)`: GNN layout; `Some(false)`: plain; `None`: when the tree holds
-    /// `11_render_output`.
-    pub gnn_layout: Option<bool>,
-    pub warm_start: WarmStart,
-    pub reuse: Reuse,
-    pub jax_trace: bool,
-    /// `Some(address)` for `--backend ray`.
-    pub ray_address: Option<String>,
-    pub ray_token: Option<String>,
-    /// `--ray-max-return`, bytes.
-    pub ray_max_return: u64,
-    /// `-k/--filter` patterns.
-    pub filters: Vec<String>,
-    /// `--exclude` patterns.
-    pub excludes: Vec<String>,
-    /// `--max-fail N`; `--fail-fast` is 1.
-    pub max_fail: Option<usize>,
-    pub dry_run: bool,
-    pub no_capture: bool,
-    /// The profile's `[[overrides]]` tables, as read.
-    pub overrides: Vec<profile::OverrideEntry>,
-    /// Where each option's value came from.
-    pub settings: std::collections::BTreeMap<String, Setting>,
-    /// The profile in use, when a config file was read.
-    pub profile: Option<String>,
-    /// `--gpu-share N|auto`, unparsed.
-    pub gpu_share: Option<String>,
-    pub xla_preset: Option<XlaPreset>,
-}
-
 impl RunConfig {
     /// Validates the options; creates the results folder (a dry run creates nothing).
+    /// A value a variable or a profile gave is blamed on it.
     pub fn from_options(opts: RunOptions) -> Result<Self, ConfigError> {
-        let output_dir = validate_output_dir(&opts.output_dir)?;
+        let sources = opts.layered.sources.clone();
+        Self::validate(opts).map_err(|e| match e {
+            ConfigError::Invalid {
+                option,
+                value,
+                reason,
+            } => sources
+                .get(option.trim_start_matches("--"))
+                .and_then(|s| s.blame(option, &value, &reason))
+                .unwrap_or(ConfigError::Invalid {
+                    option,
+                    value,
+                    reason,
+                }),
+            other => other,
+        })
+    }
+
+    fn validate(opts: RunOptions) -> Result<Self, ConfigError> {
+        let output_dir = validate_output_dir(&opts.discover.output_dir)?;
         let tree = PipelineTree::of(&output_dir);
-        let (results_dir, created_dirs) = match opts.dry_run {
-            true => (
-                opts.results_dir
-                    .as_deref()
-                    .map_or_else(|| tree.default_results_dir(), absolute),
-                Vec::new(),
-            ),
-            false => results_dir(opts.results_dir.as_deref(), &tree)?,
-        };
-        let max_fail = match opts.max_fail {
-            None => None,
-            Some(n) => Some(
-                NonZeroUsize::new(n)
-                    .ok_or_else(|| invalid("--max-fail", n, "must be at least 1"))?,
-            ),
-        };
-        let overrides = opts
-            .overrides
-            .iter()
-            .map(Override::parse)
-            .collect::<Result<Vec<_>, _>>()?;
-        let jobs = match opts.jobs {
-            None => None,
-            Some(n) => Some(
-                NonZeroUsize::new(n).ok_or_else(|| invalid("--jobs", n, "must be at least 1"))?,
-            ),
-        };
+        // `--fail-fast` is `--max-fail 1`.
+        let max_fail = at_least_one("--max-fail", opts.fail_fast.then_some(1).or(opts.max_fail))?;
+        let jobs = at_least_one("--jobs", opts.jobs)?;
         validate_limits(&opts)?;
         let compilation_cache = match opts.compilation_cache.as_deref() {
             Some("off") | Some("none") => CompilationCache::Off,
             Some(dir) => CompilationCache::Dir(absolute(Path::new(dir))),
             None => CompilationCache::Dir(CompilationCache::default_dir()),
         };
+        let ray = ray_options(&opts)?;
+        let gpu_share = gpu_share(opts.gpu_share.as_deref())?;
+        let retry_on = retry_on(opts.retry_on.as_deref())?;
+        let extra_env = extra_env(&opts.env)?;
+        let selection = Selection::parse(&opts.discover.filter, &opts.discover.exclude)?;
+        let layered = opts.layered;
+        let overrides = layered
+            .overrides
+            .iter()
+            .map(Override::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        // Last: a value refused above leaves no folder behind.
+        let (results_dir, created_dirs) = match opts.dry_run {
+            true => (
+                opts.discover
+                    .results_dir
+                    .as_deref()
+                    .map_or_else(|| tree.default_results_dir(), absolute),
+                Vec::new(),
+            ),
+            false => results_dir(opts.discover.results_dir.as_deref(), &tree)?,
+        };
         Ok(RunConfig {
-            gpu_share: gpu_share(opts.gpu_share.as_deref())?,
+            gpu_share,
             xla_preset: opts.xla_preset,
             run_id: crate::paths::run_id(std::time::SystemTime::now()),
+            // The runner's own command line, as it was started: about the process, not
+            // its environment.
             argv: std::env::args_os()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
             retry: RetryPolicy {
                 retries: opts.retries,
-                retry_on: retry_on(opts.retry_on.as_deref())?,
+                retry_on,
                 base_delay: opts.retry_delay,
                 ..RetryPolicy::default()
             },
-            extra_env: extra_env(&opts.env)?,
-            ray: ray_options(&opts)?,
+            extra_env,
+            ray,
             sandbox: opts.sandbox,
             memory_limit: opts.memory_limit,
             max_procs: opts.max_procs,
-            pass_env: opts.env_pass,
             warm_start: opts.warm_start,
-            reuse: opts.reuse,
+            reuse: match (opts.resume, opts.rerun_failed) {
+                (true, _) => Reuse::Resume,
+                (false, true) => Reuse::RerunFailed,
+                (false, false) => Reuse::None,
+            },
             jax_trace: opts.jax_trace,
-            selection: Selection::parse(&opts.filters, &opts.excludes)?,
+            selection,
             max_fail,
             dry_run: opts.dry_run,
             no_capture: opts.no_capture,
             overrides,
-            settings: opts.settings,
-            profile: opts.profile,
-            gnn_layout: opts.gnn_layout.unwrap_or(tree.is_gnn),
+            settings: layered.settings,
+            profile: layered.profile,
+            environment: layered.environment,
+            gnn_layout: match opts.layout {
+                Layout::Auto => tree.is_gnn,
+                Layout::Gnn => true,
+                Layout::Plain => false,
+            },
             step12_dir: tree.step12_dir(),
-            fallback_to_cpu: opts.fallback_to_cpu,
-            max_log_bytes: opts.max_log_bytes,
-            preflight: opts.preflight,
+            fallback_to_cpu: opts.fallback == Fallback::Cpu,
+            max_log_bytes: opts.max_log_size,
+            preflight: !opts.no_preflight,
+            recursive: opts.discover.recursive(),
+            pass_env: opts.env_pass,
             output_dir,
             results_dir,
             created_dirs,
             device: opts.device,
-            recursive: opts.recursive,
             jobs,
             timeout: opts.timeout,
             grace: opts.grace,
@@ -298,48 +275,31 @@ impl RunConfig {
     }
 }
 
-/// Options as a test starts from: CPU, no cache, no sandbox, one retry.
+/// Options as a test starts from: CPU, no cache, no sandbox, one retry, clap's
+/// defaults otherwise, and the test process's environment.
 #[cfg(test)]
 pub(crate) fn test_options(dir: &Path) -> RunOptions {
-    RunOptions {
-        output_dir: dir.to_path_buf(),
-        results_dir: None,
-        device: Device::Cpu,
-        recursive: true,
-        jobs: None,
-        timeout: Duration::from_secs(60),
-        grace: Duration::from_secs(1),
-        python: None,
-        compilation_cache: Some("off".into()),
-        retries: 1,
-        retry_on: None,
-        retry_delay: Duration::from_secs(1),
-        fallback_to_cpu: true,
-        max_log_bytes: None,
-        preflight: false,
-        sandbox: SandboxMode::Off,
-        memory_limit: None,
-        max_procs: None,
-        env: vec![],
-        env_pass: vec![],
-        gnn_layout: None,
-        warm_start: WarmStart::Off,
-        reuse: Reuse::None,
-        jax_trace: false,
-        ray_address: None,
-        ray_token: None,
-        ray_max_return: 50 << 20,
-        filters: vec![],
-        excludes: vec![],
-        max_fail: None,
-        dry_run: false,
-        no_capture: false,
-        overrides: vec![],
-        settings: Default::default(),
-        profile: None,
-        gpu_share: None,
-        xla_preset: None,
-    }
+    let dir = dir.to_string_lossy();
+    let mut o = RunOptions::from_args([
+        "--output-dir",
+        &dir,
+        "--device",
+        "cpu",
+        "--compilation-cache",
+        "off",
+        "--sandbox",
+        "off",
+        "--warm-start",
+        "off",
+        "--timeout",
+        "60s",
+        "--grace",
+        "1s",
+        "--no-preflight",
+    ])
+    .expect("the test options parse");
+    o.layered.environment = Arc::new(Environment::capture());
+    o
 }
 
 #[cfg(test)]

@@ -230,24 +230,27 @@ pub fn move_path(from_root: &Path, from: &Path, to_root: &Path, to: &Path) -> st
 }
 
 /// Copies a tree as it is: links as links, regular files streamed, anything else (a
-/// FIFO, a device) left out, so nothing is waited on.
+/// FIFO, a device) left out, so nothing is waited on. No link is followed, `from`
+/// itself included.
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    let meta = std::fs::symlink_metadata(from)?;
-    if meta.is_dir() {
-        std::fs::create_dir_all(to)?;
-        for entry in std::fs::read_dir(from)? {
-            let entry = entry?;
-            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+    for entry in walkdir::WalkDir::new(from).follow_root_links(false) {
+        let entry = entry?;
+        let rel = entry.path().strip_prefix(from).unwrap_or(Path::new(""));
+        let dest = match rel.as_os_str().is_empty() {
+            true => to.to_path_buf(),
+            false => to.join(rel),
+        };
+        let kind = entry.file_type();
+        if kind.is_dir() {
+            std::fs::create_dir_all(&dest)?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &dest)?;
+        } else if kind.is_file() {
+            let mut source = crate::confined::open_in(entry.path())?;
+            std::io::copy(&mut source, &mut crate::confined::create_file(&dest)?)?;
         }
-        Ok(())
-    } else if meta.file_type().is_symlink() {
-        std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
-    } else if meta.is_file() {
-        let mut source = crate::confined::open_in(from)?;
-        std::io::copy(&mut source, &mut crate::confined::create_file(to)?).map(|_| ())
-    } else {
-        Ok(())
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod config;
 pub mod confined;
 pub mod discovery;
 pub mod doctor;
+pub mod environment;
 pub mod error;
 pub mod events;
 pub mod gpu;

@@ -14,12 +14,13 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 use cli::{Cli, Command};
-use jax_runner::config::RunConfig;
+use jax_runner::app;
+use jax_runner::config::{Progress, RunConfig};
+use jax_runner::environment::Environment;
 use jax_runner::error::{Error, ReportError};
 use jax_runner::halt::Halt;
 use jax_runner::report::{self, summary};
 use jax_runner::runner::Stop;
-use jax_runner::{app, config};
 use term::{init_logging, COLOR};
 
 const EXIT_FAILED: u8 = 1;
@@ -50,25 +51,32 @@ fn main() -> ExitCode {
             .collect();
         return ExitCode::from(jax_runner::runner::sentinel::run(&rest) as u8);
     }
-    let layered = match layers::parse(std::env::args_os().collect()) {
-        Ok(layered) => layered,
+    // The one read of the parent's environment: every later decision asks this.
+    let env = Arc::new(Environment::capture());
+    let parsed = match layers::parse(std::env::args_os().collect(), &env) {
+        Ok(parsed) => parsed,
         Err(layers::LayerError::Clap(e)) => e.exit(),
         Err(layers::LayerError::Config(e)) => {
             eprintln!("error: {}", chain(&e));
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let cli = &layered.cli;
+    let cli = &parsed.cli;
     let level = cli.verbosity.level();
-    let color = cli.verbosity.color();
+    let color = cli.verbosity.color(&env);
     let _ = COLOR.set(color);
     console::set_colors_enabled_stderr(color);
+    if level >= tracing::Level::WARN {
+        for w in &parsed.warnings {
+            eprintln!("{} {w}", console::style("warning:").yellow().bold());
+        }
+    }
     let outcome = match &cli.command {
-        None => run(&cli.run, &layered, level),
-        Some(Command::Run(args)) => run(args, &layered, level),
+        None => run(&cli.run, level),
+        Some(Command::Run(args)) => run(args, level),
         Some(Command::List(args)) => commands::list(args, level),
-        Some(Command::Setup(args)) => commands::setup(args.flavor, level),
-        Some(Command::Doctor(args)) => commands::doctor(args, level),
+        Some(Command::Setup(args)) => commands::setup(args.flavor, &env, level),
+        Some(Command::Doctor(args)) => commands::doctor(args, &env, level),
         Some(Command::Schema { name }) => {
             let schema = jax_runner::schema::schema(name).expect("clap checked the name");
             println!(
@@ -134,7 +142,7 @@ fn chain(err: &dyn std::error::Error) -> String {
 /// A run. The signal handlers come first, before the lock, discovery and the
 /// interpreter probe: a SIGINT, SIGTERM or SIGHUP during start-up ends it with 130
 /// and leaves the previous run's files as they were.
-fn run(args: &cli::RunArgs, layered: &layers::Layered, level: tracing::Level) -> Result<u8, Error> {
+fn run(args: &cli::RunArgs, level: tracing::Level) -> Result<u8, Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -145,11 +153,7 @@ fn run(args: &cli::RunArgs, layered: &layers::Layered, level: tracing::Level) ->
         let signals = Signals::install().map_err(Error::Runtime)?;
         runtime.spawn(forward_signals(signals, stop_tx));
     }
-    let mut options = args.options();
-    options.settings = layered.settings.clone();
-    options.profile = layered.profile.clone();
-    options.overrides = layered.overrides.clone();
-    let outcome = start_and_run(&runtime, args, options, level, stop_rx);
+    let outcome = start_and_run(&runtime, args, level, stop_rx);
     if matches!(outcome, Err(Error::Interrupted)) {
         // A start-up step may still run on a blocking thread (the interpreter probe,
         // a first run's environment build): leave without waiting for it.
@@ -161,20 +165,19 @@ fn run(args: &cli::RunArgs, layered: &layers::Layered, level: tracing::Level) ->
 fn start_and_run(
     runtime: &tokio::runtime::Runtime,
     args: &cli::RunArgs,
-    options: config::RunOptions,
     level: tracing::Level,
     stop: watch::Receiver<Stop>,
 ) -> Result<u8, Error> {
-    let config = Arc::new(RunConfig::from_options(options)?);
+    let config = Arc::new(RunConfig::from_options(args.clone())?);
     if config.dry_run {
         init_logging(level, None);
         return dry_run(runtime, &config, args.events.as_deref(), stop);
     }
     let events_to_stdout = args.events.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let progress = match args.progress {
-        cli::ProgressArg::On => true,
-        cli::ProgressArg::Off => false,
-        cli::ProgressArg::Auto => std::io::stderr().is_terminal() && level >= tracing::Level::INFO,
+        Progress::On => true,
+        Progress::Off => false,
+        Progress::Auto => std::io::stderr().is_terminal() && level >= tracing::Level::INFO,
     };
     // Before anything touches the results folder: a second runner must not truncate
     // the first one's log.

@@ -109,7 +109,7 @@ fn gpu_plan(config: &RunConfig, nvml: &NvmlReport, gpu_peak_mb: Option<f64>) -> 
         .iter()
         .find(|(k, _)| k == "CUDA_VISIBLE_DEVICES")
         .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var("CUDA_VISIBLE_DEVICES").ok());
+        .or_else(|| config.environment.var("CUDA_VISIBLE_DEVICES"));
     let devices = share::devices(&nvml.gpus, nvml.gpu_count().max(1), visible.as_deref());
     let (share, reason) = match config.gpu_share {
         None => (1, "one script per GPU".to_string()),

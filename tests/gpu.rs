@@ -45,9 +45,18 @@ fn gpu_run(t: &Tree, nvml: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// The environment attempt `attempt` of `id` saw, as the probe wrote it: in the data
+/// folder for the script's last attempt, in the run's history for an earlier one
+/// (each attempt starts in an empty data folder).
 fn env_of(t: &Tree, id: &str, attempt: u32) -> Value {
-    let data = t.results_dir().join("data").join(id);
-    read_json(&data.join(format!("env.attempt{attempt}.json")))
+    let name = format!("env.attempt{attempt}.json");
+    let data = t.results_dir().join("data").join(id).join(&name);
+    if data.exists() {
+        return read_json(&data);
+    }
+    let run_id = t.metrics()["run"]["run_id"].as_str().unwrap().to_string();
+    let kept = t.results_dir().join("history").join(run_id).join("attempts").join(id);
+    read_json(&kept.join(format!("attempt{attempt}")).join(name))
 }
 
 #[test]

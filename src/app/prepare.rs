@@ -14,11 +14,12 @@ use super::surroundings::{compilation_cache, sandbox_info, seccomp_filter, warm_
 use crate::config::RunConfig;
 use crate::discovery::Discovery;
 use crate::doctor::{self, DoctorReport, Live};
+use crate::environment::Environment;
 use crate::error::Error;
 use crate::history::History;
 use crate::listing::{bounded_messages, first_named, LISTED, NAMED};
 use crate::model::{Device, Platform, SandboxInfo};
-use crate::plan::{plan, ray_plan, Plan};
+use crate::plan::{plan, ray_plan, Cluster, Plan};
 use crate::python::{Interpreter, Resolver};
 use crate::report::gnn::GnnEntry;
 use crate::runner::backends::{self, SandboxSetup, Shared};
@@ -59,29 +60,14 @@ pub struct Execution {
 
 /// Prepares a run of `config`.
 pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
-    let mut warnings = Vec::new();
     let sandboxing = choose_sandbox(config)?;
     let discovery = discover(config)?;
-    // One line per kind past a few: 200,000 missing entries make one warning.
-    warnings.extend(bounded_messages(
-        &discovery.warnings,
-        LISTED,
-        "discovery warnings (every one is in performance_metrics.json)",
-    ));
-    match discovery.missing.as_slice() {
-        [] => {}
-        [m] => warnings.push(format!(
-            "the render manifest lists {m}, which does not exist"
-        )),
-        many => warnings.push(format!(
-            "the render manifest lists {} scripts that do not exist: {}",
-            many.len(),
-            first_named(many, NAMED)
-        )),
-    }
+    let mut warnings = discovery_warnings(&discovery);
     let interpreter = match discovery.scripts.is_empty() {
         true => None,
-        false => Some(resolve_interpreter(config.python.clone()).await?),
+        false => {
+            Some(resolve_interpreter(config.python.clone(), config.environment.clone()).await?)
+        }
     };
     let cluster = match (&config.ray, &interpreter) {
         (Some(r), Some(_)) => {
@@ -101,22 +87,13 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         _ => None,
     };
     let history = History::load(&config.results_dir);
-    let mut plan = match &cluster {
-        Some(c) => ray_plan(config, c),
-        None => plan(
-            config,
-            environment.as_ref(),
-            crate::plan::Learned {
-                peak_mb: history.max_peak_mb(),
-                gpu_peak_mb: history.max_gpu_peak_mb(),
-            },
-        ),
-    };
-    if cluster.is_none() {
-        let (jobs, lowered) = crate::runner::capacity::clamp_jobs_here(plan.jobs);
-        plan.jobs = jobs;
-        warnings.extend(lowered);
-    }
+    let plan = plan_run(
+        config,
+        cluster.as_ref(),
+        environment.as_ref(),
+        &history,
+        &mut warnings,
+    );
     if let (Ok(s), None) = (&sandboxing, &config.ray) {
         warnings.extend(s.missing());
     }
@@ -156,26 +133,7 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
             (None, Some(dry))
         }
         Some(inputs) => {
-            // Who the scripts are on the host: a root runner's take an unused uid for
-            // the run (never for a dry run, which holds nothing).
-            let identity = match sandboxing.is_ok() {
-                true => Identity::for_tree(&config.output_dir).map_err(|e| {
-                    Error::Config(crate::error::ConfigError::SandboxUnavailable {
-                        reason: format!("failed to choose the sandbox user: {e}"),
-                        hint: "run jax-runner as an ordinary user, or with --sandbox off",
-                    })
-                })?,
-                false => Identity::current(),
-            };
-            let compilation_cache = match (&compilation_cache, sandboxing.is_ok()) {
-                (Some(dir), true) => give_cache(dir, &identity, &mut warnings),
-                (cache, _) => cache.clone(),
-            };
-            let setup = Setup {
-                sandboxing,
-                identity: Arc::new(identity),
-                compilation_cache,
-            };
+            let setup = setup(config, sandboxing, &compilation_cache, &mut warnings)?;
             let exec = execution(inputs, setup, &mut warnings).await;
             (Some(exec), None)
         }
@@ -196,6 +154,79 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         sandbox_layers,
         execution,
         dry,
+    })
+}
+
+/// What discovery has to say before the run: one line per kind past a few, so
+/// 200,000 missing entries make one warning.
+fn discovery_warnings(discovery: &Discovery) -> Vec<String> {
+    let mut warnings = bounded_messages(
+        &discovery.warnings,
+        LISTED,
+        "discovery warnings (every one is in performance_metrics.json)",
+    );
+    match discovery.missing.as_slice() {
+        [] => {}
+        [m] => warnings.push(format!(
+            "the render manifest lists {m}, which does not exist"
+        )),
+        many => warnings.push(format!(
+            "the render manifest lists {} scripts that do not exist: {}",
+            many.len(),
+            first_named(many, NAMED)
+        )),
+    }
+    warnings
+}
+
+/// The platform and width: the cluster's, or this machine's, where `--jobs` is lowered
+/// to what the machine holds.
+fn plan_run(
+    config: &RunConfig,
+    cluster: Option<&Cluster>,
+    environment: Option<&DoctorReport>,
+    history: &History,
+    warnings: &mut Vec<String>,
+) -> Plan {
+    if let Some(c) = cluster {
+        return ray_plan(config, c);
+    }
+    let learned = crate::plan::Learned {
+        peak_mb: history.max_peak_mb(),
+        gpu_peak_mb: history.max_gpu_peak_mb(),
+    };
+    let mut plan = plan(config, environment, learned);
+    let (jobs, lowered) = crate::runner::capacity::clamp_jobs_here(plan.jobs);
+    plan.jobs = jobs;
+    warnings.extend(lowered);
+    plan
+}
+
+/// Who the scripts are on the host, and the cache they write: a root runner's take
+/// an unused uid for the run (never for a dry run, which holds nothing).
+fn setup(
+    config: &RunConfig,
+    sandboxing: Result<Sandboxing, String>,
+    compilation_cache: &Option<PathBuf>,
+    warnings: &mut Vec<String>,
+) -> Result<Setup, Error> {
+    let identity = match sandboxing.is_ok() {
+        true => Identity::for_tree(&config.output_dir).map_err(|e| {
+            Error::Config(crate::error::ConfigError::SandboxUnavailable {
+                reason: format!("failed to choose the sandbox user: {e}"),
+                hint: "run jax-runner as an ordinary user, or with --sandbox off",
+            })
+        })?,
+        false => Identity::current(),
+    };
+    let compilation_cache = match (compilation_cache, sandboxing.is_ok()) {
+        (Some(dir), true) => give_cache(dir, &identity, warnings),
+        (cache, _) => cache.clone(),
+    };
+    Ok(Setup {
+        sandboxing,
+        identity: Arc::new(identity),
+        compilation_cache,
     })
 }
 
@@ -272,7 +303,7 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
             let sandboxing_has_view = sandboxing.as_ref().is_ok_and(|s| s.has_view());
             let sandbox = sandboxing.ok().map(|sandboxing| SandboxSetup {
                 sandboxing,
-                home: std::env::var_os("HOME").map(PathBuf::from),
+                home: config.environment.var_os("HOME").map(PathBuf::from),
                 python_paths: sandbox::python_paths(
                     &interp.path,
                     &interp.info.prefix,
@@ -317,8 +348,11 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
 }
 
 /// The interpreter, resolved off the async threads (a first run builds a venv).
-async fn resolve_interpreter(flag: Option<PathBuf>) -> Result<Interpreter, Error> {
-    let interp = tokio::task::spawn_blocking(move || Resolver::from_env(flag).resolve())
+async fn resolve_interpreter(
+    flag: Option<PathBuf>,
+    env: Arc<Environment>,
+) -> Result<Interpreter, Error> {
+    let interp = tokio::task::spawn_blocking(move || Resolver::from_env(flag, &env).resolve())
         .await
         .map_err(|e| Error::Runtime(std::io::Error::other(e)))??;
     tracing::info!(
@@ -339,7 +373,7 @@ fn preflight(config: &RunConfig, interp: &Interpreter) -> DoctorReport {
         Device::Tpu => &[Platform::Tpu],
         Device::Cpu => &[],
     };
-    doctor::inspect(interp, config.device, Live::Only(live))
+    doctor::inspect(interp, config.device, Live::Only(live), &config.environment)
 }
 
 /// Where the user's own settings win over `--xla-preset`'s, said once before the run.
@@ -351,7 +385,7 @@ fn xla_preset_conflicts(config: &RunConfig) -> Vec<String> {
         let given = config.extra_env.iter().find(|(k, _)| k == name);
         given
             .map(|(_, v)| v.clone())
-            .or_else(|| std::env::var(name).ok())
+            .or_else(|| config.environment.var(name))
     };
     crate::gpu::xla::merge(preset, user("XLA_FLAGS").as_deref(), user).conflicts
 }

@@ -196,7 +196,10 @@ fn fingerprint_inputs(config: &RunConfig, interp: &Interpreter) -> Vec<(&'static
     if let Some(p) = config.xla_preset {
         inputs.push(("xla_preset", p.as_str().to_string()));
     }
-    let mut env: Vec<(String, String)> = std::env::vars()
+    let mut env: Vec<(String, String)> = config
+        .environment
+        .text_vars()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .filter(|(k, _)| {
             (k.starts_with("JAX_") || k.starts_with("XLA_") || k == "CUDA_VISIBLE_DEVICES")
                 && !k.starts_with("JAX_RUNNER_")

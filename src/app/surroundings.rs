@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::{CompilationCache, RunConfig, WarmStart};
+use crate::environment::Environment;
 use crate::error::ConfigError;
 use crate::model::{SandboxInfo, SandboxMode};
 use crate::python::Interpreter;
@@ -152,7 +153,7 @@ pub(super) async fn warm_start(
         None => None,
     };
     let pass = sandbox.as_ref().map(|_| config.pass_env.as_slice());
-    let env = zygote_env(shim_dir.as_deref(), pass);
+    let env = zygote_env(&config.environment, shim_dir.as_deref(), pass);
     let python = interp.path.clone();
     // Forked from this worker thread, which lives as long as the run (see
     // `Zygote::launch`); only the wait for it goes to the blocking pool.
@@ -177,10 +178,13 @@ pub(super) async fn warm_start(
 /// `/proc/self/environ` still shows the zygote's start-up environment, and a `JAX_*`
 /// variable jax read at import would otherwise stay in force for every script.
 pub(super) fn zygote_env(
+    parent: &Environment,
     shim_dir: Option<&std::path::Path>,
     sandboxed: Option<&[String]>,
 ) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    let mut env: Vec<_> = std::env::vars_os()
+    let mut env: Vec<_> = parent
+        .iter()
+        .map(|(k, v)| (k.to_os_string(), v.to_os_string()))
         .filter(|(k, _)| k != "PYTHONPATH" && k != "JAX_PLATFORM_NAME")
         .filter(|(k, _)| {
             let name = k.to_string_lossy();
@@ -193,7 +197,7 @@ pub(super) fn zygote_env(
         })
         .collect();
     if let Some(dir) = shim_dir {
-        env.push(("PYTHONPATH".into(), telemetry::python_path(dir)));
+        env.push(("PYTHONPATH".into(), telemetry::python_path(dir, parent)));
     }
     // Importing jax must not reach for a GPU; scripts set their own platform.
     env.push(("JAX_PLATFORMS".into(), "cpu".into()));

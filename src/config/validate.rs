@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use std::num::NonZeroUsize;
 
-use super::{GpuShare, RayOptions, RunOptions, MAX_GPU_SHARE};
+use super::{Backend, GpuShare, RayOptions, RunOptions, MAX_GPU_SHARE};
 use crate::error::ConfigError;
 use crate::model::FailureClass;
 use crate::retry::RetryPolicy;
@@ -19,6 +19,15 @@ pub(super) fn invalid(option: &'static str, value: impl ToString, reason: &str) 
     }
 }
 
+/// A count that must be at least 1, when given.
+pub(super) fn at_least_one(
+    option: &'static str,
+    n: Option<usize>,
+) -> Result<Option<NonZeroUsize>, ConfigError> {
+    n.map(|n| NonZeroUsize::new(n).ok_or_else(|| invalid(option, n, "must be at least 1")))
+        .transpose()
+}
+
 /// Limits that cannot work: a zero timeout, a tiny log cap or memory limit, no
 /// processes, variable names that are not names.
 pub(super) fn validate_limits(opts: &RunOptions) -> Result<(), ConfigError> {
@@ -29,7 +38,7 @@ pub(super) fn validate_limits(opts: &RunOptions) -> Result<(), ConfigError> {
             "must be longer than zero, for example 90s or 30m",
         ));
     }
-    if let Some(b) = opts.max_log_bytes.filter(|b| *b < 1024) {
+    if let Some(b) = opts.max_log_size.filter(|b| *b < 1024) {
         return Err(invalid("--max-log-size", b, "must be at least 1KiB"));
     }
     if let Some(m) = opts.memory_limit.filter(|m| *m < 16 << 20) {
@@ -104,9 +113,17 @@ pub(super) fn extra_env(pairs: &[String]) -> Result<Vec<(String, String)>, Confi
 }
 
 /// `--backend ray`: the dashboard URL and token.
+/// Only `--backend ray` uses the address (RAY_ADDRESS may be set for other tools).
 pub(super) fn ray_options(opts: &RunOptions) -> Result<Option<RayOptions>, ConfigError> {
+    if opts.backend != Backend::Ray {
+        return Ok(None);
+    }
     match &opts.ray_address {
-        None => Ok(None),
+        None => Err(invalid(
+            "--ray-address",
+            "",
+            "use the dashboard URL, e.g. http://head-node:8265",
+        )),
         Some(a) if a.starts_with("http://") || a.starts_with("https://") => Ok(Some(RayOptions {
             address: a.clone(),
             token: opts.ray_token.clone(),

@@ -1,5 +1,6 @@
 //! Parsers for option values that the command line, the environment and a profile
-//! share: sizes (`50M`, `1G`), durations (`90s`, `5m`) and devices.
+//! share: sizes (`50M`, `1G`), durations (`90s`, `5m`), numbers, switches and the
+//! value enums (clap's own `ValueEnum`s). One parser per type, whatever the source.
 
 use std::time::Duration;
 
@@ -41,14 +42,35 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// A device name as `--device` takes it (`cuda` and `rocm` mean `gpu`).
 pub fn parse_device(s: &str) -> Result<Device, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "auto" => Ok(Device::Auto),
-        "cpu" => Ok(Device::Cpu),
-        "gpu" | "cuda" | "rocm" => Ok(Device::Gpu),
-        "tpu" => Ok(Device::Tpu),
-        other => Err(format!(
-            "{other:?} is not a device: use auto, cpu, gpu or tpu"
-        )),
+    choice(s)
+}
+
+/// One of a value enum's names or aliases, in any case, as clap takes it.
+pub fn choice<T: clap::ValueEnum>(s: &str) -> Result<T, String> {
+    T::from_str(s.trim(), true).map_err(|_| {
+        let names: Vec<String> = T::value_variants()
+            .iter()
+            .filter_map(|v| v.to_possible_value())
+            .map(|p| p.get_name().to_string())
+            .collect();
+        format!("{:?} is not one of {}", s.trim(), names.join(", "))
+    })
+}
+
+/// A whole number, of whatever width the option holds.
+pub fn number<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("{:?} is not a whole number in range", s.trim()))
+}
+
+/// A switch's value from a variable or a profile: 1/0, true/false, yes/no, on/off
+/// (empty is off).
+pub fn boolish(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" | "" => Some(false),
+        _ => None,
     }
 }
 
@@ -71,5 +93,10 @@ mod tests {
         assert!(parse_duration("-5s").unwrap_err().contains("positive"));
         assert_eq!(parse_device("CUDA").unwrap(), Device::Gpu);
         assert!(parse_device("npu").unwrap_err().contains("auto, cpu, gpu"));
+        assert_eq!(parse_device(" rocm ").unwrap(), Device::Gpu);
+        assert_eq!(number::<u32>("7").unwrap(), 7);
+        assert!(number::<usize>("-1").is_err());
+        assert_eq!(boolish("On"), Some(true));
+        assert_eq!(boolish("maybe"), None);
     }
 }

@@ -1,6 +1,12 @@
 //! Walks of a folder a script wrote (its data folder, the compilation cache): every
 //! entry below it, never through a symlink, never opening what is not a folder, and
 //! stopping at a bound however many entries the script made.
+//!
+//! Not `walkdir`, on purpose: walkdir opens each folder by its whole path, so a script
+//! still running (or a grandchild it left) that swaps a folder for a symlink between
+//! two reads sends the walk out of its folder. Here every folder is opened from the
+//! walk's own top descriptor with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` (see
+//! `resolve.rs`), and the privilege bits are cleared through descriptors, never paths.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};

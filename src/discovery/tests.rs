@@ -244,3 +244,28 @@ fn a_manifest_entry_behind_a_link_out_is_refused_from_either_root() {
         assert_eq!(d.refused, vec!["linked/jax/evil.py"]);
     }
 }
+
+/// A loop met where the walk would not go anyway (a skipped folder's name, or below
+/// the top without `--recursive`) is no warning; two links to one folder enter it once.
+#[test]
+fn loops_where_the_walk_does_not_go_are_quiet_and_linked_folders_are_entered_once() {
+    let (_t, root) = tree();
+    write(&root, "m/jax/x.py", "import jax\n");
+    symlink(&root, root.join("m/__pycache__")).unwrap();
+    symlink(root.join("m"), root.join("one")).unwrap();
+    symlink(root.join("m"), root.join("two")).unwrap();
+    let walked = super::walk::walk(&super::bounds::Bounds::of(&root), true, &[]);
+    assert!(walked.warnings.is_empty(), "{:?}", walked.warnings);
+    // `m/jax/x.py`, and once more through whichever link was read first.
+    assert_eq!(walked.candidates.len(), 2, "{:?}", walked.candidates);
+    symlink(&root, root.join("loop")).unwrap();
+    let d = discover(
+        &root,
+        &DiscoverOptions {
+            recursive: false,
+            exclude: vec![],
+        },
+    )
+    .unwrap();
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+}

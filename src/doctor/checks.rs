@@ -7,14 +7,15 @@ use std::path::Path;
 
 use super::environment::{environment_findings, library_findings};
 use super::finding::{major_minor, version_cmp, ALL, GPU};
+use crate::environment::Environment;
 use crate::model::doctor::{Finding, LibraryDir, LiveCheck, NvmlReport, PythonReport, Severity};
 use crate::model::{Device, Platform};
 use crate::python::{setup::Flavor, shell_quote, Interpreter};
 
 /// The environment variables that change what jax does.
-pub fn relevant_environment() -> BTreeMap<String, String> {
-    std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+pub fn relevant_environment(env: &Environment) -> BTreeMap<String, String> {
+    env.iter()
+        .filter_map(|(k, v)| Some((k.to_str()?.to_string(), v.to_string_lossy().into_owned())))
         .filter(|(k, _)| {
             k.starts_with("JAX_")
                 || k.starts_with("XLA_")

@@ -80,10 +80,15 @@ fn host() -> Host {
 /// Inspects the host, the driver, the interpreter and the environment, runs the
 /// live checks asked for, and decides per device. The sandbox section is the doctor
 /// command's ([`sandbox::inspect`]): a run's results say which layers it used.
-pub fn inspect(interp: &Interpreter, device: Device, live: Live) -> DoctorReport {
+pub fn inspect(
+    interp: &Interpreter,
+    device: Device,
+    live: Live,
+    parent: &crate::environment::Environment,
+) -> DoctorReport {
     let nvml = crate::gpu::inspect();
-    let env = checks::relevant_environment();
-    let libs = libs::scan_ld_library_path(std::env::var_os("LD_LIBRARY_PATH").as_deref());
+    let env = checks::relevant_environment(parent);
+    let libs = libs::scan_ld_library_path(parent.var_os("LD_LIBRARY_PATH"));
     let python = checks::python_report(interp, libs);
     let mut findings = checks::findings(interp, &python, &nvml, &env, device);
     let candidates = checks::candidate_platforms(&python, &nvml);

@@ -53,6 +53,7 @@ fn bwrap() -> BwrapProbe {
             error: None,
         },
         Err(e) => {
+            // The bwrap `detect` looked for: the process's PATH, as it starts it.
             let path = crate::paths::find_on_path("bwrap", std::env::var_os("PATH").as_deref());
             let version = match &e {
                 SandboxError::TooOld { version } => Some(version.clone()),

@@ -71,6 +71,8 @@ pub fn system() -> Arc<dyn Nvml> {
     static SYSTEM: OnceLock<Arc<dyn Nvml>> = OnceLock::new();
     SYSTEM
         .get_or_init(|| {
+            // The process's own switches, read once with the process-wide library it
+            // chooses (no run, doctor or sampler has a snapshot of its own to hand).
             if let Some(path) = std::env::var_os(FAKE_VAR).filter(|p| !p.is_empty()) {
                 Arc::new(FakeNvml::new(path.into()))
             } else if std::env::var_os("JAX_RUNNER_NO_NVML").is_some_and(|v| v == "1") {
@@ -92,6 +94,7 @@ pub fn inspect() -> NvmlReport {
 /// [`inspect`] through a given NVML.
 pub fn inspect_with(nvml: &dyn Nvml) -> NvmlReport {
     let mut report = nvml.report();
+    // Beside the process-wide NVML switches above, and read the same way.
     report.count_override = std::env::var("JAX_RUNNER_GPU_COUNT")
         .ok()
         .and_then(|v| v.parse().ok());

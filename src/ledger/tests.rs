@@ -123,3 +123,26 @@ fn a_file_in_the_way_of_a_data_folder_is_left_for_the_attempt_to_report() {
     assert!(l.archive_record("a", &data, &[]).is_empty());
     assert!(data.is_file());
 }
+
+/// The copy a move across file systems makes: folders and files as they are, links as
+/// links (never followed, the top one included), a FIFO left out rather than waited on.
+#[test]
+fn a_copied_tree_keeps_links_as_links_and_leaves_fifos_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let from = tmp.path().join("from");
+    touch(&from.join("a/b/data.json"), "{}");
+    std::os::unix::fs::symlink("/etc", from.join("a/elsewhere")).unwrap();
+    let fifo = from.join("a/pipe");
+    rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from(0o644)).unwrap();
+    let to = tmp.path().join("to");
+    copy_tree(&from, &to).unwrap();
+    assert_eq!(std::fs::read(to.join("a/b/data.json")).unwrap(), b"{}");
+    assert_eq!(
+        std::fs::read_link(to.join("a/elsewhere")).unwrap(),
+        Path::new("/etc")
+    );
+    assert!(!to.join("a/pipe").exists());
+    std::os::unix::fs::symlink(&from, tmp.path().join("link")).unwrap();
+    copy_tree(&tmp.path().join("link"), &tmp.path().join("copy")).unwrap();
+    assert_eq!(std::fs::read_link(tmp.path().join("copy")).unwrap(), from);
+}

@@ -5,13 +5,20 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The device a user asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+/// The device a user asks for (`--device`: clap parses it, from every source).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Device {
     /// The GPU when one is usable, else the CPU.
     Auto,
     Cpu,
+    #[value(
+        alias = "cuda",
+        alias = "rocm",
+        help = "An NVIDIA or AMD GPU (`cuda` and `rocm` are accepted for it, as jax names them)"
+    )]
     Gpu,
     Tpu,
 }
@@ -191,18 +198,27 @@ pub struct RayJob {
 }
 
 /// `--sandbox`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxMode {
     /// Every layer this machine has: bwrap where it works, and the built-in layer.
+    #[value(help = "Every layer this machine has: bwrap where it works, and the built-in one")]
     Auto,
     /// As `Auto`, but a usage error when there is no sandbox at all.
+    #[value(help = "As auto, but fail when there is no sandbox at all")]
     On,
     /// bubblewrap required (a usage error without it), the built-in layer on top.
+    #[value(help = "Insist on bubblewrap (and the built-in layer on top)")]
     Bwrap,
     /// The built-in layer alone: Landlock (required), seccomp, and as root its own
     /// namespaces and the sandbox uid.
+    #[value(
+        help = "The built-in layer alone (Landlock, seccomp; as root its own namespaces and uid)"
+    )]
     Landlock,
+    #[value(help = "No sandbox: scripts run as the runner's user with its environment")]
     Off,
 }
 
@@ -229,7 +245,9 @@ pub enum GpuMemorySource {
 }
 
 /// `--xla-preset`: XLA settings added to GPU attempts' environment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum XlaPreset {
     /// Faster kernels and scheduling: Triton GEMMs, the latency-hiding scheduler, PGLE.

@@ -62,6 +62,7 @@ impl Witness {
             env: ENV
                 .iter()
                 .map(|k| {
+                    // The process's own: the probe's child inherits exactly these.
                     let v = std::env::var_os(k).map(|v| v.to_string_lossy().into_owned());
                     (k.to_string(), v)
                 })

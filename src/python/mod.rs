@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::environment::Environment;
 use crate::error::PythonError;
 
 const PROBE: &str = include_str!("probe.py");
@@ -105,9 +106,10 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    /// Reads `JAX_RUNNER_PYTHON`, `VIRTUAL_ENV` and `PATH` from this process.
-    pub fn from_env(flag: Option<PathBuf>) -> Self {
-        let var = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    /// Reads `JAX_RUNNER_PYTHON`, `VIRTUAL_ENV` and `PATH` from the runner's
+    /// environment.
+    pub fn from_env(flag: Option<PathBuf>, env: &Environment) -> Self {
+        let var = |name| env.non_empty(name).map(OsString::from);
         Resolver {
             flag,
             env_var: var("JAX_RUNNER_PYTHON").map(PathBuf::from),

@@ -20,8 +20,34 @@ pub fn render_bytes(run: &RunRecord) -> Result<Vec<u8>, ReportError> {
 
 /// Renders the Markdown report.
 pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
-    let t = &m.totals;
     let mut s = String::new();
+    summary(&mut s, m);
+    table(&mut s, m, scripts);
+    // Every script this run ran or meant to run that did not succeed, so the section
+    // counts what the summary line's statuses other than succeeded and carried count.
+    let failures: Vec<&ScriptRecord> = scripts
+        .iter()
+        .copied()
+        .filter(|d| d.needs_attention())
+        .collect();
+    if !failures.is_empty() {
+        let counts = Outcomes::count(failures.iter().map(|d| d.status));
+        let _ = writeln!(
+            s,
+            "\n## Did not succeed ({}: {})",
+            failures.len(),
+            counts.problems()
+        );
+        for d in failures {
+            failure(&mut s, d);
+        }
+    }
+    s
+}
+
+/// The title, the summary line and the run's table.
+fn summary(s: &mut String, m: &PerformanceMetrics) {
+    let t = &m.totals;
     let _ = writeln!(s, "# JAX execution report\n");
     let _ = writeln!(
         s,
@@ -52,6 +78,10 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
     let _ = writeln!(s, "| fallbacks | {} |", t.fallbacks);
     let _ = writeln!(s, "| device mismatches | {} |", t.device_mismatches);
     let _ = writeln!(s, "| leaked processes | {} |\n", t.leaks);
+}
+
+/// The table of scripts, then the manifest's missing and refused entries.
+fn table(s: &mut String, m: &PerformanceMetrics, scripts: &[&ScriptRecord]) {
     let _ = writeln!(s, "## Scripts\n");
     // The GPU column only where some script has a GPU figure.
     let gpu = scripts.iter().any(|d| d.peak_gpu_memory_mb.is_some());
@@ -114,26 +144,6 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
             );
         }
     }
-    // Every script this run ran or meant to run that did not succeed, so the section
-    // counts what the summary line's statuses other than succeeded and carried count.
-    let failures: Vec<&ScriptRecord> = scripts
-        .iter()
-        .copied()
-        .filter(|d| d.needs_attention())
-        .collect();
-    if !failures.is_empty() {
-        let counts = Outcomes::count(failures.iter().map(|d| d.status));
-        let _ = writeln!(
-            s,
-            "\n## Did not succeed ({}: {})",
-            failures.len(),
-            counts.problems()
-        );
-        for d in failures {
-            failure(&mut s, d);
-        }
-    }
-    s
 }
 
 /// One failure: its id, the reason, the exception and the output tail.

@@ -52,10 +52,12 @@ impl Shared {
             data_dir: req.data_dir,
             attempt: req.number,
             compilation_cache: self.compilation_cache.as_deref(),
-            telemetry: self
-                .shim_dir
-                .as_ref()
-                .map(|dir| (report.as_path(), telemetry::python_path(dir))),
+            telemetry: self.shim_dir.as_ref().map(|dir| {
+                (
+                    report.as_path(),
+                    telemetry::python_path(dir, &self.config.environment),
+                )
+            }),
             profile_dir: profile_dir.as_deref(),
             gpu: req.gpu,
         });
@@ -73,17 +75,17 @@ impl Shared {
                         .iter()
                         .find(|(k, _)| k == name)
                         .map(|(_, v)| v.clone())
-                        .or_else(|| std::env::var(name).ok().filter(|_| passes))
+                        .or_else(|| self.config.environment.var(name).filter(|_| passes))
                 };
                 crate::gpu::xla::merge(p, user("XLA_FLAGS").as_deref(), user)
             })
             .unwrap_or_default();
         let mut vars: Vec<(OsString, OsString)> = Vec::new();
         if sandboxed {
-            for (k, v) in std::env::vars_os() {
+            for (k, v) in self.config.environment.iter() {
                 let name = k.to_string_lossy();
                 if env::allowlisted(&name) || self.config.pass_env.iter().any(|p| *p == name) {
-                    vars.push((k, v));
+                    vars.push((k.to_os_string(), v.to_os_string()));
                 }
             }
         }

@@ -107,25 +107,7 @@ pub async fn run_attempt(
     };
     // Whatever is left in the group goes, then anything that escaped it.
     sys::kill_group(pid, libc::SIGKILL);
-    let token = spec.token.clone();
-    let seen = sampler.seen.clone();
-    let init = spec
-        .sandbox
-        .as_ref()
-        .and_then(|sb| sb.bwrap_path())
-        .map(|p| p.to_string_lossy().into_owned());
-    let cgroup = spec.cgroup.clone();
-    let mut leaks = tokio::task::spawn_blocking(move || {
-        let mut leaks = reaper::sweep(&token, &seen, init.as_deref());
-        // What the sweep cannot see (a process that cleared its token and left the
-        // group and session) is still in the attempt's cgroup.
-        if let Some(cg) = cgroup {
-            leaks.extend(reaper::cgroup_leftovers(&cg, &leaks, init.as_deref()));
-        }
-        leaks
-    })
-    .await
-    .unwrap_or_default();
+    let mut leaks = sweep(spec, sampler.seen.clone()).await;
     let (stdout, stderr, held_open) = collect_output(out_task, err_task).await;
     if held_open {
         leaks.push(Leak {
@@ -150,6 +132,29 @@ pub async fn run_attempt(
         gpu: gpu.as_ref().and_then(GpuSampler::usage),
         start,
     })
+}
+
+/// Kills what the attempt left running outside its group, found by its token, and
+/// names it.
+async fn sweep(spec: &AttemptSpec, seen: Vec<u32>) -> Vec<Leak> {
+    let token = spec.token.clone();
+    let init = spec
+        .sandbox
+        .as_ref()
+        .and_then(|sb| sb.bwrap_path())
+        .map(|p| p.to_string_lossy().into_owned());
+    let cgroup = spec.cgroup.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut leaks = reaper::sweep(&token, &seen, init.as_deref());
+        // What the sweep cannot see (a process that cleared its token and left the
+        // group and session) is still in the attempt's cgroup.
+        if let Some(cg) = cgroup {
+            leaks.extend(reaper::cgroup_leftovers(&cg, &leaks, init.as_deref()));
+        }
+        leaks
+    })
+    .await
+    .unwrap_or_default()
 }
 
 /// Watches a running attempt until it exits: samples its tree, enforces the time

@@ -52,6 +52,7 @@ pub fn helper() -> PathBuf {
 
 /// Finds `bwrap` on PATH and proves it can build the namespaces a run needs.
 pub fn detect() -> Result<Bwrap, SandboxError> {
+    // The process's PATH: the runner itself starts bwrap, as this process.
     let path = crate::paths::find_on_path("bwrap", std::env::var_os("PATH").as_deref())
         .ok_or(SandboxError::NotInstalled)?;
     let version = Command::new(&path)

@@ -41,7 +41,7 @@ impl SandboxSetup {
     /// the helper that finishes a cold start.
     fn readable(&self, shared: &Shared) -> Vec<PathBuf> {
         let mut readable = self.python_paths.clone();
-        if let Some(pp) = std::env::var_os("PYTHONPATH") {
+        if let Some(pp) = shared.config.environment.var_os("PYTHONPATH") {
             readable.extend(std::env::split_paths(&pp).filter(|p| p.is_absolute()));
         }
         readable.extend(shared.shim_dir.clone());

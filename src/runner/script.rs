@@ -39,37 +39,21 @@ pub async fn run_script(
     // Before anything of this run's is written: the earlier record goes to the
     // history, so the attempt starts in an empty data folder and claims no old file.
     ctx.archive_record(&script.id, &data_dir, &mut result);
-    let mut prepared = leftovers::make_folders(ctx, &data_dir, &mut result);
-    if let Err(e) = &prepared {
-        ctx.halt.check(&data_dir, e);
-    }
+    let mut prepared = leftovers::ready(ctx, &script.id, &data_dir, 1, &mut result);
     let mut platform = starting_platform(ctx, script, &settings, &mut result, events);
     let mut retries_done = 0;
     // Set for the retry, alone on the GPU, of an attempt that ran out of GPU memory.
     let mut alone = false;
     for number in 1.. {
         if number > 1 && prepared.is_ok() {
-            // Each attempt starts empty too: the one before keeps its files in history.
-            for e in ctx.ledger().archive_attempt(&script.id, &data_dir, number) {
-                result.note_problem(crate::error::chain(&e).join(": "));
-            }
-            prepared = leftovers::make_folders(ctx, &data_dir, &mut result);
-            if let Err(e) = &prepared {
-                ctx.halt.check(&data_dir, e);
-            }
+            prepared = leftovers::ready(ctx, &script.id, &data_dir, number, &mut result);
         }
         let slot = lease.as_ref().map_or(0, Lease::slot);
         let gpu_slot = (platform == Platform::Gpu)
             .then(|| ctx.plan.gpu.as_ref()?.slot(slot, alone))
             .flatten();
         let (stdout_log, stderr_log) = ctx.log_paths(&script.id, number);
-        events.emit(RunEvent::ScriptStarted {
-            id: script.id.clone(),
-            attempt: number,
-            device: platform,
-            path: script.relative_path.to_string_lossy().into_owned(),
-            slot,
-        });
+        events.emit(started(script, number, platform, slot));
         let request = AttemptRequest {
             script,
             number,
@@ -133,11 +117,33 @@ pub async fn run_script(
             None => break,
         }
     }
+    conclude(ctx, result, &data_dir, events)
+}
+
+/// The event that attempt `number` starts.
+fn started(script: &Script, number: u32, platform: Platform, slot: usize) -> RunEvent {
+    RunEvent::ScriptStarted {
+        id: script.id.clone(),
+        attempt: number,
+        device: platform,
+        path: script.relative_path.to_string_lossy().into_owned(),
+        slot,
+    }
+}
+
+/// The script's result made whole (its data files, what it left, why it failed),
+/// counted and sent.
+fn conclude(
+    ctx: &RunContext,
+    mut result: ScriptResult,
+    data_dir: &std::path::Path,
+    events: &EventSender,
+) -> ScriptSummary {
     finish(&mut result);
     gpu::finish(ctx, &mut result);
-    leftovers::clear_privileges(&data_dir, &mut result);
-    result.data_files = crate::confined::relative_files(&data_dir, 10_000);
-    leftovers::check_leftovers(&data_dir, &mut result);
+    leftovers::clear_privileges(data_dir, &mut result);
+    result.data_files = crate::confined::relative_files(data_dir, 10_000);
+    leftovers::check_leftovers(data_dir, &mut result);
     explain(&mut result);
     let summary = ScriptSummary::of(&result);
     // Counted while this script still holds its slot, so the next script cannot take

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::environment::Environment;
 use crate::model::JaxTelemetry;
 
 pub(crate) const SHIM: &str = include_str!("telemetry/sitecustomize.py");
@@ -30,9 +31,9 @@ pub fn install(cache_dir: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// `PYTHONPATH` with the shim folder first and the parent's entries after it.
-pub fn python_path(shim_dir: &Path) -> OsString {
+pub fn python_path(shim_dir: &Path, parent: &Environment) -> OsString {
     let mut paths = vec![shim_dir.to_path_buf()];
-    if let Some(existing) = std::env::var_os("PYTHONPATH") {
+    if let Some(existing) = parent.var_os("PYTHONPATH") {
         paths.extend(std::env::split_paths(&existing).filter(|p| !p.as_os_str().is_empty()));
     }
     std::env::join_paths(paths).unwrap_or_else(|_| shim_dir.as_os_str().to_owned())
@@ -101,7 +102,9 @@ mod tests {
             std::fs::read_to_string(a.join("sitecustomize.py")).unwrap(),
             SHIM
         );
-        let pp = python_path(&a);
+        let parent = crate::environment::Environment::from_pairs([("PYTHONPATH", "/p")]);
+        let pp = python_path(&a, &parent);
+        assert!(pp.to_string_lossy().ends_with(":/p"), "{pp:?}");
         assert!(pp.to_string_lossy().starts_with(a.to_str().unwrap()));
     }
 

@@ -165,6 +165,51 @@ fn bad_keys_and_values_name_their_file_and_line() {
     let out = t.cmd().env("JAX_RUNNER_JOBS", "many").output().unwrap();
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("JAX_RUNNER_JOBS"), "{}", stderr(&out));
+    // A value the checks refuse after parsing is blamed on its variable too.
+    let out = t.cmd().env("JAX_RUNNER_JOBS", "0").output().unwrap();
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains("\"0\" in the variable JAX_RUNNER_JOBS: must be at least 1"),
+        "{err}"
+    );
+    assert!(!t.root().join("execution_results").exists());
+}
+
+#[test]
+fn misspelled_keys_and_variables_get_the_nearest_name() {
+    let (t, cwd) = tree();
+    let file = cwd.path().join("typo.toml");
+    std::fs::write(&file, "[profile.default]\njobs = 2\ntimout = \"1s\"\n").unwrap();
+    let out = t
+        .cmd()
+        .args(["--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "typo.toml:3: `timout` is not an option of jax-runner; did you mean \"timeout\"?"
+        ),
+        "{err}"
+    );
+    // An unknown variable is a warning, and the run goes on.
+    let out = t
+        .cmd()
+        .current_dir(cwd.path())
+        .args(["-k", "reporter"])
+        .env("JAX_RUNNER_TIMOUT", "5m")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "JAX_RUNNER_TIMOUT is not a jax-runner variable; did you mean JAX_RUNNER_TIMEOUT?"
+        ),
+        "{err}"
+    );
 }
 
 #[test]

@@ -34,7 +34,7 @@ fn text(s: &str) -> Value {
 fn config(overrides: &[OverrideEntry]) -> (tempfile::TempDir, crate::config::RunConfig) {
     let dir = tempfile::tempdir().unwrap();
     let mut opts = crate::config::test_options(dir.path());
-    opts.overrides = overrides.to_vec();
+    opts.layered.overrides = overrides.to_vec();
     opts.env = vec!["BASE=1".into(), "SEED=0".into()];
     let config = crate::config::RunConfig::from_options(opts).unwrap();
     (dir, config)

@@ -21,26 +21,20 @@ pub fn package(dir: &Path) -> Result<Vec<u8>, RayError> {
         path: dir.to_path_buf(),
         message,
     };
+    // Sorted by name folder by folder, which is the order of the paths sorted whole:
+    // the same folder always makes the same archive.
+    let walk = walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !is_left_out(e.file_name()));
     let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d)
-            .map_err(|e| fail(e.to_string()))?
-            .flatten()
-        {
-            let p = e.path();
-            let name = e.file_name();
-            if name == "__pycache__" || name.to_string_lossy().starts_with('.') {
-                continue;
-            }
-            match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(p),
-                Ok(t) if t.is_file() => files.push(p),
-                _ => {}
-            }
+    for entry in walk {
+        let entry = entry.map_err(|e| fail(e.to_string()))?;
+        // Links are not followed, and neither sent: only what the folder holds.
+        if entry.file_type().is_file() {
+            files.push(entry.into_path());
         }
     }
-    files.sort();
     let mut total = 0u64;
     let mut entries = Vec::new();
     for f in files {
@@ -63,6 +57,11 @@ pub fn package(dir: &Path) -> Result<Vec<u8>, RayError> {
         entries.push((rel, bytes));
     }
     zip_entries(&entries).map_err(|e| fail(e.to_string()))
+}
+
+/// Bytecode caches and hidden files stay behind.
+fn is_left_out(name: &std::ffi::OsStr) -> bool {
+    name == "__pycache__" || name.to_string_lossy().starts_with('.')
 }
 
 /// jax-runner's own package: the wrapper at the root (Ray puts the root on

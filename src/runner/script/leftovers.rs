@@ -13,12 +13,33 @@ use crate::model::gnn::{
 use crate::model::ScriptResult;
 use crate::runner::RunContext;
 
+/// The folders of attempt `number`, made, with the halt checked when they cannot be.
+/// A later attempt starts empty too: the one before keeps its files in the history.
+pub(super) fn ready(
+    ctx: &RunContext,
+    id: &str,
+    data_dir: &Path,
+    number: u32,
+    result: &mut ScriptResult,
+) -> std::io::Result<()> {
+    if number > 1 {
+        for e in ctx.ledger().archive_attempt(id, data_dir, number) {
+            result.note_problem(crate::error::chain(&e).join(": "));
+        }
+    }
+    let made = make_folders(ctx, data_dir, result);
+    if let Err(e) = &made {
+        ctx.halt.check(data_dir, e);
+    }
+    made
+}
+
 /// Makes `logs/` and the script's data folder, each below the folder it belongs to
 /// (the results folder, or GNN's `12_execute_output`), which is trusted as named.
 /// Below it, a symlink where a folder should be is removed and a real folder made: the
 /// runner owns these folders, and a link there would send the script's data, or the
 /// sandbox's writable mount, wherever the link points.
-pub(super) fn make_folders(
+fn make_folders(
     ctx: &RunContext,
     data_dir: &Path,
     result: &mut ScriptResult,

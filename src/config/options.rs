@@ -1,29 +1,36 @@
-//! `jax-runner [run]`'s options, and their translation into the library's
-//! [`RunOptions`].
+//! A run's options, as clap parses them from the command line and [`super::layers`]
+//! fills them from `JAX_RUNNER_*` variables and the profile: one struct of the final
+//! types, validated once into [`super::RunConfig`]. The value enums here and in
+//! [`crate::model`] are clap's own (`ValueEnum`), so every source parses a value with
+//! the same parser.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
-use jax_runner::config::values::{parse_duration, parse_size};
-use jax_runner::config::{RunOptions, WarmStart};
-use jax_runner::model::{Reuse, SandboxMode};
+use super::layers::Source;
+use super::values::{parse_duration, parse_size};
+use super::WarmStart;
+use crate::environment::Environment;
+use crate::model::{Device, SandboxMode, Setting, XlaPreset};
 
-use super::{
-    BackendArg, DeviceArg, DiscoverArgs, FallbackArg, LayoutArg, ProgressArg, SandboxArg, WarmArg,
-    XlaPresetArg,
-};
-
+/// `jax-runner [run]`'s options, before validation.
 #[derive(Debug, Clone, Args)]
-pub struct RunArgs {
+pub struct RunOptions {
     #[command(flatten)]
-    pub discover: DiscoverArgs,
+    pub discover: DiscoverOptions,
     /// Device to run on.
     ///
     /// auto takes the GPU when the pre-flight ran jax on it.
-    #[arg(help_heading = "Device", long, value_enum, default_value = "auto")]
-    pub device: DeviceArg,
+    #[arg(
+        help_heading = "Device",
+        long,
+        value_enum,
+        ignore_case = true,
+        default_value = "auto"
+    )]
+    pub device: Device,
     /// Scripts run at once [default: one per core, or per GPU].
     ///
     /// The default is the CPU cores for CPU runs, one per GPU for GPU runs.
@@ -80,10 +87,11 @@ pub struct RunArgs {
         help_heading = "Failures",
         long,
         value_enum,
+        ignore_case = true,
         value_name = "cpu|none",
         default_value = "cpu"
     )]
-    pub fallback: FallbackArg,
+    pub fallback: Fallback,
     /// Cap on each log file (e.g. 50M, 1G), keeping its head and its end [default: no cap].
     #[arg(hide_short_help = true, help_heading = "Reports", long, value_name = "SIZE", value_parser = parse_size)]
     pub max_log_size: Option<u64>,
@@ -95,9 +103,10 @@ pub struct RunArgs {
         help_heading = "Sandbox and limits",
         long,
         value_enum,
+        ignore_case = true,
         default_value = "auto"
     )]
-    pub sandbox: SandboxArg,
+    pub sandbox: SandboxMode,
     /// Kill a script whose process tree's resident memory passes SIZE (e.g. 4G).
     #[arg(hide_short_help = true, help_heading = "Sandbox and limits", long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_limit: Option<u64>,
@@ -133,34 +142,35 @@ pub struct RunArgs {
         help_heading = "Speed",
         long,
         value_enum,
+        ignore_case = true,
         default_value = "auto"
     )]
-    pub warm_start: WarmArg,
+    pub warm_start: WarmStart,
     /// Where scripts run: here, or as jobs on a Ray cluster (--ray-address).
     #[arg(
         hide_short_help = true,
         long,
         value_enum,
+        ignore_case = true,
         default_value = "local",
         help_heading = "Backend"
     )]
-    pub backend: BackendArg,
-    /// The Ray cluster's dashboard address, e.g. http://head-node:8265.
+    pub backend: Backend,
+    /// The Ray cluster's dashboard address, e.g. http://head-node:8265 (also
+    /// RAY_ADDRESS).
     #[arg(
         hide_short_help = true,
         long,
         value_name = "URL",
-        env = "RAY_ADDRESS",
         help_heading = "Backend"
     )]
     pub ray_address: Option<String>,
-    /// Bearer token for Ray clusters with token authentication.
+    /// Bearer token for Ray clusters with token authentication (better given as
+    /// JAX_RUNNER_RAY_TOKEN: a command line is visible to other users).
     #[arg(
         hide_short_help = true,
         long,
         value_name = "TOKEN",
-        env = "JAX_RUNNER_RAY_TOKEN",
-        hide_env_values = true,
         help_heading = "Backend"
     )]
     pub ray_token: Option<String>,
@@ -195,9 +205,10 @@ pub struct RunArgs {
         help_heading = "Reports",
         long,
         value_enum,
+        ignore_case = true,
         default_value = "auto"
     )]
-    pub layout: LayoutArg,
+    pub layout: Layout,
     /// Write the event stream as NDJSON to FILE, or to standard output with `-`.
     #[arg(
         hide_short_help = true,
@@ -212,9 +223,10 @@ pub struct RunArgs {
         help_heading = "Reports",
         long,
         value_enum,
+        ignore_case = true,
         default_value = "auto"
     )]
-    pub progress: ProgressArg,
+    pub progress: Progress,
     /// Skip the environment pre-flight (the doctor checks a run does once); GPU
     /// problems then show up script by script and fall back there.
     #[arg(hide_short_help = true, help_heading = "Device", long)]
@@ -261,81 +273,101 @@ pub struct RunArgs {
         help_heading = "Device",
         long,
         value_enum,
+        ignore_case = true,
         value_name = "perf|deterministic"
     )]
-    pub xla_preset: Option<XlaPresetArg>,
+    pub xla_preset: Option<XlaPreset>,
+    /// Where each value came from, the profile's overrides and the parent's
+    /// environment: filled by [`super::layers`], never by clap.
+    #[arg(skip)]
+    pub layered: Layered,
 }
 
-impl RunArgs {
-    pub fn options(&self) -> RunOptions {
-        RunOptions {
-            output_dir: self.discover.output_dir.clone(),
-            results_dir: self.discover.results_dir.clone(),
-            device: self.device.into(),
-            recursive: self.discover.recursive(),
-            jobs: self.jobs,
-            timeout: self.timeout,
-            grace: self.grace,
-            python: self.python.clone(),
-            compilation_cache: self.compilation_cache.clone(),
-            retries: self.retries,
-            retry_on: self.retry_on.clone(),
-            retry_delay: self.retry_delay,
-            fallback_to_cpu: matches!(self.fallback, FallbackArg::Cpu),
-            max_log_bytes: self.max_log_size,
-            preflight: !self.no_preflight,
-            sandbox: match self.sandbox {
-                SandboxArg::Auto => SandboxMode::Auto,
-                SandboxArg::On => SandboxMode::On,
-                SandboxArg::Bwrap => SandboxMode::Bwrap,
-                SandboxArg::Landlock => SandboxMode::Landlock,
-                SandboxArg::Off => SandboxMode::Off,
-            },
-            memory_limit: self.memory_limit,
-            max_procs: self.max_procs,
-            env: self.env.clone(),
-            env_pass: self.env_pass.clone(),
-            reuse: if self.resume {
-                Reuse::Resume
-            } else if self.rerun_failed {
-                Reuse::RerunFailed
-            } else {
-                Reuse::None
-            },
-            jax_trace: self.jax_trace,
-            filters: self.discover.filter.clone(),
-            excludes: self.discover.exclude.clone(),
-            max_fail: if self.fail_fast {
-                Some(1)
-            } else {
-                self.max_fail
-            },
-            dry_run: self.dry_run,
-            no_capture: self.no_capture,
-            // Filled in by `layers` from the config file.
-            overrides: Vec::new(),
-            settings: Default::default(),
-            profile: None,
-            // Only --backend ray uses the address (RAY_ADDRESS may be set for other tools).
-            ray_address: (self.backend == BackendArg::Ray)
-                .then(|| self.ray_address.clone().unwrap_or_default()),
-            ray_token: self.ray_token.clone(),
-            ray_max_return: self.ray_max_return,
-            gpu_share: self.gpu_share.clone(),
-            xla_preset: self.xla_preset.map(|p| match p {
-                XlaPresetArg::Perf => jax_runner::model::XlaPreset::Perf,
-                XlaPresetArg::Deterministic => jax_runner::model::XlaPreset::Deterministic,
-            }),
-            warm_start: match self.warm_start {
-                WarmArg::Auto => WarmStart::Auto,
-                WarmArg::On => WarmStart::On,
-                WarmArg::Off => WarmStart::Off,
-            },
-            gnn_layout: match self.layout {
-                LayoutArg::Auto => None,
-                LayoutArg::Gnn => Some(true),
-                LayoutArg::Plain => Some(false),
-            },
-        }
+/// What the layers add to the options: set together with them, in one step.
+#[derive(Debug, Clone, Default)]
+pub struct Layered {
+    /// Each option's effective value and source, by long name (see [`Setting`]).
+    pub settings: std::collections::BTreeMap<String, Setting>,
+    /// Each option's source, for blaming a bad value on its variable or line.
+    pub sources: std::collections::BTreeMap<String, Source>,
+    /// The profile in use, when a config file was read.
+    pub profile: Option<String>,
+    /// The profile's `[[overrides]]` tables, as read.
+    pub overrides: Vec<super::profile::OverrideEntry>,
+    /// The parent's environment, read once by `main`.
+    pub environment: std::sync::Arc<Environment>,
+}
+
+impl RunOptions {
+    /// The options of `jax-runner run ARGS` as clap alone makes them (tests, and the
+    /// defaults): no layer applied.
+    pub fn from_args<'s>(args: impl IntoIterator<Item = &'s str>) -> Result<Self, clap::Error> {
+        use clap::FromArgMatches;
+        let cmd = <RunOptions as Args>::augment_args(clap::Command::new("run"));
+        let argv = std::iter::once("run").chain(args);
+        RunOptions::from_arg_matches(&cmd.try_get_matches_from(argv)?)
     }
+}
+
+/// Where to look for scripts, and which to take: shared by a run and `list`.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Discovery")]
+pub struct DiscoverOptions {
+    /// The pipeline output folder to search.
+    #[arg(long, value_name = "DIR", default_value = "output")]
+    pub output_dir: PathBuf,
+    /// Search sub-folders (the default).
+    #[arg(long, overrides_with = "no_recursive", hide_short_help = true)]
+    pub recursive: bool,
+    /// Only look at files directly inside --output-dir.
+    #[arg(long, overrides_with = "recursive", hide_short_help = true)]
+    pub no_recursive: bool,
+    /// Where results go [default: DIR/execution_results/jax]; never searched.
+    #[arg(long, value_name = "DIR", hide_short_help = true)]
+    pub results_dir: Option<PathBuf>,
+    /// Take only scripts whose id or path matches PATTERN (repeatable).
+    ///
+    /// PATTERN is a glob when it has *, ? or [, else a substring; the path is relative to
+    /// --output-dir, and a script runs when any -k matches.
+    #[arg(long = "filter", short = 'k', value_name = "PATTERN")]
+    pub filter: Vec<String>,
+    /// Leave out scripts whose id or path matches PATTERN, as for --filter (repeatable).
+    #[arg(long, value_name = "PATTERN", hide_short_help = true)]
+    pub exclude: Vec<String>,
+}
+
+impl DiscoverOptions {
+    pub fn recursive(&self) -> bool {
+        !self.no_recursive
+    }
+}
+
+/// `--backend`: where scripts run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    Local,
+    Ray,
+}
+
+/// `--layout`: whether GNN's step-12 layout is written too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Layout {
+    Auto,
+    Gnn,
+    Plain,
+}
+
+/// `--progress`: live progress bars.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Progress {
+    Auto,
+    On,
+    Off,
+}
+
+/// `--fallback`: where a GPU script goes when the GPU environment fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Fallback {
+    Cpu,
+    None,
 }
