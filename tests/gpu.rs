@@ -55,7 +55,12 @@ fn env_of(t: &Tree, id: &str, attempt: u32) -> Value {
         return read_json(&data);
     }
     let run_id = t.metrics()["run"]["run_id"].as_str().unwrap().to_string();
-    let kept = t.results_dir().join("history").join(run_id).join("attempts").join(id);
+    let kept = t
+        .results_dir()
+        .join("history")
+        .join(run_id)
+        .join("attempts")
+        .join(id);
     read_json(&kept.join(format!("attempt{attempt}")).join(name))
 }
 
