@@ -36,9 +36,14 @@ pub fn run_id(started: std::time::SystemTime) -> String {
 pub fn local_iso(t: std::time::SystemTime) -> String {
     let since = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs() as libc::time_t;
-    // SAFETY: localtime_r only fills the struct it is given.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
+    // SAFETY: a zeroed tm is a valid one, and localtime_r only fills the struct it is
+    // given (chrono's local zone needs a feature that brings a zone database).
+    let (tm, ok) = unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        let ok = !libc::localtime_r(&secs, &mut tm).is_null();
+        (tm, ok)
+    };
+    if !ok {
         // No zone information: UTC is the honest fallback.
         let utc = humantime::format_rfc3339_micros(t).to_string();
         return utc.trim_end_matches('Z').to_string();
