@@ -28,7 +28,7 @@ pub fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
         args.discover.recursive(),
         &[results, tree.step12_dir()],
     )?;
-    let selection = config::Selection::parse(&args.discover.filter, &args.discover.exclude)?;
+    let selection = config::Selection::of(&args.discover, &root)?;
     app::select(&mut found, &selection);
     for w in jax_runner::listing::bounded_messages(
         &found.warnings,

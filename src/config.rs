@@ -19,7 +19,9 @@ mod tree;
 mod validate;
 pub mod values;
 
-pub use options::{Backend, DiscoverOptions, Fallback, Layered, Layout, Progress, RunOptions};
+pub use options::{
+    Backend, DiscoverOptions, FailFast, Fallback, Layered, Layout, Progress, RunOptions,
+};
 pub use overrides::{settings_for, Override, ScriptSettings};
 pub use select::Selection;
 use tree::results_dir;
@@ -95,6 +97,8 @@ pub struct RunConfig {
     pub selection: Selection,
     /// `--fail-fast` (1) or `--max-fail N`: no script starts after this many failures.
     pub max_fail: Option<NonZeroUsize>,
+    /// `--fail-fast=now`: a spent budget also stops the running scripts.
+    pub fail_now: bool,
     /// `--dry-run`: print the plan; write nothing, start nothing.
     pub dry_run: bool,
     /// `--no-capture`: each script's output also goes to the terminal as it comes.
@@ -186,7 +190,8 @@ impl RunConfig {
         let output_dir = validate_output_dir(&opts.discover.output_dir)?;
         let tree = PipelineTree::of(&output_dir);
         // `--fail-fast` is `--max-fail 1`.
-        let max_fail = at_least_one("--max-fail", opts.fail_fast.then_some(1).or(opts.max_fail))?;
+        let fail_fast = (opts.fail_fast != FailFast::Off).then_some(1);
+        let max_fail = at_least_one("--max-fail", fail_fast.or(opts.max_fail))?;
         let jobs = at_least_one("--jobs", opts.jobs)?;
         validate_limits(&opts)?;
         let compilation_cache = match opts.compilation_cache.as_deref() {
@@ -198,7 +203,7 @@ impl RunConfig {
         let gpu_share = gpu_share(opts.gpu_share.as_deref())?;
         let retry_on = retry_on(opts.retry_on.as_deref())?;
         let extra_env = extra_env(&opts.env)?;
-        let selection = Selection::parse(&opts.discover.filter, &opts.discover.exclude)?;
+        let selection = Selection::of(&opts.discover, &output_dir)?;
         let layered = opts.layered;
         let overrides = layered
             .overrides
@@ -245,6 +250,7 @@ impl RunConfig {
             jax_trace: opts.jax_trace,
             selection,
             max_fail,
+            fail_now: opts.fail_fast == FailFast::Now,
             dry_run: opts.dry_run,
             no_capture: opts.no_capture,
             overrides,

@@ -17,13 +17,17 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to create results directory {path}")]
+    #[error(
+        "failed to create results directory {path}: pass --results-dir DIR to write elsewhere"
+    )]
     ResultsDir {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("failed to lock the results folder with {path}")]
+    #[error(
+        "failed to lock the results folder with {path}: pass --results-dir DIR to write elsewhere"
+    )]
     Lock {
         path: PathBuf,
         #[source]

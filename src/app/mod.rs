@@ -194,7 +194,8 @@ async fn execute(
         halt: halt.clone(),
         fail_budget: runner::budget::FailBudget::new(
             config.max_fail.map(std::num::NonZeroUsize::get),
-        ),
+        )
+        .stopping(config.fail_now),
     });
     let scripts = exec.schedule.order.iter().map(|(_, s)| s.clone()).collect();
     let sandboxed = ctx.sandbox_info.kind != "none";

@@ -270,8 +270,13 @@ impl<'a> Layers<'a> {
 
     /// Records the option's value as `(hidden)`: a secret is never written.
     pub fn hide(&mut self, long: &str) {
+        self.show(long, "(hidden)".into());
+    }
+
+    /// Records the option's value as `shown` (its canonical name, whatever text gave it).
+    pub fn show(&mut self, long: &str, shown: String) {
         if let Some(s) = self.settings.get_mut(long) {
-            s.value = "(hidden)".into();
+            s.value = shown;
         }
     }
 

@@ -36,7 +36,7 @@ pub struct RunOptions {
     /// The default is the CPU cores for CPU runs, one per GPU for GPU runs.
     #[arg(help_heading = "Execution", long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,
-    /// Time limit of one script, e.g. 90s, 5m, 1h.
+    /// Time limit of one script, e.g. 90s, 5m, 1h (a bare number is seconds).
     #[arg(help_heading = "Execution", long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration, allow_hyphen_values = true)]
     pub timeout: Duration,
     /// Time between SIGTERM and SIGKILL when stopping a script.
@@ -192,7 +192,7 @@ pub struct RunOptions {
     #[arg(help_heading = "Speed", long, conflicts_with = "rerun_failed")]
     pub resume: bool,
     /// Run only the scripts that did not succeed last time.
-    #[arg(help_heading = "Speed", long)]
+    #[arg(help_heading = "Speed", long, visible_alias = "lf")]
     pub rerun_failed: bool,
     /// Record a jax.profiler trace of each script in its data folder (Perfetto,
     /// TensorBoard).
@@ -231,15 +231,26 @@ pub struct RunOptions {
     /// problems then show up script by script and fall back there.
     #[arg(hide_short_help = true, help_heading = "Device", long)]
     pub no_preflight: bool,
-    /// Start no script after the first failure (running ones finish); the rest are
-    /// reported as skipped. The same as --max-fail 1.
+    /// Start no script after the first failure; the rest are reported as skipped.
+    /// The same as --max-fail 1. `-x` and `--fail-fast=wait` let running scripts
+    /// finish; `--fail-fast=now` also stops them (as Ctrl-C does: they end
+    /// interrupted, their logs kept).
     #[arg(
-        hide_short_help = true,
         help_heading = "Failures",
         long,
+        short = 'x',
+        value_enum,
+        ignore_case = true,
+        value_name = "WHEN",
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "off",
+        default_missing_value = "wait",
+        hide_default_value = true,
+        hide_possible_values = true,
         conflicts_with = "max_fail"
     )]
-    pub fail_fast: bool,
+    pub fail_fast: FailFast,
     /// Start no script after N failures; the rest are reported as skipped.
     #[arg(
         hide_short_help = true,
@@ -331,6 +342,10 @@ pub struct DiscoverOptions {
     /// --output-dir, and a script runs when any -k matches.
     #[arg(long = "filter", short = 'k', value_name = "PATTERN")]
     pub filter: Vec<String>,
+    /// Take only these scripts: paths or globs, relative to the current folder or
+    /// absolute, inside --output-dir (as -k with their path; a folder takes what it holds).
+    #[arg(value_name = "SCRIPT")]
+    pub scripts: Vec<String>,
     /// Leave out scripts whose id or path matches PATTERN, as for --filter (repeatable).
     #[arg(long, value_name = "PATTERN", hide_short_help = true)]
     pub exclude: Vec<String>,
@@ -363,6 +378,17 @@ pub enum Progress {
     Auto,
     On,
     Off,
+}
+
+/// `--fail-fast[=WHEN]`: off, or what happens to running scripts after the first
+/// failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailFast {
+    Off,
+    /// Running scripts finish (`--fail-fast`, `-x`).
+    Wait,
+    /// Running scripts are stopped as Ctrl-C stops them.
+    Now,
 }
 
 /// `--fallback`: where a GPU script goes when the GPU environment fails.

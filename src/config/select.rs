@@ -1,8 +1,9 @@
 //! Which scripts a run takes: `-k/--filter` and `--exclude` patterns, matched against a
 //! script's id and its path relative to `--output-dir`.
 
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
+use super::DiscoverOptions;
 use crate::error::ConfigError;
 
 /// One pattern: a glob when it holds `*`, `?` or `[`, a substring otherwise.
@@ -78,6 +79,16 @@ impl Selection {
         })
     }
 
+    /// The selection of a run or `list`: `-k`, `--exclude`, and the trailing script
+    /// paths (each a `-k` on its whole path under `output_dir`, which is canonical).
+    pub fn of(discover: &DiscoverOptions, output_dir: &Path) -> Result<Selection, ConfigError> {
+        let mut selection = Selection::parse(&discover.filter, &discover.exclude)?;
+        for given in &discover.scripts {
+            selection.filters.push(script_pattern(given, output_dir)?);
+        }
+        Ok(selection)
+    }
+
     /// Whether no pattern was given: every script is selected.
     pub fn is_all(&self) -> bool {
         self.filters.is_empty() && self.excludes.is_empty()
@@ -99,6 +110,75 @@ impl Selection {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// A script path or glob given on the command line (relative to the current folder,
+/// or absolute) as a pattern on the whole path relative to `output_dir`; a folder
+/// takes every script under it.
+fn script_pattern(given: &str, output_dir: &Path) -> Result<Pattern, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        option: "SCRIPT",
+        value: given.to_string(),
+        reason,
+    };
+    let path = Path::new(given);
+    // The part before the first component with a glob character is a real path.
+    let parts: Vec<Component> = path.components().collect();
+    let literal = parts
+        .iter()
+        .position(|c| c.as_os_str().to_string_lossy().contains(['*', '?', '[']))
+        .unwrap_or(parts.len());
+    let prefix: PathBuf = parts[..literal].iter().collect();
+    let rest: PathBuf = parts[literal..].iter().collect();
+    let prefix = super::absolute(if prefix.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        &prefix
+    });
+    let prefix = prefix.canonicalize().unwrap_or_else(|_| lexical(&prefix));
+    let Ok(relative) = prefix.strip_prefix(output_dir) else {
+        return Err(invalid(format!(
+            "it is outside --output-dir {}: name a script under it, or pass --output-dir \
+             with the folder that holds it",
+            output_dir.display()
+        )));
+    };
+    let mut text = glob::Pattern::escape(&relative.to_string_lossy());
+    if !rest.as_os_str().is_empty() {
+        text = join(&text, &rest.to_string_lossy());
+    } else if prefix.is_dir() {
+        text = join(&text, "*");
+    }
+    let glob = glob::Pattern::new(&text)
+        .map_err(|e| invalid(format!("not a glob: {e} (quote it so the shell leaves it)")))?;
+    let shown = Path::new(&relative).join(&rest);
+    Ok(Pattern {
+        text: shown.to_string_lossy().into_owned(),
+        glob: Some(glob),
+    })
+}
+
+/// `a/b` joined to `c` as a pattern (no separator after an empty `a/b`).
+fn join(base: &str, tail: &str) -> String {
+    match base {
+        "" => tail.to_string(),
+        _ => format!("{base}/{tail}"),
+    }
+}
+
+/// `path` with `.` and `..` worked out without the file system (it may not exist).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -138,6 +218,38 @@ mod tests {
         assert!(!s.selects("a_slow", Path::new("a_slow.py")));
         assert!(sel(&[], &["x"]).selects("a", Path::new("a.py")));
         assert!(sel(&[], &[]).is_all());
+    }
+
+    fn options(dir: &Path, scripts: &[&str]) -> DiscoverOptions {
+        let mut args = vec!["--output-dir".to_string(), dir.display().to_string()];
+        args.extend(scripts.iter().map(|s| s.to_string()));
+        let o = crate::config::RunOptions::from_args(args.iter().map(String::as_str)).unwrap();
+        o.discover
+    }
+
+    #[test]
+    fn script_paths_select_their_whole_path_under_the_output_dir() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("m/jax")).unwrap();
+        std::fs::write(root.join("m/jax/a.py"), "").unwrap();
+        let abs = root.join("m/jax/a.py").display().to_string();
+        let s = Selection::of(&options(&root, &[&abs]), &root).unwrap();
+        assert!(s.selects("m.a", Path::new("m/jax/a.py")));
+        // A whole path, not a substring.
+        assert!(!s.selects("x.m.a", Path::new("x/m/jax/a.py")));
+        let folder = root.join("m").display().to_string();
+        let s = Selection::of(&options(&root, &[&folder]), &root).unwrap();
+        assert!(s.selects("m.a", Path::new("m/jax/a.py")));
+        assert!(!s.selects("n.a", Path::new("n/jax/a.py")));
+        let glob = format!("{}/m/*/a*.py", root.display());
+        let s = Selection::of(&options(&root, &[&glob]), &root).unwrap();
+        assert!(s.selects("m.a", Path::new("m/jax/a.py")));
+        assert!(!s.selects("m.b", Path::new("m/jax/b.py")));
+        let err = Selection::of(&options(&root, &["/elsewhere/a.py"]), &root)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("outside --output-dir"), "{err}");
     }
 
     #[test]

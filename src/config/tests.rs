@@ -90,3 +90,32 @@ fn auto_resolves_by_gpu_count() {
     assert_eq!(Device::Gpu.resolve(0), Platform::Gpu);
     assert_eq!(Platform::Gpu.jax_platforms(), "cuda");
 }
+
+#[test]
+fn an_unwritable_results_folder_says_how_to_write_elsewhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a_file");
+    std::fs::write(&file, "").unwrap();
+    let mut o = opts(tmp.path());
+    o.discover.results_dir = Some(file.join("results"));
+    let err = RunConfig::from_options(o).unwrap_err().to_string();
+    assert!(err.contains("pass --results-dir DIR"), "{err}");
+    let lock = ConfigError::Lock {
+        path: file.clone(),
+        source: std::io::Error::from_raw_os_error(30),
+    };
+    assert!(
+        lock.to_string().contains("pass --results-dir DIR"),
+        "{lock}"
+    );
+}
+
+#[test]
+fn fail_fast_now_is_max_fail_one_that_stops_running_scripts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut o = opts(tmp.path());
+    o.fail_fast = crate::config::FailFast::Now;
+    let cfg = RunConfig::from_options(o).unwrap();
+    assert_eq!(cfg.max_fail.map(NonZeroUsize::get), Some(1));
+    assert!(cfg.fail_now);
+}

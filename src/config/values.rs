@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::FailFast;
 use crate::model::Device;
 
 /// A size such as `512K`, `50M`, `1.5G` or a plain byte count.
@@ -31,13 +32,29 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok((value * mult as f64) as u64)
 }
 
-/// A positive duration. Values starting with `-` get this message rather than a
-/// parser's "unexpected argument".
+/// A positive duration; a bare number is seconds (`90` is `90s`). Values starting
+/// with `-` get this message rather than a parser's "unexpected argument".
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if s.trim_start().starts_with('-') {
         return Err("must be positive: use a duration such as 90s, 5m or 1h".into());
     }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (use a duration such as 90s, 5m or 1h)"))
+    if let Ok(seconds) = s.trim().parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds)
+            .map_err(|_| format!("{s:?} is too large (use a duration such as 90s, 5m or 1h)"));
+    }
+    humantime::parse_duration(s).map_err(|e| {
+        format!("{e} (use a duration such as 90s, 5m or 1h; a bare number is seconds)")
+    })
+}
+
+/// `--fail-fast`'s value from any source: off, wait or now, or a switch's value
+/// (true is wait, false off), as a variable or a profile gives it.
+pub fn fail_fast(s: &str) -> Result<FailFast, String> {
+    match boolish(s) {
+        Some(true) => Ok(FailFast::Wait),
+        Some(false) => Ok(FailFast::Off),
+        None => choice(s),
+    }
 }
 
 /// A device name as `--device` takes it (`cuda` and `rocm` mean `gpu`).
@@ -91,6 +108,21 @@ mod tests {
     fn durations_and_devices() {
         assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
         assert!(parse_duration("-5s").unwrap_err().contains("positive"));
+        // A bare number is seconds.
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(
+            parse_duration(" 2.5 ").unwrap(),
+            Duration::from_millis(2500)
+        );
+        let err = parse_duration("banana").unwrap_err();
+        assert!(
+            err.contains("90s, 5m or 1h") && err.contains("seconds"),
+            "{err}"
+        );
+        assert_eq!(fail_fast("now").unwrap(), FailFast::Now);
+        assert_eq!(fail_fast("1").unwrap(), FailFast::Wait);
+        assert_eq!(fail_fast("false").unwrap(), FailFast::Off);
+        assert!(fail_fast("later").unwrap_err().contains("off, wait, now"));
         assert_eq!(parse_device("CUDA").unwrap(), Device::Gpu);
         assert!(parse_device("npu").unwrap_err().contains("auto, cpu, gpu"));
         assert_eq!(parse_device(" rocm ").unwrap(), Device::Gpu);

@@ -166,6 +166,9 @@ pub async fn run_all(
 ) -> Vec<ScriptSummary> {
     let slots = slots::Slots::new(ctx.plan.jobs);
     let budget = &ctx.fail_budget;
+    // What running scripts obey: the run's stop, raised by `--fail-fast=now` too. The
+    // loop below keeps the run's own, so the scripts left are skipped, not interrupted.
+    let script_stop = budget::stop_for_scripts(&ctx, stop.clone());
     let mut tasks = JoinSet::new();
     let mut results: Vec<Option<ScriptSummary>> = vec![None; scripts.len()];
     let mut not_started = Vec::new();
@@ -196,7 +199,8 @@ pub async fn run_all(
             skipped.push((index, script));
             continue;
         }
-        let (ctx, events, stop, slots) = (ctx.clone(), events.clone(), stop.clone(), slots.clone());
+        let (ctx, events, slots) = (ctx.clone(), events.clone(), slots.clone());
+        let stop = script_stop.clone();
         // Spawned tasks run on tokio's worker threads, which live as long as the run:
         // the children's death signal is tied to the thread that forked them.
         tasks.spawn(async move {

@@ -274,7 +274,7 @@ fn variables_and_profiles_take_every_documented_form() {
     );
     assert_eq!(
         setting(&m, "fail-fast"),
-        ("false", "environment (JAX_RUNNER_FAIL_FAST)")
+        ("off", "environment (JAX_RUNNER_FAIL_FAST)")
     );
     assert_eq!(setting(&m, "ray-token").0, "(hidden)");
     let text = std::fs::read_to_string(t.results_dir().join("performance_metrics.json")).unwrap();

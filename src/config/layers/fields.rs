@@ -2,7 +2,8 @@
 //! parser: the list of what a variable or a profile may set.
 
 use super::Layers;
-use crate::config::values::{choice, number, parse_duration, parse_size};
+use crate::config::values::{choice, fail_fast, number, parse_duration, parse_size};
+use crate::config::FailFast;
 use crate::config::{DiscoverOptions, RunOptions};
 use crate::error::ConfigError;
 
@@ -18,6 +19,14 @@ fn some<T>(
 
 fn text(s: &str) -> Result<String, String> {
     Ok(s.to_string())
+}
+
+/// A value enum's name, as the results record it whatever text gave it.
+fn choice_name<T: clap::ValueEnum>(value: T) -> String {
+    value
+        .to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
 }
 
 fn path(s: &str) -> Result<std::path::PathBuf, String> {
@@ -74,7 +83,8 @@ impl RunOptions {
         l.value(&mut self.events, "events", some(path))?;
         l.value(&mut self.progress, "progress", choice)?;
         l.flag(&mut self.no_preflight, "no-preflight")?;
-        l.flag(&mut self.fail_fast, "fail-fast")?;
+        l.value(&mut self.fail_fast, "fail-fast", fail_fast)?;
+        l.show("fail-fast", choice_name(self.fail_fast));
         l.value(&mut self.max_fail, "max-fail", some(number))?;
         l.flag(&mut self.dry_run, "dry-run")?;
         l.flag(&mut self.no_capture, "no-capture")?;
@@ -85,9 +95,9 @@ impl RunOptions {
 
     /// A profile's option gives way to a conflicting one a higher layer set.
     fn settle(&mut self, l: &mut Layers) -> Result<(), ConfigError> {
-        let fail_fast = ("fail-fast", self.fail_fast);
+        let fail_fast = ("fail-fast", self.fail_fast != FailFast::Off);
         match l.settle(fail_fast, ("max-fail", self.max_fail.is_some()))? {
-            Some("fail-fast") => self.fail_fast = false,
+            Some("fail-fast") => self.fail_fast = FailFast::Off,
             Some(_) => self.max_fail = None,
             None => {}
         }

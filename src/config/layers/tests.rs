@@ -77,7 +77,7 @@ fn every_source_parses_with_the_same_types() {
     assert_eq!(o.memory_limit, Some(2 << 30));
     assert_eq!(o.env_pass, ["HOME", "USER"]);
     assert_eq!(o.env, ["A=1"]);
-    assert!(o.no_preflight && !o.fail_fast);
+    assert!(o.no_preflight && (o.fail_fast == crate::config::FailFast::Off));
     assert_eq!(o.sandbox, crate::model::SandboxMode::Landlock);
     assert_eq!(setting(&o, "no-preflight").0, "true");
     assert_eq!(setting(&o, "ray-token").0, "(hidden)");
@@ -124,13 +124,13 @@ fn zero_jobs_from_a_variable_names_the_variable() {
 fn a_profile_gives_way_to_a_conflicting_higher_option() {
     let profile = "[profile.default]\nfail-fast = true\n";
     let o = layered(&["--max-fail", "3"], &[], profile).unwrap();
-    assert!(!o.fail_fast);
+    assert_eq!(o.fail_fast, crate::config::FailFast::Off);
     assert_eq!(o.max_fail, Some(3));
     assert!(setting(&o, "fail-fast")
         .1
         .starts_with("default (a higher layer"));
     let o = layered(&[], &[("JAX_RUNNER_MAX_FAIL", "2")], profile).unwrap();
-    assert!(!o.fail_fast);
+    assert_eq!(o.fail_fast, crate::config::FailFast::Off);
     let err = layered(&["--fail-fast"], &[("JAX_RUNNER_MAX_FAIL", "2")], "").unwrap_err();
     assert!(err.to_string().contains("JAX_RUNNER_MAX_FAIL"), "{err}");
 }
@@ -145,4 +145,47 @@ fn a_misspelled_key_gets_the_nearest_option() {
     );
     let err = layered(&[], &[], "[profile.default]\nsparkle = 1\n").unwrap_err();
     assert!(err.to_string().contains("by their long name"), "{err}");
+}
+
+#[test]
+fn a_bad_duration_names_its_source_and_a_bare_number_is_seconds() {
+    let err = layered(&[], &[("JAX_RUNNER_TIMEOUT", "banana")], "").unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("JAX_RUNNER_TIMEOUT") && text.contains("90s"),
+        "{text}"
+    );
+    let err = layered(&[], &[], "[profile.default]\ntimeout = \"banana\"\n").unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("jax-runner.toml:2") && text.contains("`timeout`"),
+        "{text}"
+    );
+    let o = layered(&[], &[("JAX_RUNNER_TIMEOUT", "90")], "").unwrap();
+    assert_eq!(o.timeout.as_secs(), 90);
+}
+
+#[test]
+fn fail_fast_records_its_value_from_any_source() {
+    use crate::config::FailFast;
+    let o = layered(&["--fail-fast=now"], &[], "").unwrap();
+    assert_eq!(o.fail_fast, FailFast::Now);
+    assert_eq!(
+        setting(&o, "fail-fast"),
+        ("now".into(), "command line".into())
+    );
+    let o = layered(&["-x"], &[], "").unwrap();
+    assert_eq!(setting(&o, "fail-fast").0, "wait");
+    let o = layered(&[], &[("JAX_RUNNER_FAIL_FAST", "1")], "").unwrap();
+    assert_eq!(
+        (o.fail_fast, setting(&o, "fail-fast").0),
+        (FailFast::Wait, "wait".into())
+    );
+    let o = layered(&[], &[], "[profile.default]\nfail-fast = \"now\"\n").unwrap();
+    assert_eq!(o.fail_fast, FailFast::Now);
+    assert_eq!(setting(&o, "fail-fast").0, "now");
+    assert_eq!(
+        setting(&layered(&[], &[], "").unwrap(), "fail-fast").0,
+        "off"
+    );
 }
