@@ -36,7 +36,9 @@ pub struct RunOptions {
     /// The default is the CPU cores for CPU runs, one per GPU for GPU runs.
     #[arg(help_heading = "Execution", long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,
-    /// Time limit of one script, e.g. 90s, 5m, 1h (a bare number is seconds).
+    /// Time limit of one script, e.g. 90s, 5m, 1h.
+    ///
+    /// A bare number is seconds: 90 is 90s.
     #[arg(help_heading = "Execution", long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration, allow_hyphen_values = true)]
     pub timeout: Duration,
     /// Time between SIGTERM and SIGKILL when stopping a script.
@@ -231,11 +233,12 @@ pub struct RunOptions {
     /// problems then show up script by script and fall back there.
     #[arg(hide_short_help = true, help_heading = "Device", long)]
     pub no_preflight: bool,
-    /// Start no script after the first failure; the rest are reported as skipped.
-    /// The same as --max-fail 1. `-x` and `--fail-fast=wait` let running scripts
-    /// finish; `--fail-fast=now` also stops them (as Ctrl-C does: they end
-    /// interrupted, their logs kept).
+    /// Start no script after the first failure (`=now`: stop running ones too).
+    ///
+    /// The same as --max-fail 1; the rest are skipped. `-x` (wait) lets running scripts
+    /// finish; `=now` stops them as Ctrl-C does (they end interrupted, logs kept).
     #[arg(
+        hide_short_help = true,
         help_heading = "Failures",
         long,
         short = 'x',
@@ -246,8 +249,6 @@ pub struct RunOptions {
         require_equals = true,
         default_value = "off",
         default_missing_value = "wait",
-        hide_default_value = true,
-        hide_possible_values = true,
         conflicts_with = "max_fail"
     )]
     pub fail_fast: FailFast,
@@ -342,9 +343,10 @@ pub struct DiscoverOptions {
     /// --output-dir, and a script runs when any -k matches.
     #[arg(long = "filter", short = 'k', value_name = "PATTERN")]
     pub filter: Vec<String>,
-    /// Take only these scripts: paths or globs, relative to the current folder or
-    /// absolute, inside --output-dir (as -k with their path; a folder takes what it holds).
-    #[arg(value_name = "SCRIPT")]
+    /// Take only these scripts (paths or globs inside --output-dir).
+    ///
+    /// Each is a -k on a script's whole path; a folder takes the scripts under it.
+    #[arg(value_name = "SCRIPT", hide_short_help = true)]
     pub scripts: Vec<String>,
     /// Leave out scripts whose id or path matches PATTERN, as for --filter (repeatable).
     #[arg(long, value_name = "PATTERN", hide_short_help = true)]
@@ -380,14 +382,11 @@ pub enum Progress {
     Off,
 }
 
-/// `--fail-fast[=WHEN]`: off, or what happens to running scripts after the first
-/// failure.
+/// `--fail-fast[=WHEN]`: off, wait (running scripts finish) or now (they are stopped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FailFast {
     Off,
-    /// Running scripts finish (`--fail-fast`, `-x`).
     Wait,
-    /// Running scripts are stopped as Ctrl-C stops them.
     Now,
 }
 
