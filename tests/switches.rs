@@ -169,3 +169,44 @@ fn an_unwritable_results_folder_names_the_way_out() {
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("--results-dir"), "{}", stderr(&out));
 }
+
+/// Unmounts the read-only bind mount, whatever the test's outcome.
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_read_only_results_folder_names_the_way_out() {
+    use common::prereq::{self, Prereq};
+    let case = "a_read_only_results_folder_names_the_way_out";
+    if !prereq::require(Prereq::Root, prereq::root(), case) {
+        return;
+    }
+    let t = one_failure();
+    let ro = tempfile::tempdir().unwrap();
+    let mount = |args: &[&str]| {
+        std::process::Command::new("mount")
+            .args(args)
+            .arg(ro.path())
+            .arg(ro.path())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !mount(&["--bind"]) {
+        eprintln!("{case}: bind mounts are not allowed here; the message is unit-tested");
+        return;
+    }
+    let _unmount = Unmount(ro.path().to_path_buf());
+    assert!(mount(&["-o", "remount,bind,ro"]), "remount read-only");
+    let out = t.run(&["--results-dir", &ro.path().display().to_string()]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("Read-only") && err.contains("--results-dir"),
+        "{err}"
+    );
+}
