@@ -2,6 +2,7 @@
 //! module, because the next pipeline step reads these files.
 
 pub mod doctor;
+mod export;
 pub mod gnn;
 mod gpu;
 pub mod list;
@@ -16,6 +17,7 @@ mod vocab;
 
 use serde::{Deserialize, Serialize};
 
+pub use export::{Export, ExportFormat, ExportTarget};
 pub use gpu::GpuUse;
 pub use list::PlannedScript;
 #[cfg(test)]
