@@ -78,7 +78,10 @@ fn each_export_goes_to_its_file() {
         read(results.join("performance_metrics.json")),
         "the JSON export is performance_metrics.json's bytes"
     );
-    assert_eq!(read(file("r.md")), read(results.join("execution_report.md")));
+    assert_eq!(
+        read(file("r.md")),
+        read(results.join("execution_report.md"))
+    );
     assert_eq!(read(file("j.xml")), read(results.join("junit.xml")));
     check_csv(&String::from_utf8(read(file("s.csv"))).unwrap());
     let leftovers: Vec<_> = std::fs::read_dir(&dir)
@@ -86,7 +89,10 @@ fn each_export_goes_to_its_file() {
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.ends_with(".tmp"))
         .collect();
-    assert!(leftovers.is_empty(), "atomic writes leave no temporary: {leftovers:?}");
+    assert!(
+        leftovers.is_empty(),
+        "atomic writes leave no temporary: {leftovers:?}"
+    );
 }
 
 #[test]
@@ -96,7 +102,10 @@ fn csv_to_stdout_is_stdout_alone() {
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
     check_csv(&text);
-    assert!(!text.contains("plain ok"), "script output stays off stdout: {text}");
+    assert!(
+        !text.contains("plain ok"),
+        "script output stays off stdout: {text}"
+    );
 }
 
 #[test]
