@@ -35,7 +35,9 @@ fn csv_rows(text: &str) -> Vec<Vec<String>> {
             (c, _) => row.last_mut().unwrap().push(c),
         }
     }
-    rows.pop_if(|r| r.len() == 1 && r[0].is_empty());
+    if rows.last().is_some_and(|r| r.len() == 1 && r[0].is_empty()) {
+        rows.pop();
+    }
     rows
 }
 
