@@ -25,7 +25,7 @@ pub struct ExportOptions {
     pub export_junit: Option<PathBuf>,
     /// Write one CSV row per script (id, status, exit code, seconds, peak MiB, device,
     /// attempts, reason) to FILE, or to standard output with `-`.
-    #[arg(long, value_name = "FILE|-")]
+    #[arg(long, value_name = "FILE|-", hide_short_help = true)]
     pub export_csv: Option<PathBuf>,
 }
 
