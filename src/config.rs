@@ -10,6 +10,7 @@ use crate::error::ConfigError;
 use crate::model::{Device, Reuse, SandboxMode, Setting, XlaPreset};
 use crate::retry::RetryPolicy;
 
+mod exports;
 pub mod layers;
 mod options;
 pub mod overrides;
@@ -19,6 +20,7 @@ mod tree;
 mod validate;
 pub mod values;
 
+pub use exports::ExportOptions;
 pub use options::{
     Backend, DiscoverOptions, FailFast, Fallback, Layered, Layout, Progress, RunOptions,
 };
@@ -103,6 +105,8 @@ pub struct RunConfig {
     pub dry_run: bool,
     /// `--no-capture`: each script's output also goes to the terminal as it comes.
     pub no_capture: bool,
+    /// `--export-*`: the end-of-run documents also written where the user named.
+    pub exports: Vec<crate::model::Export>,
     /// Per-script settings from the profile's overrides, first match first.
     pub overrides: Vec<Override>,
     /// Each option's effective value and source (see [`Setting`]).
@@ -203,6 +207,7 @@ impl RunConfig {
         let gpu_share = gpu_share(opts.gpu_share.as_deref())?;
         let retry_on = retry_on(opts.retry_on.as_deref())?;
         let extra_env = extra_env(&opts.env)?;
+        let exports = opts.exports.validate(opts.events.as_deref())?;
         let selection = Selection::of(&opts.discover, &output_dir)?;
         let layered = opts.layered;
         let overrides = layered
@@ -253,6 +258,7 @@ impl RunConfig {
             fail_now: opts.fail_fast == FailFast::Now,
             dry_run: opts.dry_run,
             no_capture: opts.no_capture,
+            exports,
             overrides,
             settings: layered.settings,
             profile: layered.profile,

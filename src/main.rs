@@ -19,6 +19,7 @@ use jax_runner::config::{Progress, RunConfig};
 use jax_runner::environment::Environment;
 use jax_runner::error::{Error, ReportError};
 use jax_runner::halt::Halt;
+use jax_runner::model::ExportTarget;
 use jax_runner::report::{self, summary};
 use jax_runner::runner::Stop;
 use term::{init_logging, COLOR};
@@ -173,7 +174,12 @@ fn start_and_run(
         init_logging(level, None);
         return dry_run(runtime, &config, args.events.as_deref(), stop);
     }
-    let events_to_stdout = args.events.as_deref().is_some_and(|p| p.as_os_str() == "-");
+    // Standard output is then one stream's alone: the events', or one export's.
+    let stdout_taken = args.events.as_deref().is_some_and(|p| p.as_os_str() == "-")
+        || config
+            .exports
+            .iter()
+            .any(|e| e.target == ExportTarget::Stdout);
     let progress = match args.progress {
         Progress::On => true,
         Progress::Off => false,
@@ -206,8 +212,7 @@ fn start_and_run(
     }
     let report = runtime.block_on(app::run(config.clone(), edge, stop, halt))?;
     let m = &report.metrics;
-    // With the event stream on stdout, stdout is the stream's alone.
-    if level >= tracing::Level::INFO && m.totals.total_scripts > 0 && !events_to_stdout {
+    if level >= tracing::Level::INFO && m.totals.total_scripts > 0 && !stdout_taken {
         print!("{}", summary::run_summary(m));
     }
     // After the summary: what ran is shown even when results could not all be written.

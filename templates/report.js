@@ -143,7 +143,8 @@
     fact("wall time", cellText(row, "wall time"));
     fact("peak MiB", cellText(row, "peak MiB"));
     fact("compile", cellText(row, "compile"));
-    fact("time went", cellText(row, "where the time went"));
+    var went = cell(row, "where the time went");
+    fact("time went", went ? (went.getAttribute("title") || "—") : "—");
     fact("device", cellText(row, "used") + " (requested " + cellText(row, "requested") + ")");
     var body = document.querySelector("#detail-attempts tbody");
     body.textContent = "";

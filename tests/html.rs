@@ -11,6 +11,8 @@ mod chromium;
 mod common;
 #[path = "html/dom.rs"]
 mod dom;
+#[path = "html/lines.rs"]
+mod lines;
 #[path = "html/synth.rs"]
 mod synth;
 

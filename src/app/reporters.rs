@@ -26,6 +26,7 @@ pub fn start(
     all.extend(edge);
     // The end-of-run documents: one aggregate of the run's records, many exporters.
     let mut documents = report::documents(&results);
+    documents.extend(report::exports(&config.exports));
     if let Some(entries) = &prepared.gnn {
         let discovery = &prepared.discovery;
         documents.push(Box::new(report::GnnExporter::new(

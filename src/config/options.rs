@@ -219,6 +219,9 @@ pub struct RunOptions {
         value_name = "FILE|-"
     )]
     pub events: Option<PathBuf>,
+    /// `--export-json`, `--export-markdown`, `--export-junit`, `--export-csv`.
+    #[command(flatten)]
+    pub exports: super::exports::ExportOptions,
     /// Live progress bars: auto shows them when stderr is a terminal.
     #[arg(
         hide_short_help = true,

@@ -78,10 +78,19 @@ pub fn write_json_with<T: serde::Serialize>(
     value: &T,
     sync: bool,
 ) -> Result<(), ReportError> {
+    write_atomic_with(path, &json_bytes(what, value)?, sync)
+}
+
+/// A JSON document's bytes as every JSON file of the results folder has them: pretty,
+/// with a final newline.
+pub fn json_bytes<T: serde::Serialize>(
+    what: &'static str,
+    value: &T,
+) -> Result<Vec<u8>, ReportError> {
     let mut bytes = serde_json::to_vec_pretty(value)
         .map_err(|source| ReportError::Serialize { what, source })?;
     bytes.push(b'\n');
-    write_atomic_with(path, &bytes, sync)
+    Ok(bytes)
 }
 
 fn unique() -> u64 {

@@ -10,7 +10,7 @@ use super::record::{Records, ScriptRecord};
 use super::{write_atomic, Reporter};
 use crate::error::ReportError;
 use crate::events::RunEvent;
-use crate::model::{Outcomes, PerformanceMetrics};
+use crate::model::{ExportTarget, Outcomes, PerformanceMetrics};
 
 /// The finished run as every end-of-run document sees it.
 #[derive(Debug, Clone, Copy)]
@@ -64,21 +64,44 @@ pub trait Exporter: Send {
     fn export(&mut self, run: &RunRecord) -> Result<(), ReportError>;
 }
 
-/// A document that is one file, rendered by a pure function of the run.
+/// A pure function from the run to a document's bytes.
+pub type Render = fn(&RunRecord) -> Result<Vec<u8>, ReportError>;
+
+/// A document that is one file (or standard output), rendered by a pure function of
+/// the run.
 pub struct Document {
-    path: PathBuf,
-    render: fn(&RunRecord) -> Result<Vec<u8>, ReportError>,
+    target: ExportTarget,
+    render: Render,
 }
 
 impl Document {
-    pub fn new(path: PathBuf, render: fn(&RunRecord) -> Result<Vec<u8>, ReportError>) -> Self {
-        Document { path, render }
+    /// The document written atomically to `path`.
+    pub fn new(path: PathBuf, render: Render) -> Self {
+        Document::to(ExportTarget::File(path), render)
+    }
+
+    /// The document written to `target`: a file atomically, or standard output.
+    pub fn to(target: ExportTarget, render: Render) -> Self {
+        Document { target, render }
     }
 }
 
 impl Exporter for Document {
     fn export(&mut self, run: &RunRecord) -> Result<(), ReportError> {
-        write_atomic(&self.path, &(self.render)(run)?)
+        let bytes = (self.render)(run)?;
+        match &self.target {
+            ExportTarget::File(path) => write_atomic(path, &bytes),
+            ExportTarget::Stdout => {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                out.write_all(&bytes)
+                    .and_then(|_| out.flush())
+                    .map_err(|source| ReportError::Write {
+                        path: "standard output".into(),
+                        source,
+                    })
+            }
+        }
     }
 }
 

@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use super::{write_json, write_json_with, Reporter};
+use super::export::RunRecord;
+use super::{json_bytes, write_atomic, write_json_with, Reporter};
 use crate::error::ReportError;
 use crate::events::RunEvent;
 use crate::model::results_file_name;
@@ -31,10 +32,21 @@ impl Reporter for JsonReporter {
                 result,
                 false,
             ),
-            RunEvent::RunFinished { metrics } => {
-                write_json(&self.results_dir.join(METRICS_FILE), "run metrics", metrics)
-            }
+            RunEvent::RunFinished { metrics } => write_atomic(
+                &self.results_dir.join(METRICS_FILE),
+                &metrics_bytes(metrics)?,
+            ),
             _ => Ok(()),
         }
     }
+}
+
+/// `performance_metrics.json`'s bytes.
+fn metrics_bytes(metrics: &crate::model::PerformanceMetrics) -> Result<Vec<u8>, ReportError> {
+    json_bytes("run metrics", metrics)
+}
+
+/// `--export-json`: the same bytes as `performance_metrics.json`.
+pub fn render_bytes(run: &RunRecord) -> Result<Vec<u8>, ReportError> {
+    metrics_bytes(run.metrics)
 }

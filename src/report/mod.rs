@@ -4,6 +4,7 @@
 //! of one aggregate, `export::EndOfRun`, which keeps one record per script.
 
 mod atomic;
+mod csv;
 mod echo;
 pub mod export;
 pub mod gnn;
@@ -19,7 +20,7 @@ pub mod summary;
 pub mod sweep;
 
 pub use atomic::{
-    write_atomic, write_atomic_stream, write_atomic_with, write_json, write_json_with,
+    json_bytes, write_atomic, write_atomic_stream, write_atomic_with, write_json, write_json_with,
 };
 pub use echo::EchoReporter;
 pub use export::{Document, EndOfRun, Exporter, RunRecord};
@@ -33,6 +34,7 @@ pub use progress::{print_above_bars, ProgressReporter};
 use crate::error::ReportError;
 use crate::events::{EventReceiver, RunEvent};
 use crate::halt::Halt;
+use crate::model::{Export, ExportFormat};
 
 /// A subscriber to the run's events.
 pub trait Reporter: Send {
@@ -91,4 +93,18 @@ pub fn documents(results_dir: &std::path::Path) -> Vec<Box<dyn Exporter>> {
             junit::render_bytes,
         )),
     ]
+}
+
+/// The `--export-*` documents: each a [`Document`] of its format, where the user named.
+pub fn exports(exports: &[Export]) -> Vec<Box<dyn Exporter>> {
+    let exporter = |e: &Export| -> Box<dyn Exporter> {
+        let render = match e.format {
+            ExportFormat::Json => json::render_bytes,
+            ExportFormat::Markdown => markdown::render_bytes,
+            ExportFormat::Junit => junit::render_bytes,
+            ExportFormat::Csv => csv::render_bytes,
+        };
+        Box::new(Document::to(e.target.clone(), render))
+    };
+    exports.iter().map(exporter).collect()
 }

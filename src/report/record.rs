@@ -60,7 +60,8 @@ pub struct ScriptRecord {
     /// Peak GPU memory, MiB, and the GPU (GPU attempts only).
     pub peak_gpu_memory_mb: Option<f64>,
     pub gpu_index: Option<u32>,
-    /// jax's compile time in the final attempt, when the script reported it.
+    /// jax's compile time in the final attempt ([`crate::model::JaxTelemetry::compile_s`]:
+    /// tracing, lowering and XLA), when the script reported it.
     pub compile_time_s: Option<f64>,
     /// Where the final attempt's time went.
     pub time_breakdown: Option<crate::model::TimeBreakdown>,
@@ -150,7 +151,7 @@ impl ScriptRecord {
             peak_memory_mb: r.peak_memory_mb,
             peak_gpu_memory_mb: r.gpu.peak_gpu_memory_mb,
             gpu_index: r.gpu.gpu_index,
-            compile_time_s: r.jax.as_ref().map(|j| j.compile_time_s),
+            compile_time_s: r.jax.as_ref().map(crate::model::JaxTelemetry::compile_s),
             time_breakdown: r.time_breakdown.clone(),
             matched_line: r.matched_line.clone(),
             exception: r.exception.clone(),

@@ -99,7 +99,19 @@ pub fn dump_dom(page: &Path) -> String {
 
 /// The same, with `fragment` after the page's URL.
 pub fn dump_dom_at(page: &Path, fragment: &str) -> String {
-    let r = headless(page, fragment, &["--dump-dom".to_string()]);
+    dump(page, fragment, &[])
+}
+
+/// The same, with more of Chromium's switches (`--window-size=1366,800`).
+#[allow(dead_code)] // Used by the tests of html/lines.rs alone.
+pub fn dump_dom_with(page: &Path, switches: &[String]) -> String {
+    dump(page, "", switches)
+}
+
+fn dump(page: &Path, fragment: &str, switches: &[String]) -> String {
+    let mut mode = vec!["--dump-dom".to_string()];
+    mode.extend_from_slice(switches);
+    let r = headless(page, fragment, &mode);
     for bad in ["Uncaught", "SyntaxError", "Content Security Policy"] {
         assert!(
             !r.stderr.contains(bad),

@@ -81,6 +81,11 @@ impl RunOptions {
         l.flag(&mut self.jax_trace, "jax-trace")?;
         l.value(&mut self.layout, "layout", choice)?;
         l.value(&mut self.events, "events", some(path))?;
+        let x = &mut self.exports;
+        l.value(&mut x.export_json, "export-json", some(path))?;
+        l.value(&mut x.export_markdown, "export-markdown", some(path))?;
+        l.value(&mut x.export_junit, "export-junit", some(path))?;
+        l.value(&mut x.export_csv, "export-csv", some(path))?;
         l.value(&mut self.progress, "progress", choice)?;
         l.flag(&mut self.no_preflight, "no-preflight")?;
         l.value(&mut self.fail_fast, "fail-fast", fail_fast)?;

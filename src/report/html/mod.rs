@@ -28,6 +28,7 @@ mod detail;
 mod inline;
 mod links;
 mod page;
+mod split;
 mod svg;
 
 const TEMPLATE_NAME: &str = "report.html.j2";
@@ -58,8 +59,9 @@ const LABEL_PAD: f64 = 4.0;
 const OPEN_FAILURES: usize = 5;
 
 /// Sparkline size, in SVG user units.
-const SPARK_W: f64 = 140.0;
-const SPARK_H: f64 = 28.0;
+const SPARK_W: f64 = 100.0;
+/// No taller than a line of the table, so every row stays one line high.
+const SPARK_H: f64 = 20.0;
 const SPARK_PAD: f64 = 2.0;
 /// Most points drawn in one sparkline: about one per two units of width.
 const SPARK_MAX_DRAWN: usize = 70;
@@ -271,7 +273,7 @@ struct Row {
     compile_sort: String,
     compile: String,
     /// Where the time went: start-up, import, backend, compile, script.
-    split: String,
+    split: Option<split::TimeBar>,
     attempts: usize,
     spark: Option<Sparkline>,
     /// The final attempt's exit code, or the signal that killed it; `—` for neither.

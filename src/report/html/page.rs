@@ -239,28 +239,12 @@ fn row(s: &ScriptSummary, f: Option<&ScriptRecord>, samples: &HashMap<String, Sa
         compile: compile.map(fmt_secs).unwrap_or_else(|| "—".into()),
         split: f
             .and_then(|f| f.time_breakdown.as_ref())
-            .map(time_split)
-            .unwrap_or_else(|| "—".into()),
+            .map(super::split::time_bar),
         attempts: s.attempts,
         spark: sparkline(&s.id, samples.get(&s.id)),
         exit: f.map(exit_of).unwrap_or_else(|| "—".into()),
         links: Vec::new(),
     }
-}
-
-/// Where a script's time went, in the order it was spent.
-fn time_split(b: &crate::model::TimeBreakdown) -> String {
-    [
-        ("start", b.startup_s),
-        ("import", b.jax_import_s),
-        ("init", b.backend_init_s),
-        ("compile", b.compile_s),
-        ("script", b.script_s),
-    ]
-    .iter()
-    .map(|(what, s)| format!("{what} {}", fmt_secs(*s)))
-    .collect::<Vec<_>>()
-    .join(" · ")
 }
 
 /// A finished script the metrics do not list: what its attempts tell.
@@ -283,7 +267,7 @@ fn unlisted_row(f: &ScriptRecord, samples: &HashMap<String, Samples>) -> Row {
         gpu_spark: None,
         compile_sort: String::new(),
         compile: "—".into(),
-        split: "—".into(),
+        split: None,
         attempts: f.attempts.len(),
         spark: sparkline(&f.id, samples.get(&f.id)),
         exit: exit_of(f),
