@@ -72,9 +72,12 @@ fn x_stops_after_the_first_failure_and_lf_reruns_only_failures() {
 fn fail_fast_now_stops_running_scripts_and_keeps_their_logs() {
     let t = Tree::new();
     t.fixture("fail_exception.py", "a/jax/fails.py");
+    // The largest script starts first (no history yet): padded so the sleeper is
+    // running when the failure comes, whatever the fixtures' sizes.
+    let pad = "#".repeat(20_000);
     t.write(
         "b/jax/sleeper.py",
-        "import time\nprint('sleeping now', flush=True)\ntime.sleep(60)\n",
+        &format!("import time\nprint('sleeping now', flush=True)\ntime.sleep(60)\n{pad}\n"),
     );
     t.fixture("ok_plain.py", "c/jax/later.py");
     let started = Instant::now();
