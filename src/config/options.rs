@@ -227,6 +227,9 @@ pub struct RunOptions {
         default_value = "auto"
     )]
     pub progress: Progress,
+    /// Report a script as SLOW when it runs past this, and again at each multiple.
+    #[arg(hide_short_help = true, help_heading = "Reports", long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub slow_timeout: Duration,
     /// Skip the environment pre-flight (the doctor checks a run does once); GPU
     /// problems then show up script by script and fall back there.
     #[arg(hide_short_help = true, help_heading = "Device", long)]

@@ -73,6 +73,7 @@ impl RunOptions {
         l.value(&mut self.layout, "layout", choice)?;
         l.value(&mut self.events, "events", some(path))?;
         l.value(&mut self.progress, "progress", choice)?;
+        l.value(&mut self.slow_timeout, "slow-timeout", parse_duration)?;
         l.flag(&mut self.no_preflight, "no-preflight")?;
         l.flag(&mut self.fail_fast, "fail-fast")?;
         l.value(&mut self.max_fail, "max-fail", some(number))?;
