@@ -200,7 +200,7 @@ fn failure_section(out: &mut String, m: &PerformanceMetrics, failures: &[Failure
         let line = script_line(f.status, Some(f.execution_time_s), &f.id, color);
         out.push_str(&format!("{line}: {reason}\n"));
         if let Some(log) = &f.stderr_log {
-            out.push_str(&format!("{:>7} {log}\n", "stderr:"));
+            out.push_str(&format!("{:>17} {log}\n", "stderr:"));
         }
     }
     if rest > 0 {
