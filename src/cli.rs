@@ -90,7 +90,7 @@ pub enum Command {
         after_help = "Exit codes:\n  0  the requested device works\n  1  it does not\n  2  no Python interpreter to inspect"
     )]
     Doctor(DoctorArgs),
-    /// Print the last run's failures and summary from its results folder, without running.
+    /// Print the last run's failures and summary again.
     #[command(visible_alias = "last", after_help = crate::show::EXIT_CODES)]
     Show(crate::show::ShowArgs),
 }

@@ -270,7 +270,8 @@ fn every_option() -> Vec<String> {
 fn short_help_fits_a_screen_and_long_help_lists_every_option() {
     let short = help_text(&["-h"]);
     let lines = short.lines().count();
-    assert!(lines <= 40, "`-h` is {lines} lines (at most 40):\n{short}");
+    // 42: the commands grew `show` (issue 27).
+    assert!(lines <= 42, "`-h` is {lines} lines (at most 42):\n{short}");
     for daily in [
         "--output-dir",
         "--filter",
