@@ -35,6 +35,9 @@ pub const EXIT_CODES_SHORT: &str =
     after_help = EXIT_CODES_SHORT,
     after_long_help = EXIT_CODES,
     args_conflicts_with_subcommands = true,
+    // `jax-runner COMMAND --help` does what `help COMMAND` would; without the extra
+    // command `-h` keeps to 40 lines.
+    disable_help_subcommand = true,
     // The last of a repeated option wins, so wrappers can append overrides.
     args_override_self = true
 )]
@@ -90,6 +93,9 @@ pub enum Command {
         after_help = "Exit codes:\n  0  the requested device works\n  1  it does not\n  2  no Python interpreter to inspect"
     )]
     Doctor(DoctorArgs),
+    /// Print the last run's failures and summary again.
+    #[command(visible_alias = "last", after_help = crate::show::EXIT_CODES)]
+    Show(crate::show::ShowArgs),
 }
 
 #[derive(Debug, Clone, Args)]

@@ -10,6 +10,7 @@ use crate::error::ConfigError;
 use crate::model::{Device, Reuse, SandboxMode, Setting, XlaPreset};
 use crate::retry::RetryPolicy;
 
+mod choices;
 mod exports;
 pub mod layers;
 mod options;

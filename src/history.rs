@@ -172,6 +172,24 @@ pub fn fingerprint(script: &Script, inputs: &[(&str, String)]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The last run's `performance_metrics.json` in `results_dir`, or why there is none.
+pub fn last_run(results_dir: &Path) -> Result<PerformanceMetrics, String> {
+    let name = Path::new("performance_metrics.json");
+    let text = crate::confined::read_file(results_dir, name, MAX_METRICS_BYTES).map_err(|e| {
+        format!(
+            "no run recorded in {}: cannot read {} ({e})",
+            results_dir.display(),
+            name.display()
+        )
+    })?;
+    serde_json::from_slice(&text).map_err(|e| {
+        format!(
+            "{} is not a run's metrics: {e}",
+            results_dir.join(name).display()
+        )
+    })
+}
+
 /// The previous result of `id`, if its file is there and parses.
 pub fn previous_result(results_dir: &Path, id: &str) -> Option<ScriptResult> {
     let name = results_file_name(id);

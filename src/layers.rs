@@ -74,6 +74,10 @@ pub fn parse(argv: Vec<OsString>, env: &Arc<Environment>) -> Result<Parsed, Laye
             args.discover.layer(&mut layers)?;
             None
         }
+        Some(Command::Show(args)) => {
+            args.layer(&mut layers)?;
+            None
+        }
         Some(_) => None,
     };
     if let Some(run) = run {

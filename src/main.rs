@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 mod layers;
+mod show;
 mod term;
 
 use std::io::IsTerminal;
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
     let color = cli.verbosity.color(&env);
     let _ = COLOR.set(color);
     console::set_colors_enabled_stderr(color);
+    console::set_colors_enabled(color);
     if level >= tracing::Level::WARN {
         for w in &parsed.warnings {
             eprintln!("{} {w}", console::style("warning:").yellow().bold());
@@ -78,6 +80,7 @@ fn main() -> ExitCode {
         Some(Command::List(args)) => commands::list(args, level),
         Some(Command::Setup(args)) => commands::setup(args.flavor, &env, level),
         Some(Command::Doctor(args)) => commands::doctor(args, &env, level),
+        Some(Command::Show(args)) => Ok(show::show(args, level, color)),
         Some(Command::Schema { name }) => {
             let schema = jax_runner::schema::schema(name).expect("clap checked the name");
             println!(
@@ -210,11 +213,16 @@ fn start_and_run(
     if config.no_capture {
         edge.push(Box::new(report::EchoReporter));
     }
+    // After the bars, so they are cleared before the end of the run prints. With the
+    // event stream or an export on stdout, stdout is that stream's alone.
+    edge.push(Box::new(report::TerminalReporter::new(
+        report::terminal::Detail::of(level),
+        *COLOR.get().unwrap_or(&false),
+        args.slow_timeout,
+        !stdout_taken,
+    )));
     let report = runtime.block_on(app::run(config.clone(), edge, stop, halt))?;
     let m = &report.metrics;
-    if level >= tracing::Level::INFO && m.totals.total_scripts > 0 && !stdout_taken {
-        print!("{}", summary::run_summary(m));
-    }
     // After the summary: what ran is shown even when results could not all be written.
     if let Some(reason) = report.halted {
         return Err(Error::Report(ReportError::NoSpace(reason)));

@@ -48,7 +48,20 @@ pub fn init_logging(
         .event_format(CargoStyle {
             color: *COLOR.get().unwrap_or(&false),
         })
-        .with_filter(filter::Targets::new().with_target("jax_runner", level));
+        .with_filter(
+            filter::Targets::new()
+                .with_target("jax_runner", level)
+                // A script's start only at -v; its end and the counts are the terminal
+                // reporter's own lines (`report::terminal`).
+                .with_target(
+                    report::DETAIL,
+                    match level >= tracing::Level::DEBUG {
+                        true => filter::LevelFilter::from_level(level),
+                        false => filter::LevelFilter::OFF,
+                    },
+                )
+                .with_target(report::LOG_ONLY, filter::LevelFilter::OFF),
+        );
     let (file_layer, guard) = match log_file {
         Some(file) => {
             let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()

@@ -771,10 +771,20 @@ fn first_command_case(account: Account) {
     for r in &results {
         check_how_it_ran(r, WARM, &account, &mut failures);
     }
-    // The words of the run's summary are still being written: it says the run was
-    // sandboxed, and by what; the Landlock layer is the one every machine now has.
-    if !said.to_lowercase().contains("landlock") {
-        failures.push("the run's output never says it was sandboxed by Landlock".into());
+    // The run's record says it was sandboxed, and by what (the terminal says it at -v
+    // and in `show -v`); the Landlock layer is the one every machine now has.
+    let metrics = read_json(&tree.results_dir().join("performance_metrics.json"));
+    let layers = metrics["run"]["sandbox_layers"].to_string().to_lowercase();
+    if !layers.contains("landlock") {
+        failures.push(format!("the run was not sandboxed by Landlock: {layers}"));
+    }
+    // The summary line, with the report's path, and no failure among the lines.
+    let report = tree.results_dir().join("report.html");
+    if !said.contains(&format!("; report: {}", report.display())) {
+        failures.push("the summary line does not name report.html".into());
+    }
+    if said.contains("FAIL [") || said.contains("warning: failed") {
+        failures.push("a script failed".into());
     }
     assert!(
         failures.is_empty(),

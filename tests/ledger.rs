@@ -193,8 +193,14 @@ fn rerun_failed_after_a_selection_runs_only_the_failures() {
     // summary says they are carried, not failed.
     let out = t.run(&["-k", "ok_alpha"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stderr(&out).contains("1 of 4 succeeded, 3 carried"),
+        said.contains("] 1 of 4 succeeded, 3 carried; report: "),
+        "{said}"
+    );
+    assert_eq!(
+        stderr(&out).matches("CARRIED [").count(),
+        3,
         "{}",
         stderr(&out)
     );

@@ -7,7 +7,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
+
+pub use super::choices::{Backend, FailFast, Fallback, Layout, Progress};
 
 use super::layers::Source;
 use super::values::{parse_duration, parse_size};
@@ -232,6 +234,9 @@ pub struct RunOptions {
         default_value = "auto"
     )]
     pub progress: Progress,
+    /// Report a script as SLOW when it runs past this, and again at each multiple.
+    #[arg(hide_short_help = true, help_heading = "Reports", long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration, allow_hyphen_values = true)]
+    pub slow_timeout: Duration,
     /// Skip the environment pre-flight (the doctor checks a run does once); GPU
     /// problems then show up script by script and fall back there.
     #[arg(hide_short_help = true, help_heading = "Device", long)]
@@ -360,42 +365,4 @@ impl DiscoverOptions {
     pub fn recursive(&self) -> bool {
         !self.no_recursive
     }
-}
-
-/// `--backend`: where scripts run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Backend {
-    Local,
-    Ray,
-}
-
-/// `--layout`: whether GNN's step-12 layout is written too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Layout {
-    Auto,
-    Gnn,
-    Plain,
-}
-
-/// `--progress`: live progress bars.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Progress {
-    Auto,
-    On,
-    Off,
-}
-
-/// `--fail-fast[=WHEN]`: off, wait (running scripts finish) or now (they are stopped).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FailFast {
-    Off,
-    Wait,
-    Now,
-}
-
-/// `--fallback`: where a GPU script goes when the GPU environment fails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Fallback {
-    Cpu,
-    None,
 }

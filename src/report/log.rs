@@ -12,6 +12,13 @@ use crate::events::RunEvent;
 use crate::halt::Halt;
 use crate::model::Status;
 
+/// The target of lines the execution log keeps and the terminal shows only at `-v`
+/// (a script's start): the terminal has its own line per finished script.
+pub const DETAIL: &str = "jax_runner::detail";
+/// The target of lines for the execution log alone (a script's end, the counts): the
+/// terminal says them its own way (`report::terminal`).
+pub const LOG_ONLY: &str = "jax_runner::log_only";
+
 /// Start-up lines kept in memory until the log file opens, at most.
 const MAX_PENDING_BYTES: usize = 1 << 20;
 
@@ -148,6 +155,7 @@ impl Reporter for LogReporter {
                 path,
                 ..
             } => tracing::info!(
+                target: DETAIL,
                 "start  {id} (attempt {attempt}, {}) {path}",
                 device.as_str()
             ),
@@ -198,6 +206,7 @@ impl Reporter for LogReporter {
             }
             RunEvent::ScriptFinished { result } => finished(result),
             RunEvent::ScriptCarried { result, why } => tracing::info!(
+                target: LOG_ONLY,
                 "carried {}: {why}; its record from run {} ({}) stands",
                 result.id,
                 result.run_id,
@@ -209,6 +218,7 @@ impl Reporter for LogReporter {
             RunEvent::RunFinished { metrics } => {
                 let t = &metrics.totals;
                 tracing::info!(
+                    target: LOG_ONLY,
                     "finished: {} in {:.2}s",
                     t.outcomes().words(),
                     metrics.run.wall_time_s
@@ -235,9 +245,9 @@ fn finished(result: &crate::model::ScriptResult) {
         result.peak_memory_mb
     );
     match (result.status, &result.reason) {
-        (Status::Succeeded, _) => tracing::info!("{line}"),
-        (_, Some(why)) => tracing::warn!("{line}: {why}"),
-        (_, None) => tracing::warn!("{line}: {}", result.class.as_str()),
+        (Status::Succeeded, _) => tracing::info!(target: LOG_ONLY, "{line}"),
+        (_, Some(why)) => tracing::warn!(target: LOG_ONLY, "{line}: {why}"),
+        (_, None) => tracing::warn!(target: LOG_ONLY, "{line}: {}", result.class.as_str()),
     }
     if result.device_mismatch {
         tracing::warn!(

@@ -18,6 +18,7 @@ mod progress;
 mod record;
 pub mod summary;
 pub mod sweep;
+pub mod terminal;
 
 pub use atomic::{
     json_bytes, write_atomic, write_atomic_stream, write_atomic_with, write_json, write_json_with,
@@ -27,9 +28,10 @@ pub use export::{Document, EndOfRun, Exporter, RunRecord};
 pub use gnn::GnnExporter;
 pub use html::HtmlExporter;
 pub use json::JsonReporter;
-pub use log::{LogReporter, RunLogFile};
+pub use log::{LogReporter, RunLogFile, DETAIL, LOG_ONLY};
 pub use ndjson::{event_line, NdjsonReporter};
 pub use progress::{print_above_bars, ProgressReporter};
+pub use terminal::TerminalReporter;
 
 use crate::error::ReportError;
 use crate::events::{EventReceiver, RunEvent};

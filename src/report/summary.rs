@@ -2,7 +2,7 @@
 
 use crate::discovery::Discovery;
 use crate::listing::{head, LISTED};
-use crate::model::{Outcomes, PerformanceMetrics, Status};
+use crate::model::{PerformanceMetrics, Status};
 
 fn mark(status: Status) -> &'static str {
     match status {
@@ -41,8 +41,9 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The table printed when a run ends.
-pub fn run_summary(m: &PerformanceMetrics) -> String {
+/// The table `-v` prints when a run ends: a row per script, then how the run ran.
+/// The failures and the counts follow it in `terminal::end_of_run`.
+pub fn run_table(m: &PerformanceMetrics) -> String {
     let rows: Vec<Vec<String>> = m
         .scripts
         .iter()
@@ -75,12 +76,9 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
         ],
         &rows,
     );
-    failure_lines(&mut out, m);
     let t = &m.totals;
     out.push_str(&format!(
-        "\n{} in {:.2}s on {}{} with {} job(s)\n",
-        t.outcomes().words(),
-        m.run.wall_time_s,
+        "\nran on {}{} with {} job(s)\n",
         m.run.device.as_str(),
         if m.run.device_requested.as_str() == m.run.device.as_str()
             || m.run.device_requested == crate::model::Device::Auto
@@ -122,46 +120,13 @@ pub fn run_summary(m: &PerformanceMetrics) -> String {
     if t.leaks > 0 {
         out.push_str(&format!("leaked processes killed: {}\n", t.leaks));
     }
-    manifest_lines(&mut out, &m.missing_scripts, &m.refused_scripts);
     out.push_str(&format!("results: {}\n", m.run.results_dir));
     out
 }
 
-/// One line per script that did not succeed, led by its status in the counts' words
-/// (`failed:`, `timed out:`, `skipped:`, `carried:`) and with its reason, at most
-/// [`LISTED`].
-fn failure_lines(out: &mut String, m: &PerformanceMetrics) {
-    let failed: Vec<String> = m
-        .scripts
-        .iter()
-        .filter(|s| s.status != Status::Succeeded)
-        .map(|s| {
-            let why = match (&s.carried_from, s.carried_status) {
-                (Some(run), Some(was)) => format!("from run {run} ({})", Outcomes::label(was)),
-                _ => s.reason.clone().unwrap_or_else(|| s.class.as_str().into()),
-            };
-            format!("{}: {}: {why}", Outcomes::label(s.status), s.id)
-        })
-        .collect();
-    if failed.is_empty() {
-        return;
-    }
-    out.push('\n');
-    let (shown, rest) = head(&failed, LISTED);
-    for line in shown {
-        out.push_str(line);
-        out.push('\n');
-    }
-    if rest > 0 {
-        out.push_str(&format!(
-            "and {rest} more did not succeed (every reason is in performance_metrics.json)\n"
-        ));
-    }
-}
-
 /// `missing:` and `refused:` lines for render manifest entries, at most
 /// [`LISTED`] of each, then one that counts the rest.
-fn manifest_lines(out: &mut String, missing: &[String], refused: &[String]) {
+pub(crate) fn manifest_lines(out: &mut String, missing: &[String], refused: &[String]) {
     for (label, entries, why) in [
         ("missing", missing, "listed in the render manifest"),
         (

@@ -87,6 +87,7 @@ impl RunOptions {
         l.value(&mut x.export_junit, "export-junit", some(path))?;
         l.value(&mut x.export_csv, "export-csv", some(path))?;
         l.value(&mut self.progress, "progress", choice)?;
+        l.value(&mut self.slow_timeout, "slow-timeout", parse_duration)?;
         l.flag(&mut self.no_preflight, "no-preflight")?;
         l.value(&mut self.fail_fast, "fail-fast", fail_fast)?;
         l.show("fail-fast", choice_name(self.fail_fast));

@@ -1,0 +1,298 @@
+//! The terminal as nextest draws it: one line per finished script (`PASS`, `FAIL`,
+//! `TIMEOUT`, `INTR`, `SKIP`, `CARRIED`) with its time and id, a `SLOW` line for a
+//! script still running past `--slow-timeout`, and at the end the failures alone and
+//! one summary line. `jax-runner show` renders a finished run with the same
+//! functions ([`end_of_run`]), so the two cannot disagree.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use console::Style;
+
+use super::Reporter;
+use crate::error::ReportError;
+use crate::events::RunEvent;
+use crate::listing::{head, LISTED};
+use crate::model::{PerformanceMetrics, ScriptResult, Status};
+
+/// How much the terminal says: `-q` the summary line, the default adds a line per
+/// script and the failures, `-v` adds start lines (the log's) and the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Detail {
+    /// `-qq`: nothing.
+    Silent,
+    /// `-q`: the summary line only.
+    Quiet,
+    Normal,
+    Verbose,
+}
+
+impl Detail {
+    /// The detail of a tracing level (`-q` is WARN, the default INFO, `-v` DEBUG).
+    pub fn of(level: tracing::Level) -> Detail {
+        match level {
+            l if l >= tracing::Level::DEBUG => Detail::Verbose,
+            tracing::Level::INFO => Detail::Normal,
+            tracing::Level::WARN => Detail::Quiet,
+            _ => Detail::Silent,
+        }
+    }
+}
+
+/// A script that did not succeed, as the failures section shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    pub status: Status,
+    pub id: String,
+    pub execution_time_s: f64,
+    /// The result's `reason`.
+    pub reason: Option<String>,
+    /// Where its standard error is, when it ran.
+    pub stderr_log: Option<String>,
+}
+
+impl Failure {
+    /// Whether a script of this status belongs in the failures section: it ran, or
+    /// began to, and did not succeed (skipped and carried scripts are only counted).
+    pub fn listed(status: Status) -> bool {
+        matches!(
+            status,
+            Status::Failed | Status::TimedOut | Status::Interrupted
+        )
+    }
+
+    pub fn of(result: &ScriptResult) -> Failure {
+        Failure {
+            status: result.status,
+            id: result.id.clone(),
+            execution_time_s: result.execution_time_s,
+            reason: result.reason.clone(),
+            stderr_log: (!result.stderr_log.is_empty()).then(|| result.stderr_log.clone()),
+        }
+    }
+}
+
+/// The failures of a finished run in its scripts' order: each from `known` (the
+/// results as the run emitted them, or as `show` reads them back) when there, else
+/// from the run's summary row, without a log.
+pub fn failures(m: &PerformanceMetrics, known: &HashMap<String, Failure>) -> Vec<Failure> {
+    m.scripts
+        .iter()
+        .filter(|s| Failure::listed(s.status))
+        .map(|s| {
+            known.get(&s.id).cloned().unwrap_or_else(|| Failure {
+                status: s.status,
+                id: s.id.clone(),
+                execution_time_s: s.execution_time_s,
+                reason: s.reason.clone(),
+                stderr_log: None,
+            })
+        })
+        .collect()
+}
+
+/// A status as the terminal tags it.
+pub fn tag(status: Status) -> &'static str {
+    match status {
+        Status::Succeeded => "PASS",
+        Status::Failed => "FAIL",
+        Status::TimedOut => "TIMEOUT",
+        Status::Interrupted => "INTR",
+        Status::Skipped => "SKIP",
+        Status::Carried => "CARRIED",
+    }
+}
+
+fn style_of(status: Status) -> Style {
+    match status {
+        Status::Succeeded => Style::new().green().bold(),
+        Status::Failed | Status::TimedOut | Status::Interrupted => Style::new().red().bold(),
+        Status::Skipped | Status::Carried => Style::new().yellow().bold(),
+    }
+}
+
+/// `text` right-aligned in the tag column, in `style` when colours are on.
+fn painted(text: &str, style: Style, color: bool) -> String {
+    style
+        .force_styling(color)
+        .apply_to(format!("{text:>7}"))
+        .to_string()
+}
+
+/// `[   1.23s]`, or blanks for a script that took no time of this run.
+fn time(seconds: Option<f64>) -> String {
+    match seconds {
+        Some(s) => format!("[{s:>8.2}s]"),
+        None => format!("[{:>9}]", ""),
+    }
+}
+
+/// `   PASS [    1.23s] id`.
+pub fn script_line(status: Status, seconds: Option<f64>, id: &str, color: bool) -> String {
+    format!(
+        "{} {} {id}",
+        painted(tag(status), style_of(status), color),
+        time(seconds)
+    )
+}
+
+/// `   SLOW [   60.00s] id`: still running.
+pub fn slow_line(seconds: f64, id: &str, color: bool) -> String {
+    format!(
+        "{} {} {id}",
+        painted("SLOW", Style::new().yellow().bold(), color),
+        time(Some(seconds))
+    )
+}
+
+/// The last line: the counts in the one vocabulary, the wall time and where the
+/// report is: `Summary [    3.10s] 1 of 2 succeeded, 1 failed; report: DIR/report.html`.
+pub fn summary_line(m: &PerformanceMetrics, color: bool) -> String {
+    let style = match m.all_succeeded() {
+        true => Style::new().green().bold(),
+        false => Style::new().red().bold(),
+    };
+    format!(
+        "{} {} {}; report: {}",
+        painted("Summary", style, color),
+        time(Some(m.run.wall_time_s)),
+        m.totals.outcomes().words(),
+        Path::new(&m.run.results_dir).join("report.html").display()
+    )
+}
+
+/// What the terminal shows when a run has ended: at `Verbose` the table, then the
+/// failures with their reasons and stderr logs, then the summary line; at `Quiet`
+/// the summary line alone.
+pub fn end_of_run(
+    m: &PerformanceMetrics,
+    failures: &[Failure],
+    detail: Detail,
+    color: bool,
+) -> String {
+    let mut out = String::new();
+    if detail == Detail::Silent {
+        return out;
+    }
+    if detail >= Detail::Verbose {
+        out.push('\n');
+        out.push_str(&super::summary::run_table(m));
+    }
+    if detail >= Detail::Normal {
+        failure_section(&mut out, m, failures, color);
+        super::summary::manifest_lines(&mut out, &m.missing_scripts, &m.refused_scripts);
+        out.push('\n');
+    }
+    out.push_str(&summary_line(m, color));
+    out.push('\n');
+    out
+}
+
+fn failure_section(out: &mut String, m: &PerformanceMetrics, failures: &[Failure], color: bool) {
+    if failures.is_empty() {
+        return;
+    }
+    out.push_str("\nfailures:\n");
+    let (shown, rest) = head(failures, LISTED);
+    for f in shown {
+        let reason = f.reason.as_deref().unwrap_or("no reason recorded");
+        let line = script_line(f.status, Some(f.execution_time_s), &f.id, color);
+        out.push_str(&format!("{line}: {reason}\n"));
+        if let Some(log) = &f.stderr_log {
+            out.push_str(&format!("{:>17} {log}\n", "stderr:"));
+        }
+    }
+    if rest > 0 {
+        out.push_str(&format!(
+            "and {rest} more did not succeed (every reason is in {})\n",
+            Path::new(&m.run.results_dir)
+                .join("performance_metrics.json")
+                .display()
+        ));
+    }
+}
+
+/// The terminal's subscriber: a line per finished script (on stderr, above the
+/// progress bars), `SLOW` lines from the running scripts' samples, and the end of
+/// the run on stdout (unless stdout carries the event stream).
+pub struct TerminalReporter {
+    detail: Detail,
+    color: bool,
+    slow: Duration,
+    /// Whether the end of the run is printed (stdout is not the event stream's).
+    end: bool,
+    /// The failures so far, by id.
+    failures: HashMap<String, Failure>,
+    /// How many `SLOW` lines each running script has had.
+    slow_marks: HashMap<String, u64>,
+}
+
+impl TerminalReporter {
+    pub fn new(detail: Detail, color: bool, slow: Duration, end: bool) -> Self {
+        TerminalReporter {
+            detail,
+            color,
+            slow,
+            end,
+            failures: HashMap::new(),
+            slow_marks: HashMap::new(),
+        }
+    }
+
+    fn line(&self, text: &str) {
+        if self.detail >= Detail::Normal && !super::print_above_bars(text) {
+            eprintln!("{text}");
+        }
+    }
+
+    /// A `SLOW` line each time the script passes another multiple of the threshold.
+    fn sample(&mut self, id: &str, elapsed_s: f64) {
+        let every = self.slow.as_secs_f64();
+        if every <= 0.0 {
+            return;
+        }
+        let passed = (elapsed_s / every).floor() as u64;
+        let marks = self.slow_marks.entry(id.to_string()).or_default();
+        if passed > *marks {
+            *marks = passed;
+            let text = slow_line(passed as f64 * every, id, self.color);
+            self.line(&text);
+        }
+    }
+}
+
+impl Reporter for TerminalReporter {
+    fn handle(&mut self, event: &RunEvent) -> Result<(), ReportError> {
+        match event {
+            RunEvent::ScriptStarted { id, .. } => {
+                self.slow_marks.remove(id);
+            }
+            RunEvent::Sample { id, elapsed_s, .. } => self.sample(id, *elapsed_s),
+            RunEvent::ScriptFinished { result } => {
+                self.slow_marks.remove(&result.id);
+                let seconds = (result.status != Status::Skipped).then_some(result.execution_time_s);
+                self.line(&script_line(result.status, seconds, &result.id, self.color));
+                if Failure::listed(result.status) {
+                    self.failures.insert(result.id.clone(), Failure::of(result));
+                }
+            }
+            RunEvent::ScriptCarried { result, why } => {
+                let text = script_line(Status::Carried, None, &result.id, self.color);
+                self.line(&format!("{text}: {why}"));
+            }
+            RunEvent::RunFinished { metrics } if self.end && metrics.totals.total_scripts > 0 => {
+                let failures = failures(metrics, &self.failures);
+                print!(
+                    "{}",
+                    end_of_run(metrics, &failures, self.detail, self.color)
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,52 @@
+use super::*;
+
+#[test]
+fn a_line_is_the_tag_the_time_and_the_id() {
+    assert_eq!(
+        script_line(Status::Succeeded, Some(1.234), "a.b", false),
+        "   PASS [    1.23s] a.b"
+    );
+    assert_eq!(
+        script_line(Status::TimedOut, Some(2.0), "h", false),
+        "TIMEOUT [    2.00s] h"
+    );
+    assert_eq!(
+        script_line(Status::Skipped, None, "s", false),
+        "   SKIP [         ] s"
+    );
+    assert_eq!(slow_line(60.0, "x", false), "   SLOW [   60.00s] x");
+}
+
+#[test]
+fn colours_follow_the_status() {
+    let pass = script_line(Status::Succeeded, Some(1.0), "a", true);
+    assert!(pass.contains("\u{1b}[32m"), "{pass:?}");
+    let fail = script_line(Status::Failed, Some(1.0), "a", true);
+    assert!(fail.contains("\u{1b}[31m"), "{fail:?}");
+    let skip = script_line(Status::Skipped, None, "a", true);
+    assert!(skip.contains("\u{1b}[33m"), "{skip:?}");
+}
+
+#[test]
+fn a_slow_line_comes_once_per_multiple_of_the_threshold() {
+    let mut t = TerminalReporter::new(Detail::Silent, false, Duration::from_secs(2), false);
+    let marks = |t: &mut TerminalReporter, s: f64| {
+        t.sample("x", s);
+        t.slow_marks["x"]
+    };
+    assert_eq!(marks(&mut t, 1.0), 0);
+    assert_eq!(marks(&mut t, 2.1), 1);
+    assert_eq!(marks(&mut t, 3.9), 1);
+    assert_eq!(marks(&mut t, 4.0), 2);
+}
+
+#[test]
+fn quiet_is_the_summary_line_alone() {
+    let run = crate::model::test_run_info(serde_json::json!({}));
+    let m = PerformanceMetrics::build(run, vec![], vec![], vec![]);
+    let out = end_of_run(&m, &[], Detail::Quiet, false);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.starts_with("Summary ["), "{out}");
+    assert!(out.ends_with("; report: /r/report.html\n"), "{out}");
+    assert_eq!(end_of_run(&m, &[], Detail::Silent, false), "");
+}
