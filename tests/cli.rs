@@ -88,7 +88,10 @@ fn the_run_subcommand_and_the_default_are_the_same() {
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(t.result("ok_plain")["discovered_by"], "jax_folder");
-    assert!(out.stdout.is_empty(), "-q prints no summary");
+    // -q: the summary line alone (issue 27), as nextest's final line.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.contains("1 of 1 succeeded"), "{stdout}");
 }
 
 #[cfg(feature = "integration")]
