@@ -771,12 +771,22 @@ fn first_command_case(account: Account) {
     for r in &results {
         check_how_it_ran(r, WARM, &account, &mut failures);
     }
-    // The run's record says it was sandboxed, and by what (the terminal says it at -v
-    // and in `show -v`); the Landlock layer is the one every machine now has.
+    // The run's record and its summary line say it was sandboxed, by what, and warm;
+    // the Landlock layer is the one every machine now has.
     let metrics = read_json(&tree.results_dir().join("performance_metrics.json"));
     let layers = metrics["run"]["sandbox_layers"].to_string().to_lowercase();
     if !layers.contains("landlock") {
         failures.push(format!("the run was not sandboxed by Landlock: {layers}"));
+    }
+    let summary = said
+        .lines()
+        .find(|l| l.contains("Summary ["))
+        .unwrap_or_default();
+    if !(summary.contains("; sandboxed (") && summary.contains("landlock-v")) {
+        failures.push(format!("the summary line does not say how: {summary}"));
+    }
+    if !summary.contains("3 of 3 started warm") {
+        failures.push(format!("the summary line does not say warm: {summary}"));
     }
     // The summary line, with the report's path, and no failure among the lines.
     let report = tree.results_dir().join("report.html");

@@ -103,7 +103,7 @@ fn fail_fast_starts_nothing_after_the_first_failure() {
         stderr(&out)
     );
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains(" skipped; report: "),
+        String::from_utf8_lossy(&out.stdout).contains(" skipped; "),
         "the summary line counts them"
     );
 }

@@ -147,7 +147,7 @@ fn every_report_words_the_same_counts() {
     }
 
     // The terminal summary and the execution log.
-    assert!(stdout.contains(&format!("] {WORDS}; report: ")), "{stdout}");
+    assert!(stdout.contains(&format!("] {WORDS}; ")), "{stdout}");
     let log = std::fs::read_to_string(results.join("execution_log.txt")).unwrap();
     assert!(log.contains(&format!("finished: {WORDS} in ")), "{log}");
 

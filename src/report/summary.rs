@@ -89,16 +89,9 @@ pub fn run_table(m: &PerformanceMetrics) -> String {
         },
         m.run.jobs
     ));
-    if t.total_scripts > t.resumed + t.skipped {
-        out.push_str(&format!(
-            "{}, {} of {} started warm\n",
-            match m.run.sandbox_layers.is_empty() {
-                true => "not sandboxed".to_string(),
-                false => format!("sandboxed ({})", m.run.sandbox_layers.join(", ")),
-            },
-            t.warm_starts,
-            t.total_scripts - t.resumed - t.skipped
-        ));
+    if let Some(how) = isolation(m) {
+        out.push_str(&how);
+        out.push('\n');
     }
     if t.fallbacks > 0 {
         out.push_str(&format!(
@@ -228,6 +221,24 @@ dry run: {run} script(s) would run, {} kept, {jobs} at once; nothing was started
     }
     manifest_lines(&mut out, &d.missing, &d.refused);
     out
+}
+
+/// What confined the scripts that ran, and how many started warm:
+/// `sandboxed (bwrap, landlock-v7, seccomp), 3 of 3 started warm`. `None` when no
+/// script ran (all kept, skipped or carried).
+pub fn isolation(m: &PerformanceMetrics) -> Option<String> {
+    let t = &m.totals;
+    let ran = t
+        .total_scripts
+        .saturating_sub(t.resumed + t.skipped + t.carried);
+    if ran == 0 {
+        return None;
+    }
+    let how = match m.run.sandbox_layers.is_empty() {
+        true => "not sandboxed".to_string(),
+        false => format!("sandboxed ({})", m.run.sandbox_layers.join(", ")),
+    };
+    Some(format!("{how}, {} of {ran} started warm", t.warm_starts))
 }
 
 #[cfg(test)]

@@ -147,14 +147,20 @@ pub fn slow_line(seconds: f64, id: &str, color: bool) -> String {
 }
 
 /// The last line: the counts in the one vocabulary, the wall time and where the
-/// report is: `Summary [    3.10s] 1 of 2 succeeded, 1 failed; report: DIR/report.html`.
+/// report is: `Summary [    3.10s] 1 of 2 succeeded, 1 failed; sandboxed (landlock-v7,
+/// seccomp), 2 of 2 started warm; report: DIR/report.html`.
 pub fn summary_line(m: &PerformanceMetrics, color: bool) -> String {
     let style = match m.all_succeeded() {
         true => Style::new().green().bold(),
         false => Style::new().red().bold(),
     };
+    // How the scripts were confined is part of the one line: a run that was not
+    // sandboxed must say so where everyone reads.
+    let isolation = super::summary::isolation(m)
+        .map(|how| format!("; {how}"))
+        .unwrap_or_default();
     format!(
-        "{} {} {}; report: {}",
+        "{} {} {}{isolation}; report: {}",
         painted("Summary", style, color),
         time(Some(m.run.wall_time_s)),
         m.totals.outcomes().words(),
