@@ -194,10 +194,7 @@ fn rerun_failed_after_a_selection_runs_only_the_failures() {
     let out = t.run(&["-k", "ok_alpha"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        said.contains("] 1 of 4 succeeded, 3 carried; "),
-        "{said}"
-    );
+    assert!(said.contains("] 1 of 4 succeeded, 3 carried; "), "{said}");
     assert_eq!(
         stderr(&out).matches("CARRIED [").count(),
         3,

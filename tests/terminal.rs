@@ -115,7 +115,10 @@ fn a_run_says_each_ending_once_then_the_failures_then_one_summary() {
     assert_eq!(summary.len(), 1, "{said}");
     let report = results.join("report.html");
     assert!(summary[0].contains(&format!("] {WORDS}; ")), "{said}");
-    assert!(summary[0].contains(" started warm; "), "how they ran: {said}");
+    assert!(
+        summary[0].contains(" started warm; "),
+        "how they ran: {said}"
+    );
     assert!(
         summary[0].ends_with(&format!("; report: {}", report.display())),
         "{said}"
