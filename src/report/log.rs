@@ -163,23 +163,7 @@ impl Reporter for LogReporter {
                 id,
                 details: attempt,
                 ..
-            } => tracing::debug!(
-                "attempt {} of {id}: {} in {:.2}s, {}, peak {:.1} MiB{}",
-                attempt.number,
-                attempt.class.as_str(),
-                attempt.duration_s,
-                match (attempt.return_code, attempt.signal) {
-                    (_, Some(sig)) => format!("killed by {}", crate::runner::sys::signal_name(sig)),
-                    (Some(code), None) => format!("exit code {code}"),
-                    (None, None) => "no exit status".to_string(),
-                },
-                attempt.peak_memory_mb,
-                attempt
-                    .matched_line
-                    .as_deref()
-                    .map(|l| format!(": {l}"))
-                    .unwrap_or_default()
-            ),
+            } => attempt_finished(id, attempt),
             RunEvent::RetryScheduled {
                 id,
                 attempt,
@@ -215,23 +199,47 @@ impl Reporter for LogReporter {
             RunEvent::Warning { message } => tracing::warn!("{message}"),
             // --no-capture lines are the echo reporter's; a plan is printed by the edge.
             RunEvent::Output { .. } | RunEvent::Planned { .. } => {}
-            RunEvent::RunFinished { metrics } => {
-                let t = &metrics.totals;
-                tracing::info!(
-                    target: LOG_ONLY,
-                    "finished: {} in {:.2}s",
-                    t.outcomes().words(),
-                    metrics.run.wall_time_s
-                );
-                if t.device_mismatches > 0 {
-                    tracing::warn!(
-                        "{} script(s) ran on another device than their environment asked for",
-                        t.device_mismatches
-                    );
-                }
-            }
+            RunEvent::RunFinished { metrics } => run_finished(metrics),
         }
         Ok(())
+    }
+}
+
+/// One attempt's end, at debug level: its class, time, exit and memory.
+fn attempt_finished(id: &str, attempt: &crate::model::Attempt) {
+    tracing::debug!(
+        "attempt {} of {id}: {} in {:.2}s, {}, peak {:.1} MiB{}",
+        attempt.number,
+        attempt.class.as_str(),
+        attempt.duration_s,
+        match (attempt.return_code, attempt.signal) {
+            (_, Some(sig)) => format!("killed by {}", crate::runner::sys::signal_name(sig)),
+            (Some(code), None) => format!("exit code {code}"),
+            (None, None) => "no exit status".to_string(),
+        },
+        attempt.peak_memory_mb,
+        attempt
+            .matched_line
+            .as_deref()
+            .map(|l| format!(": {l}"))
+            .unwrap_or_default()
+    );
+}
+
+/// The run's end in the log, in the one vocabulary, and what the device check found.
+fn run_finished(metrics: &crate::model::PerformanceMetrics) {
+    let t = &metrics.totals;
+    tracing::info!(
+        target: LOG_ONLY,
+        "finished: {} in {:.2}s",
+        t.outcomes().words(),
+        metrics.run.wall_time_s
+    );
+    if t.device_mismatches > 0 {
+        tracing::warn!(
+            "{} script(s) ran on another device than their environment asked for",
+            t.device_mismatches
+        );
     }
 }
 
