@@ -51,10 +51,10 @@ fn resume_keeps_unchanged_successes_and_reruns_the_rest() {
     let fail_before = started(&t, "fail");
     std::fs::write(&changing, "print('changed')\n").unwrap();
 
-    let out = t.run(&["--resume"]);
+    let out = t.run(&["--resume", "-v"]);
     assert_eq!(code(&out), 1);
     assert_eq!(started(&t, "plain"), plain_before, "unchanged success kept");
-    // The summary table says which scripts did not run now.
+    // The summary table (-v) says which scripts did not run now.
     let table = String::from_utf8_lossy(&out.stdout);
     let row = |id: &str| {
         table
