@@ -35,7 +35,7 @@ pub fn query() -> std::io::Result<u8> {
 }
 
 /// What Landlock at `abi` holds a script to, in words, for results, `doctor` and the
-/// README's table: the filesystem from ABI 1 (5.13), renames across folders from 2
+/// table in docs/sandbox.md: the filesystem from ABI 1 (5.13), renames across folders from 2
 /// (5.19), truncation from 3 (6.2), TCP bind and connect from 4 (6.7), device ioctls
 /// from 5 (6.10), signals and abstract unix sockets to its own domain from 6 (6.12).
 pub fn covers(abi: u8) -> Vec<&'static str> {

@@ -14,7 +14,7 @@ pub const NOT_LAYERED: [&str; 4] = ["help", "version", "config", "profile"];
 
 /// `JAX_RUNNER_*` variables that are not options: the layers' own, switches of the
 /// runner's helpers and tests, and what the runner gives a script.
-const NOT_OPTIONS: [&str; 16] = [
+const NOT_OPTIONS: [&str; 17] = [
     "CONFIG",
     "PROFILE",
     "PYTHON",
@@ -31,6 +31,8 @@ const NOT_OPTIONS: [&str; 16] = [
     "RAY_NONCE",
     "KEEP_SCREENSHOTS",
     "LOG",
+    // The test suite's opt-out of a missing prerequisite (tests/common/prereq.rs).
+    "TEST_SKIP",
 ];
 
 /// `--config FILE`, else `JAX_RUNNER_CONFIG`, else `./jax-runner.toml` when present;
