@@ -234,21 +234,6 @@ fn a_python_that_is_not_one_gets_a_short_error() {
     assert!(err.len() < 600, "{err}");
 }
 
-/// `jax-runner` with `args`, at clap's width off a terminal (100 columns), without the
-/// variables whose values help would show.
-fn help_text(args: &[&str]) -> String {
-    let out = assert_cmd::Command::cargo_bin("jax-runner")
-        .unwrap()
-        .args(args)
-        .env("COLUMNS", "100")
-        .env_remove("RAY_ADDRESS")
-        .env_remove("JAX_RUNNER_RAY_TOKEN")
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// Every long option the man page names: the man page renders every option clap knows,
 /// whether `-h` shows it or not, so it is a list this test does not keep by hand.
 fn every_option() -> Vec<String> {

@@ -10,21 +10,6 @@ use std::path::{Path, PathBuf};
 use common::*;
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
-/// `jax-runner ARGS`, at clap's width off a terminal, without the variables whose values
-/// help would show.
-fn help(args: &[&str]) -> String {
-    let out = assert_cmd::Command::cargo_bin("jax-runner")
-        .unwrap()
-        .args(args)
-        .env("COLUMNS", "100")
-        .env_remove("RAY_ADDRESS")
-        .env_remove("JAX_RUNNER_RAY_TOKEN")
-        .output()
-        .unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// The subcommands `--help` lists, in its order (less clap's own `help`).
 fn subcommands(top: &str) -> Vec<String> {
     top.lines()
@@ -38,7 +23,7 @@ fn subcommands(top: &str) -> Vec<String> {
 }
 
 fn cli_reference() -> String {
-    let top = help(&["--help"]);
+    let top = help_text(&["--help"]);
     let subs = subcommands(&top);
     assert!(subs.iter().any(|s| s == "run"), "{top}");
     let mut md = String::from(
@@ -51,7 +36,7 @@ fn cli_reference() -> String {
     );
     let mut sections = vec![("jax-runner".to_string(), top.clone())];
     for sub in &subs {
-        sections.push((format!("jax-runner {sub}"), help(&[sub, "--help"])));
+        sections.push((format!("jax-runner {sub}"), help_text(&[sub, "--help"])));
     }
     md.push_str("| command | section |\n| --- | --- |\n");
     for (name, _) in &sections {

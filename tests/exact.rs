@@ -8,21 +8,10 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use serde_json::json;
 
 /// A GNN step-11 tree with the one script `fixture`, run in GNN's layout.
 fn run_gnn(t: &Tree, fixture: &str) -> std::path::PathBuf {
-    let render = t.root().join("11_render_output");
-    let script = render.join("m/jax/M_jax.py");
-    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
-    std::fs::copy(repo().join("fixtures").join(fixture), &script).unwrap();
-    let manifest = json!({"file_results": {"in/m.md": {"framework_results": {"jax": {
-        "success": true, "output_files": [script]}}}}});
-    std::fs::write(
-        render.join("render_processing_summary.json"),
-        manifest.to_string(),
-    )
-    .unwrap();
+    let render = one_model_tree(&t.root(), fixture);
     let out = assert_cmd::Command::cargo_bin("jax-runner")
         .unwrap()
         .arg("--output-dir")

@@ -308,28 +308,11 @@ fn step_12_output_is_what_gnn_step_16_reads() {
         .is_file());
 }
 
-/// `tree/11_render_output/m/jax/M_jax.py` (a script that writes
-/// simulation_results.json) and a manifest listing it by absolute path.
-fn one_model_tree(tree: &Path) -> PathBuf {
-    let render = tree.join("11_render_output");
-    let script = render.join("m/jax/M_jax.py");
-    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
-    std::fs::copy(repo().join("fixtures/ok_jax.py"), &script).unwrap();
-    let manifest = json!({"file_results": {"in/m.md": {"framework_results": {"jax": {
-        "success": true, "output_files": [script]}}}}});
-    std::fs::write(
-        render.join("render_processing_summary.json"),
-        manifest.to_string(),
-    )
-    .unwrap();
-    render
-}
-
 #[test]
 fn resume_runs_again_when_the_outputs_are_gone() {
     let t = Tree::outside_tmp();
     let tree = t.root();
-    let render = one_model_tree(&tree);
+    let render = one_model_tree(&tree, "ok_jax.py");
     let sim = tree.join("12_execute_output/m/jax/simulation_data/simulation_results.json");
     let started = |t: &Tree| t.result("M_jax")["started_at"].clone();
 
@@ -366,7 +349,7 @@ fn resume_runs_again_when_the_outputs_are_gone() {
 fn a_moved_or_copied_tree_runs_its_own_scripts() {
     let t = Tree::outside_tmp();
     let original = t.root().join("original");
-    one_model_tree(&original);
+    one_model_tree(&original, "ok_jax.py");
 
     // A copy beside the original: the copy's scripts run, not the original's.
     let copy = t.root().join("copy");

@@ -157,6 +157,39 @@ pub fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
 }
 
+/// A GNN step-11 tree under `tree` with one model: `11_render_output/m/jax/M_jax.py`
+/// (a copy of `fixtures/FIXTURE`) and a render manifest listing it by absolute path.
+/// Returns the render folder.
+pub fn one_model_tree(tree: &Path, fixture: &str) -> PathBuf {
+    let render = tree.join("11_render_output");
+    let script = render.join("m/jax/M_jax.py");
+    std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+    std::fs::copy(repo().join("fixtures").join(fixture), &script).unwrap();
+    let manifest = serde_json::json!({"file_results": {"in/m.md": {"framework_results": {
+        "jax": {"success": true, "output_files": [script]}}}}});
+    std::fs::write(
+        render.join("render_processing_summary.json"),
+        manifest.to_string(),
+    )
+    .unwrap();
+    render
+}
+
+/// `jax-runner ARGS`'s standard output, at clap's width off a terminal (100 columns),
+/// without the variables whose values help would show; the command must succeed.
+pub fn help_text(args: &[&str]) -> String {
+    let out = Command::cargo_bin("jax-runner")
+        .unwrap()
+        .args(args)
+        .env("COLUMNS", "100")
+        .env_remove("RAY_ADDRESS")
+        .env_remove("JAX_RUNNER_RAY_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 pub fn code(out: &Output) -> i32 {
     out.status.code().unwrap_or(-1)
 }
