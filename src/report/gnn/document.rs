@@ -161,11 +161,10 @@ pub fn script_document(
     e: &GnnEntry,
     executor: &str,
     results_file: &Path,
-    collected: CollectedOutputs,
+    (collected, stdout, stderr): (CollectedOutputs, LogText, LogText),
 ) -> GnnScriptDocument {
     let (return_code, error, error_type) = gnn_error(record);
     let on_success = |v| r.success.then_some(v);
-    let (stdout, stderr) = (LogText::of(&r.stdout_log), LogText::of(&r.stderr_log));
     GnnScriptDocument {
         framework: FRAMEWORK.into(),
         model_name: e.model.clone(),
@@ -216,13 +215,30 @@ pub fn script_document(
     }
 }
 
+/// What the summary needs of a script's outputs, taken when its result came (its logs
+/// are read once, for the per-script document and the summary alike).
+#[derive(Debug, Clone, Default)]
+pub struct Seen {
+    /// `collected_outputs_summary`.
+    pub outputs: BTreeMap<String, OutputCount>,
+    /// Characters of standard output and standard error.
+    pub stdout_chars: u64,
+    pub stderr_chars: u64,
+}
+
+impl Seen {
+    /// What `collected` and the two logs say.
+    pub fn of(collected: &CollectedOutputs, stdout: &LogText, stderr: &LogText) -> Seen {
+        Seen {
+            outputs: collected.summary(),
+            stdout_chars: stdout.chars,
+            stderr_chars: stderr.chars,
+        }
+    }
+}
+
 /// The summary entry of a script.
-pub fn detail(
-    r: &ScriptRecord,
-    e: &GnnEntry,
-    executor: &str,
-    outputs: BTreeMap<String, OutputCount>,
-) -> GnnDetail {
+pub fn detail(r: &ScriptRecord, e: &GnnEntry, executor: &str, seen: Seen) -> GnnDetail {
     let (return_code, error, error_type) = gnn_error(r);
     let ran = !r.attempts.is_empty();
     let on_success = |v| r.success.then_some(v);
@@ -247,9 +263,9 @@ pub fn detail(
         output_file: ran.then(|| lossy(&e.log_file())),
         implementation_directory: lossy(&e.impl_dir),
         // GNN's `len(stdout)`: characters, as the per-script document counts them.
-        stdout_length: LogText::of(&r.stdout_log).chars,
-        stderr_length: LogText::of(&r.stderr_log).chars,
-        collected_outputs_summary: outputs,
+        stdout_length: seen.stdout_chars,
+        stderr_length: seen.stderr_chars,
+        collected_outputs_summary: seen.outputs,
         id: r.id.clone(),
         status: r.status,
         class: r.class,

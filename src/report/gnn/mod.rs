@@ -17,11 +17,12 @@ use crate::discovery::Script;
 use crate::error::ReportError;
 use crate::events::RunEvent;
 use crate::model::gnn::{
-    CollectedOutputs, FrameworkStatus, GnnDetail, GnnSummary, OutputCount, RenderFailure,
-    FRAMEWORK, SUMMARY_FORMAT,
+    CollectedOutputs, FrameworkStatus, GnnDetail, GnnSummary, RenderFailure, FRAMEWORK,
+    SUMMARY_FORMAT,
 };
 use crate::model::ScriptResult;
 use crate::paths::local_iso;
+use text::LogText;
 
 pub use document::gnn_error;
 
@@ -166,8 +167,8 @@ pub struct GnnExporter {
     facts: RunFacts,
     executor: String,
     jobs: usize,
-    /// `collected_outputs_summary` per script id, kept from its result.
-    outputs: HashMap<String, BTreeMap<String, OutputCount>>,
+    /// What each script left (outputs, log lengths), by id, kept from its result.
+    seen: HashMap<String, document::Seen>,
 }
 
 impl GnnExporter {
@@ -184,7 +185,7 @@ impl GnnExporter {
             facts,
             executor: String::new(),
             jobs: 1,
-            outputs: HashMap::new(),
+            seen: HashMap::new(),
         }
     }
 
@@ -194,8 +195,8 @@ impl GnnExporter {
             .iter()
             .filter_map(|r| {
                 let e = self.entries.get(&r.id)?;
-                let outputs = self.outputs.get(&r.id).cloned().unwrap_or_default();
-                Some(document::detail(r, e, &self.executor, outputs))
+                let seen = self.seen.get(&r.id).cloned().unwrap_or_default();
+                Some(document::detail(r, e, &self.executor, seen))
             })
             .collect()
     }
@@ -295,22 +296,17 @@ impl Exporter for GnnExporter {
             // Its files stay as they are; GNN's summary, which knows no `carried`,
             // lists it as its earlier record ended.
             RunEvent::ScriptCarried { result, .. } if self.entries.contains_key(&result.id) => {
-                let collected = document::collected(result);
-                self.outputs.insert(result.id.clone(), collected.summary());
+                let (collected, stdout, stderr) = left_by(result);
+                let seen = document::Seen::of(&collected, &stdout, &stderr);
+                self.seen.insert(result.id.clone(), seen);
             }
             RunEvent::ScriptFinished { result } => {
                 if let (Some(record), Some(e)) = (record, self.entries.get(&result.id)) {
-                    let collected = document::collected(result);
-                    self.outputs.insert(result.id.clone(), collected.summary());
+                    let left = left_by(result);
+                    let seen = document::Seen::of(&left.0, &left.1, &left.2);
+                    self.seen.insert(result.id.clone(), seen);
                     make_folder(&self.root, &e.logs_dir())?;
-                    script_files(
-                        result,
-                        record,
-                        e,
-                        collected,
-                        &self.executor,
-                        &self.results_dir,
-                    )?;
+                    script_files(result, record, e, left, &self.executor, &self.results_dir)?;
                 }
             }
             _ => {}
@@ -336,12 +332,22 @@ impl Exporter for GnnExporter {
     }
 }
 
+/// What a script left: its data folder's files, as its result lists them, and its two
+/// logs as GNN's `str` would hold them. Read once per script.
+fn left_by(r: &ScriptResult) -> (CollectedOutputs, LogText, LogText) {
+    (
+        document::collected(r),
+        LogText::of(&r.stdout_log),
+        LogText::of(&r.stderr_log),
+    )
+}
+
 /// Writes a script's `_results.json` and `_execution.log` as it finishes.
 fn script_files(
     r: &ScriptResult,
     record: &ScriptRecord,
     e: &GnnEntry,
-    collected: CollectedOutputs,
+    left: (CollectedOutputs, LogText, LogText),
     executor: &str,
     results_dir: &Path,
 ) -> Result<(), ReportError> {
@@ -350,7 +356,7 @@ fn script_files(
         return Ok(());
     }
     let ours = results_dir.join(crate::model::results_file_name(&r.id));
-    let doc = document::script_document(r, record, e, executor, &ours, collected);
+    let doc = document::script_document(r, record, e, executor, &ours, left);
     // Streamed: `simulation_data` can hold megabytes, which pretty-printing multiplies.
     write_atomic_stream(&e.results_file(), false, |out| {
         serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::other)?;
