@@ -1,6 +1,11 @@
 //! The terminal: log lines as cargo writes them (`error:`, `warning:`), printed above
-//! the progress bars, colours decided once, and the execution log's writer.
+//! the progress bars, colours decided once, and the execution log's writer. Every
+//! line's fields are written through [`report::escape::excerpt`]: a file name or a
+//! message from a script logged anywhere cannot steer the terminal, nor a reader of
+//! `execution_log.txt`.
 
+use tracing_subscriber::fmt::format::{DefaultFields, Writer};
+use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{filter, Layer};
@@ -45,6 +50,7 @@ pub fn init_logging(
     let terminal = tracing_subscriber::fmt::layer()
         .with_writer(|| TermLine(Vec::new()))
         .with_ansi(*COLOR.get().unwrap_or(&false))
+        .fmt_fields(EscapedFields::default())
         .event_format(CargoStyle {
             color: *COLOR.get().unwrap_or(&false),
         })
@@ -71,6 +77,7 @@ pub fn init_logging(
                 .with_writer(writer)
                 .with_ansi(false)
                 .with_target(false)
+                .fmt_fields(EscapedFields::default())
                 .with_filter(
                     filter::Targets::new().with_target("jax_runner", tracing::Level::DEBUG),
                 );
@@ -83,6 +90,22 @@ pub fn init_logging(
         .with(file_layer)
         .init();
     guard
+}
+
+/// tracing's own field formatting, its output escaped ([`report::escape::excerpt`]).
+#[derive(Default)]
+struct EscapedFields(DefaultFields);
+
+impl<'writer> FormatFields<'writer> for EscapedFields {
+    fn format_fields<R: tracing_subscriber::field::RecordFields>(
+        &self,
+        mut writer: Writer<'writer>,
+        fields: R,
+    ) -> std::fmt::Result {
+        let mut text = String::new();
+        self.0.format_fields(Writer::new(&mut text), fields)?;
+        writer.write_str(&report::escape::excerpt(&text))
+    }
 }
 
 /// Terminal lines as cargo writes them: `error:` and `warning:` tags, `debug:` for

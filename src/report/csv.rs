@@ -1,8 +1,11 @@
 //! `--export-csv`: one row per script (id, status, exit code, seconds, peak memory
 //! MiB, device, attempts, reason) under a header row, in discovery order, quoted as
 //! RFC 4180 says: a field with a comma, a quote or a line break goes in quotes, its
-//! quotes doubled. Rows end in CRLF, as the RFC and spreadsheets expect.
+//! quotes doubled. Rows end in CRLF, as the RFC and spreadsheets expect. The id and
+//! the reason are shown with their control characters escaped ([`escape::line`]), so
+//! a row is one line and a terminal that prints the file obeys nothing in it.
 
+use super::escape;
 use super::export::RunRecord;
 use super::record::ScriptRecord;
 use crate::error::ReportError;
@@ -45,14 +48,14 @@ fn fields(r: &ScriptRecord) -> [String; 8] {
         (None, None) => String::new(),
     };
     [
-        r.id.clone(),
+        escape::line(&r.id).into_owned(),
         r.status.as_str().to_string(),
         r.return_code.map(|c| c.to_string()).unwrap_or_default(),
         format!("{:.3}", r.execution_time_s),
         format!("{:.1}", r.peak_memory_mb),
         device,
         r.attempts.len().to_string(),
-        reason,
+        escape::line(&reason).into_owned(),
     ]
 }
 
@@ -115,9 +118,8 @@ mod tests {
         assert_eq!(parse(&line), fields.to_vec());
     }
 
-    #[test]
-    fn one_row_per_record_under_the_header() {
-        let result: crate::model::ScriptResult = serde_json::from_value(serde_json::json!({
+    fn failed_result() -> crate::model::ScriptResult {
+        serde_json::from_value(serde_json::json!({
             "schema_version": 1, "id": "a,b", "script_path": "/out/a.py",
             "relative_path": "m/jax/a.py", "discovered_by": "jax_folder",
             "success": false, "status": "failed", "class": "script_error", "return_code": 1,
@@ -131,8 +133,12 @@ mod tests {
             "data_dir": "/d",
             "sandbox": {"kind": "none", "network": true, "home_visible": true, "environment": "inherited"}
         }))
-        .unwrap();
-        let record = ScriptRecord::of(&result);
+        .unwrap()
+    }
+
+    #[test]
+    fn one_row_per_record_under_the_header() {
+        let record = ScriptRecord::of(&failed_result());
         let csv = render(&[&record]);
         let lines: Vec<&str> = csv.split_terminator("\r\n").collect();
         assert_eq!(lines[0], HEADER.join(","));
@@ -143,6 +149,17 @@ mod tests {
             ["a,b", "failed", "1", "1.250", "12.3", "cpu", "0"]
         );
         assert!(row[7].contains("say \"no\", twice"), "{row:?}");
+    }
+
+    #[test]
+    fn a_reason_with_control_characters_is_one_escaped_line() {
+        let mut record = ScriptRecord::of(&failed_result());
+        record.id = "x\u{202e}".into();
+        record.reason.as_mut().unwrap().tail = vec!["E: \u{1b}]0;t\u{7}\0\r\u{1b}[2K".into()];
+        let csv = render(&[&record]);
+        let row = csv.split_terminator("\r\n").nth(1).unwrap();
+        assert!(row.starts_with("x\\u{202e},failed,"), "{row}");
+        assert!(row.ends_with("E: \\x1b]0;t\\x07\\x00\\r\\x1b[2K"), "{row}");
     }
 
     /// A small RFC 4180 reader of one row, to check the writer against.

@@ -25,6 +25,11 @@
 //! failed attempts of a script that finally succeeded are `<flakyFailure>`, of one
 //! that finally failed `<rerunFailure>`. Missing and refused render manifest entries
 //! are failures with a message.
+//!
+//! quick-junit drops what XML 1.0 cannot hold (most C0 controls, ANSI sequences)
+//! without a trace; every text from a script goes through [`escape`] first, so the
+//! report shows `\x1b]0;…` where the script printed one, and DEL, C1 and
+//! bidirectional controls are written visibly too.
 
 use std::time::{Duration, SystemTime};
 
@@ -32,6 +37,7 @@ use quick_junit::{
     FlakyOrRerun, NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite,
 };
 
+use super::escape;
 use super::export::RunRecord;
 use super::record::{AttemptRecord, ScriptRecord};
 use crate::error::ReportError;
@@ -84,33 +90,37 @@ fn script_case(d: &ScriptRecord) -> TestCase {
         (Status::Succeeded, _) => TestCaseStatus::success(),
         (Status::Carried, Some(c)) => {
             let mut s = TestCaseStatus::skipped();
-            s.set_message(c.line()).set_type("carried");
+            s.set_message(escape::line(&c.line())).set_type("carried");
             s
         }
         (Status::Skipped | Status::Carried, _) => {
             let mut s = TestCaseStatus::skipped();
-            s.set_message(format!("{}: {line}", Outcomes::label(d.status)))
-                .set_type(d.status.as_str());
+            s.set_message(format!(
+                "{}: {}",
+                Outcomes::label(d.status),
+                escape::line(&line)
+            ))
+            .set_type(d.status.as_str());
             s
         }
         (Status::Failed | Status::TimedOut | Status::Interrupted, _) => {
             let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
             // Timeouts and stops are typed by their status (as the class says too);
             // failures by their class, which says what kind of failure.
-            s.set_message(line)
+            s.set_message(escape::line(&line))
                 .set_type(d.class.as_str())
                 .set_rerun_kind(FlakyOrRerun::Rerun);
             if let Some(r) = &d.reason {
-                s.set_description(r.tail.join("\n"));
+                s.set_description(escape::excerpt(&r.tail.join("\n")));
             }
             s
         }
     };
     // For a success these are written as flakyFailure, for a failure as rerunFailure.
     status.add_reruns(reruns.map(rerun));
-    let mut case = TestCase::new(d.id.as_str(), status);
+    let mut case = TestCase::new(escape::line(&d.id), status);
     let classname = d.relative_path.rsplit_once('/').map_or("", |(dir, _)| dir);
-    case.set_classname(classname)
+    case.set_classname(escape::line(classname))
         .set_time(secs(d.execution_time_s));
     if let Some(t) = d.started_at {
         case.set_timestamp(timestamp(t));
@@ -118,10 +128,10 @@ fn script_case(d: &ScriptRecord) -> TestCase {
     if d.needs_attention() {
         let (out, err) = output_tails(d);
         if !out.is_empty() {
-            case.set_system_out(out.join("\n"));
+            case.set_system_out(escape::excerpt(&out.join("\n")));
         }
         if !err.is_empty() {
-            case.set_system_err(err.join("\n"));
+            case.set_system_err(escape::excerpt(&err.join("\n")));
         }
     }
     case
@@ -132,11 +142,9 @@ fn rerun(a: &AttemptRecord) -> TestRerun {
     let mut r = TestRerun::new(NonSuccessKind::Failure);
     r.set_time(secs(a.duration_s))
         .set_type(a.class.as_str())
-        .set_message(
-            a.words
-                .clone()
-                .unwrap_or_else(|| a.status.as_str().to_string()),
-        )
+        .set_message(escape::line(
+            a.words.as_deref().unwrap_or(a.status.as_str()),
+        ))
         .set_description(format!("attempt {}", a.number));
     if let Some(t) = a.started_at {
         r.set_timestamp(timestamp(t));
@@ -159,7 +167,7 @@ fn manifest_cases(entries: &[String], kind: &str, message: &str) -> Vec<TestCase
     let case = |name: &str| {
         let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
         status.set_message(message).set_type(kind);
-        let mut case = TestCase::new(name, status);
+        let mut case = TestCase::new(escape::line(name), status);
         case.set_classname("manifest");
         case
     };

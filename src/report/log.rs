@@ -1,11 +1,14 @@
 //! Turns run events into log lines. The lines go wherever tracing is routed: the
 //! terminal at the chosen verbosity and `execution_log.txt` in the results folder,
-//! which [`RunLogFile`] creates only once the run really starts.
+//! which [`RunLogFile`] creates only once the run really starts. What a script
+//! controls in a line (its path, reason, matched line, a leaked command) is written
+//! through [`escape::line`], so neither the terminal nor a reader of the log obeys it.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use super::escape;
 use super::Reporter;
 use crate::error::ReportError;
 use crate::events::RunEvent;
@@ -156,8 +159,9 @@ impl Reporter for LogReporter {
                 ..
             } => tracing::info!(
                 target: DETAIL,
-                "start  {id} (attempt {attempt}, {}) {path}",
-                device.as_str()
+                "start  {id} (attempt {attempt}, {}) {}",
+                device.as_str(),
+                escape::line(path)
             ),
             RunEvent::AttemptFinished {
                 id,
@@ -178,25 +182,26 @@ impl Reporter for LogReporter {
                     tracing::debug!(
                         "{id} falls back to {}: {}",
                         fallback.to.as_str(),
-                        fallback.reason
+                        escape::line(&fallback.reason)
                     );
                 } else {
                     self.fallback_announced = true;
                     tracing::warn!(
                         "GPU unusable, scripts fall back to the CPU: {} (first: {id})",
-                        fallback.reason
+                        escape::line(&fallback.reason)
                     );
                 }
             }
             RunEvent::ScriptFinished { result } => finished(result),
             RunEvent::ScriptCarried { result, why } => tracing::info!(
                 target: LOG_ONLY,
-                "carried {}: {why}; its record from run {} ({}) stands",
+                "carried {}: {}; its record from run {} ({}) stands",
                 result.id,
+                escape::line(why),
                 result.run_id,
                 result.status.as_str()
             ),
-            RunEvent::Warning { message } => tracing::warn!("{message}"),
+            RunEvent::Warning { message } => tracing::warn!("{}", escape::excerpt(message)),
             // --no-capture lines are the echo reporter's; a plan is printed by the edge.
             RunEvent::Output { .. } | RunEvent::Planned { .. } => {}
             RunEvent::RunFinished { metrics } => run_finished(metrics),
@@ -221,7 +226,7 @@ fn attempt_finished(id: &str, attempt: &crate::model::Attempt) {
         attempt
             .matched_line
             .as_deref()
-            .map(|l| format!(": {l}"))
+            .map(|l| format!(": {}", escape::line(l)))
             .unwrap_or_default()
     );
 }
@@ -254,7 +259,7 @@ fn finished(result: &crate::model::ScriptResult) {
     );
     match (result.status, &result.reason) {
         (Status::Succeeded, _) => tracing::info!(target: LOG_ONLY, "{line}"),
-        (_, Some(why)) => tracing::warn!(target: LOG_ONLY, "{line}: {why}"),
+        (_, Some(why)) => tracing::warn!(target: LOG_ONLY, "{line}: {}", escape::line(why)),
         (_, None) => tracing::warn!(target: LOG_ONLY, "{line}: {}", result.class.as_str()),
     }
     if result.device_mismatch {
@@ -270,7 +275,7 @@ fn finished(result: &crate::model::ScriptResult) {
             "{} left a process running, killed: {} {}",
             result.id,
             leak.pid,
-            leak.command
+            escape::line(&leak.command)
         );
     }
 }

@@ -3,10 +3,14 @@
 //! Nothing a script controls (its name and path, manifest entries, exceptions,
 //! output) reaches the Markdown as markup: names and paths go in code spans, output
 //! in fences longer than any backtick run inside it, and the rest is escaped, so a
-//! renderer shows `<img src=x onerror=…>` as text and never as an element.
+//! renderer shows `<img src=x onerror=…>` as text and never as an element. Control
+//! characters and bidirectional controls are written visibly first
+//! ([`super::escape`]), so a reader's terminal or editor shows `\x1b]0;…` and obeys
+//! nothing.
 
 use std::fmt::Write;
 
+use super::escape;
 use super::export::RunRecord;
 use super::record::ScriptRecord;
 use crate::error::ReportError;
@@ -174,9 +178,10 @@ fn longest_backtick_run(s: &str) -> usize {
 }
 
 /// `s` as an inline code span: delimited by more backticks than any run inside,
-/// padded where it starts or ends with a backtick, on one line.
+/// padded where it starts or ends with a backtick, on one line (its line breaks and
+/// control characters escaped, [`escape::line`]).
 pub fn code_span(s: &str) -> String {
-    let one_line = s.replace(['\r', '\n'], " ");
+    let one_line = escape::line(s);
     let ticks = "`".repeat(longest_backtick_run(&one_line) + 1);
     let pad = if one_line.starts_with('`') || one_line.ends_with('`') || one_line.is_empty() {
         " "
@@ -186,9 +191,11 @@ pub fn code_span(s: &str) -> String {
     format!("{ticks}{pad}{one_line}{pad}{ticks}")
 }
 
-/// `s` as a fenced code block, its fence longer than any backtick run inside.
+/// `s` as a fenced code block, its fence longer than any backtick run inside, its
+/// control characters escaped ([`escape::excerpt`]).
 pub fn fence(s: &str) -> String {
-    let ticks = "`".repeat((longest_backtick_run(s) + 1).max(3));
+    let s = escape::excerpt(s);
+    let ticks = "`".repeat((longest_backtick_run(&s) + 1).max(3));
     format!("{ticks}text\n{s}\n{ticks}")
 }
 
@@ -206,16 +213,15 @@ pub fn text(s: &str) -> String {
 }
 
 /// `s` as plain text inside a line: every character Markdown or HTML would read as
-/// markup is escaped (`<`, `>` and `&` as entities, the rest with a backslash), and
-/// line breaks become spaces.
+/// markup is escaped (`<`, `>` and `&` as entities, the rest with a backslash),
+/// after line breaks and control characters are written visibly ([`escape::line`]).
 pub fn inline(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
+    for c in escape::line(s).chars() {
         match c {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
-            '\r' | '\n' => out.push(' '),
             '\\' | '`' | '*' | '_' | '[' | ']' | '#' | '|' | '~' => {
                 out.push('\\');
                 out.push(c);

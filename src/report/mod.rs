@@ -6,6 +6,7 @@
 mod atomic;
 mod csv;
 mod echo;
+pub mod escape;
 pub mod export;
 pub mod gnn;
 mod html;

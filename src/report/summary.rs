@@ -1,5 +1,8 @@
-//! Human-readable tables: the end-of-run summary and the `list` output.
+//! Human-readable tables: the end-of-run summary and the `list` output. Cells and
+//! manifest entries are shown through [`escape::line`]: a file name or a reason with
+//! control characters in it cannot steer the terminal.
 
+use super::escape;
 use crate::discovery::Discovery;
 use crate::listing::{head, LISTED};
 use crate::model::{PerformanceMetrics, Status};
@@ -15,10 +18,14 @@ fn mark(status: Status) -> &'static str {
     }
 }
 
-/// Lays out rows as left-aligned columns separated by two spaces.
+/// Lays out rows as left-aligned columns separated by two spaces, each cell escaped.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|c| escape::line(c).into_owned()).collect())
+        .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
@@ -35,7 +42,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         s.trim_end().to_string() + "\n"
     };
     let mut out = line(header.to_vec());
-    for row in rows {
+    for row in &rows {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
     out
@@ -100,7 +107,7 @@ pub fn run_table(m: &PerformanceMetrics) -> String {
             m.run
                 .device_fallback_reason
                 .as_deref()
-                .map(|r| format!(" ({r})"))
+                .map(|r| format!(" ({})", escape::line(r)))
                 .unwrap_or_default()
         ));
     }
@@ -113,7 +120,7 @@ pub fn run_table(m: &PerformanceMetrics) -> String {
     if t.leaks > 0 {
         out.push_str(&format!("leaked processes killed: {}\n", t.leaks));
     }
-    out.push_str(&format!("results: {}\n", m.run.results_dir));
+    out.push_str(&format!("results: {}\n", escape::line(&m.run.results_dir)));
     out
 }
 
@@ -130,7 +137,7 @@ pub(crate) fn manifest_lines(out: &mut String, missing: &[String], refused: &[St
     ] {
         let (shown, rest) = head(entries, LISTED);
         for entry in shown {
-            out.push_str(&format!("{label}: {entry} ({why})\n"));
+            out.push_str(&format!("{label}: {} ({why})\n", escape::line(entry)));
         }
         if rest > 0 {
             out.push_str(&format!("{label}: and {rest} more\n"));

@@ -3,6 +3,9 @@
 //! script still running past `--slow-timeout`, and at the end the failures alone and
 //! one summary line. `jax-runner show` renders a finished run with the same
 //! functions ([`end_of_run`]), so the two cannot disagree.
+//!
+//! What a script controls (its id and path, its reason, the paths of its logs) is
+//! shown through [`escape::line`]: no escape sequence it printed reaches the terminal.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -10,6 +13,7 @@ use std::time::Duration;
 
 use console::Style;
 
+use super::escape;
 use super::Reporter;
 use crate::error::ReportError;
 use crate::events::RunEvent;
@@ -131,18 +135,20 @@ fn time(seconds: Option<f64>) -> String {
 /// `   PASS [    1.23s] id`.
 pub fn script_line(status: Status, seconds: Option<f64>, id: &str, color: bool) -> String {
     format!(
-        "{} {} {id}",
+        "{} {} {}",
         painted(tag(status), style_of(status), color),
-        time(seconds)
+        time(seconds),
+        escape::line(id)
     )
 }
 
 /// `   SLOW [   60.00s] id`: still running.
 pub fn slow_line(seconds: f64, id: &str, color: bool) -> String {
     format!(
-        "{} {} {id}",
+        "{} {} {}",
         painted("SLOW", Style::new().yellow().bold(), color),
-        time(Some(seconds))
+        time(Some(seconds)),
+        escape::line(id)
     )
 }
 
@@ -164,7 +170,12 @@ pub fn summary_line(m: &PerformanceMetrics, color: bool) -> String {
         painted("Summary", style, color),
         time(Some(m.run.wall_time_s)),
         m.totals.outcomes().words(),
-        Path::new(&m.run.results_dir).join("report.html").display()
+        escape::line(
+            &Path::new(&m.run.results_dir)
+                .join("report.html")
+                .display()
+                .to_string()
+        )
     )
 }
 
@@ -202,11 +213,11 @@ fn failure_section(out: &mut String, m: &PerformanceMetrics, failures: &[Failure
     out.push_str("\nfailures:\n");
     let (shown, rest) = head(failures, LISTED);
     for f in shown {
-        let reason = f.reason.as_deref().unwrap_or("no reason recorded");
+        let reason = escape::line(f.reason.as_deref().unwrap_or("no reason recorded"));
         let line = script_line(f.status, Some(f.execution_time_s), &f.id, color);
         out.push_str(&format!("{line}: {reason}\n"));
         if let Some(log) = &f.stderr_log {
-            out.push_str(&format!("{:>17} {log}\n", "stderr:"));
+            out.push_str(&format!("{:>17} {}\n", "stderr:", escape::line(log)));
         }
     }
     if rest > 0 {
@@ -285,7 +296,7 @@ impl Reporter for TerminalReporter {
             }
             RunEvent::ScriptCarried { result, why } => {
                 let text = script_line(Status::Carried, None, &result.id, self.color);
-                self.line(&format!("{text}: {why}"));
+                self.line(&format!("{text}: {}", escape::line(why)));
             }
             RunEvent::RunFinished { metrics } if self.end && metrics.totals.total_scripts > 0 => {
                 let failures = failures(metrics, &self.failures);

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::svg::secs_between;
 use super::{fmt_secs, Row};
+use crate::report::escape;
 use crate::report::record::ScriptRecord;
 
 /// One attempt as the detail view lists it: number, slot, status, start after the
@@ -34,7 +35,8 @@ pub(super) fn details(
             Some(f) => Detail {
                 reason: f
                     .reason_line()
-                    .or_else(|| f.carried.as_ref().map(|c| c.line())),
+                    .or_else(|| f.carried.as_ref().map(|c| c.line()))
+                    .map(|r| escape::line(&r).into_owned()),
                 // A carried script's attempts are an earlier run's, not on this run's clock.
                 attempts: f
                     .attempts
@@ -51,7 +53,7 @@ pub(super) fn details(
                             a.status.as_str(),
                             start,
                             fmt_secs(a.duration_s),
-                            a.words.clone(),
+                            a.words.as_deref().map(|w| escape::line(w).into_owned()),
                         )
                     })
                     .collect(),

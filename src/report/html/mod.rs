@@ -7,7 +7,9 @@
 //! axis ticks) is computed here; the template only lays it out. Its script
 //! (`templates/report.js`) sorts and filters the table and opens a script's detail;
 //! a Content-Security-Policy lets only that script run, whatever a script's output
-//! holds.
+//! holds. Every value the template writes passes [`escape::excerpt`] before HTML
+//! escaping (the per-script data in the page's JSON passes [`escape::line`]), so no
+//! NUL, ESC or bidirectional override from a script reaches the page.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::escape;
 use super::export::{Exporter, RunRecord};
 use super::record::ScriptRecord;
 use super::write_atomic;
@@ -101,6 +104,18 @@ impl HtmlExporter {
         let mut env = minijinja::Environment::new();
         // Explicit, although the default callback also picks HTML for `.html.j2`.
         env.set_auto_escape_callback(|_| minijinja::AutoEscape::Html);
+        env.set_formatter(
+            |out, state, value| match value.as_str().map(escape::excerpt) {
+                Some(std::borrow::Cow::Owned(text)) => {
+                    let text = match value.is_safe() {
+                        true => minijinja::Value::from_safe_string(text),
+                        false => minijinja::Value::from(text),
+                    };
+                    minijinja::escape_formatter(out, state, &text)
+                }
+                _ => minijinja::escape_formatter(out, state, value),
+            },
+        );
         env.add_template(TEMPLATE_NAME, TEMPLATE)?;
         env.get_template(TEMPLATE_NAME)?
             .render(minijinja::Value::from_serialize(&page))

@@ -318,3 +318,32 @@ fn tick_steps_are_round() {
     assert_eq!(tick_step(3.0, 10.0), 0.5);
     assert_eq!(tick_step(400.0, 10.0), 50.0);
 }
+
+#[test]
+fn control_characters_from_a_script_never_reach_the_page() {
+    let bad = result(
+        "steers",
+        vec![attempt(1, 0, "2026-11-22T07:40:35.700Z", 1.0, false)],
+        false,
+        &["ValueError: \u{1b}]52;c;eA==\u{7}\0\u{9b}\u{202e}\u{7f}"],
+    );
+    let m = metrics(std::slice::from_ref(&bad));
+    let events = [
+        RunEvent::ScriptFinished {
+            result: Box::new(bad),
+        },
+        RunEvent::RunFinished {
+            metrics: Box::new(m),
+        },
+    ];
+    let (_d, html) = feed(&events);
+    for raw in ['\u{1b}', '\u{7}', '\0', '\u{9b}', '\u{202e}', '\u{7f}'] {
+        assert!(!html.contains(raw), "{raw:?} in the page");
+    }
+    // In the failure's card, and in the per-script data the page's script reads.
+    assert!(
+        html.contains("ValueError: \\x1b]52;c;eA==\\x07\\x00\\x9b\\u{202e}\\x7f"),
+        "{html}"
+    );
+    assert!(html.contains("\\\\x1b]52;c;eA=="), "{html}");
+}

@@ -188,3 +188,20 @@ fn every_status_maps_as_nextest_and_the_six_counts_are_properties() {
         );
     }
 }
+
+#[test]
+fn control_characters_from_a_script_are_shown_escaped() {
+    let mut r = result("steers", "failed", "script_error", vec![]);
+    r.stderr_tail = vec!["ValueError: \x1b]52;c;eA==\x07 \0\u{202e}x".into()];
+    let doc = xml(&[r], vec!["gone/\x1b[2K.py".into()]);
+    for raw in ['\x1b', '\x07', '\0', '\u{202e}'] {
+        assert!(!doc.contains(raw), "{raw:?} in {doc}");
+    }
+    // In the failure's message and in <system-err>, instead of dropped.
+    assert_eq!(
+        doc.matches("\\x1b]52;c;eA==\\x07 \\x00\\u{202e}x").count(),
+        3,
+        "{doc}"
+    );
+    assert!(doc.contains("gone/\\x1b[2K.py"), "{doc}");
+}

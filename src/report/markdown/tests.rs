@@ -98,3 +98,14 @@ fn spans_and_fences_outgrow_the_backticks_inside() {
     assert_eq!(text("0.1.0 [x](y)"), "0\\.1.0 \\[x\\](y)");
     assert_eq!(text("- item"), "\\- item");
 }
+
+#[test]
+fn control_characters_are_shown_escaped() {
+    assert_eq!(code_span("a\u{1b}]0;t\u{7}\nb"), "`a\\x1b]0;t\\x07\\nb`");
+    assert_eq!(
+        fence("E\u{1b}[2K\r\u{202e}\n\tx\0"),
+        "```text\nE\\x1b[2K\\r\\u{202e}\n\tx\\x00\n```"
+    );
+    // Escaped, then its backslashes escaped for Markdown: it renders as `\x1b`.
+    assert_eq!(inline("a\u{1b}b\nc"), "a\\\\x1bb\\\\nc");
+}

@@ -50,3 +50,27 @@ fn quiet_is_the_summary_line_alone() {
     assert!(out.ends_with("; report: /r/report.html\n"), "{out}");
     assert_eq!(end_of_run(&m, &[], Detail::Silent, false), "");
 }
+
+#[test]
+fn a_reason_cannot_steer_the_terminal() {
+    let run = crate::model::test_run_info(serde_json::json!({}));
+    let m = PerformanceMetrics::build(run, vec![], vec!["gone/\u{1b}]0;t\u{7}.py".into()], vec![]);
+    let failure = Failure {
+        status: Status::Failed,
+        id: "x\u{9b}2K".into(),
+        execution_time_s: 1.0,
+        reason: Some("exit code 1: E: \u{1b}[2K\r\u{1b}[32mPASS\0\u{202e}".into()),
+        stderr_log: Some("/r/logs/x\n.stderr.log".into()),
+    };
+    let out = end_of_run(&m, &[failure], Detail::Normal, false);
+    assert!(
+        out.contains("   FAIL [    1.00s] x\\x9b2K: exit code 1: E: \\x1b[2K\\r\\x1b[32mPASS\\x00\\u{202e}\n"),
+        "{out}"
+    );
+    assert!(out.contains("stderr: /r/logs/x\\n.stderr.log\n"), "{out}");
+    assert!(out.contains("missing: gone/\\x1b]0;t\\x07.py"), "{out}");
+    assert!(
+        !out.contains(['\u{1b}', '\u{9b}', '\r', '\0', '\u{202e}']),
+        "{out:?}"
+    );
+}
