@@ -2,7 +2,8 @@
 //! folder, its logs, the results folder): nothing here follows a symlink below the
 //! folder it starts from, blocks on what it opens (a FIFO, a device), or reads past a
 //! stated limit. A script decides what it leaves behind, never how long the runner
-//! waits for it or how much memory the runner spends on it.
+//! waits for it or how much memory the runner spends on it; and in its data folder
+//! only regular files and folders stay for the next step to read (see [`tidy`]).
 //!
 //! Paths are resolved with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` where the
 //! kernel has it (5.6 and later) and one component at a time with `O_NOFOLLOW`
@@ -26,10 +27,12 @@ use rustix::io::Errno;
 #[cfg(test)]
 use resolve::FORCE_COMPONENTS;
 use resolve::{explain, open_beneath, parts};
+#[cfg(test)]
+use walk::tidy_within;
 
 pub use dirs::{list_dir, make_dirs, rename, Made, Planted};
 pub use json::{check_json_in, read_json_in};
-pub use walk::{clear_privilege_bits, list_files, relative_files};
+pub use walk::{clear_privilege_bits, list_files, relative_files, tidy, Keep, Tidied, TIDY_LIMIT};
 
 /// What a path turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

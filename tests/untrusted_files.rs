@@ -3,7 +3,10 @@
 //! replaced by a FIFO, a symlink to /dev/zero or a 1.5 GiB sparse file; a symlink
 //! planted as its data folder or as the logs folder; a render manifest entry behind a
 //! symlinked folder. Every run ends with complete, schema-valid results, the problem
-//! named on the script's result, and the runner under 400 MB.
+//! named on the script's result, and the runner under 400 MB. And what the next step
+//! reads (issue 30): a data folder left with FIFOs, sockets, device nodes and symlinks
+//! holds only regular files and folders once the runner is done with it, so GNN's step
+//! 16 (`os.walk` and `open`) reads the whole tree without blocking.
 
 mod common;
 
@@ -128,12 +131,14 @@ fn gnn_documents_complete(t: &Tree) {
     );
 }
 
+/// A FIFO or a link is no data: it goes from the data folder as the attempt ends,
+/// named, before anything reads the folder.
 #[test]
 fn simulation_results_replaced_by_a_fifo() {
     let (t, ran) = gnn_case("fifo", "simulation", &[]);
     ran.assert_ended(0);
     let r = complete_result(&t.results_dir(), "M_jax");
-    assert_problem(&r, "simulation_results.json: not a regular file (fifo)");
+    assert_problem(&r, &removed("fifo", "simulation_results.json"));
     gnn_documents_complete(&t);
 }
 
@@ -142,7 +147,7 @@ fn simulation_results_replaced_by_a_link_to_dev_zero() {
     let (t, ran) = gnn_case("zero", "simulation", &[]);
     ran.assert_ended(0);
     let r = complete_result(&t.results_dir(), "M_jax");
-    assert_problem(&r, "simulation_results.json: not a regular file (symlink)");
+    assert_problem(&r, &removed("symlink", "simulation_results.json"));
     gnn_documents_complete(&t);
 }
 
@@ -355,4 +360,157 @@ fn a_manifest_entry_behind_a_symlinked_folder_never_runs() {
             "--output-dir {form}: {m:#}"
         );
     }
+}
+
+/// The problem that names an entry removed from the data folder.
+fn removed(kind: &str, rel: &str) -> String {
+    format!("removed {kind} `{rel}` from the data folder: only regular files and folders are kept")
+}
+
+/// Every path below `dir` that is neither a regular file nor a folder (not followed).
+fn specials_below(dir: &Path) -> Vec<PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|e| !e.file_type().is_file() && !e.file_type().is_dir())
+        .map(|e| e.path().to_path_buf())
+        .collect()
+}
+
+/// What GNN's step 16 does with a results tree, in Python: `os.walk` every folder and
+/// `open(f).read()` every file. It must end (within 30 seconds) and without error.
+fn python_reads_everything_below(dir: &Path) {
+    let code = "import os, sys\n\
+        n = 0\n\
+        for root, dirs, files in os.walk(sys.argv[1]):\n\
+        \x20   for f in files:\n\
+        \x20       with open(os.path.join(root, f), 'rb') as fh:\n\
+        \x20           fh.read()\n\
+        \x20       n += 1\n\
+        print(n)\n";
+    let mut child = std::process::Command::new(python())
+        .args(["-c", code])
+        .arg(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("os.walk + open over {} blocked for 30 s", dir.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "os.walk + open over {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs `leaves_specials.py` as `id` (a plain tree's `jax/leaves.py`, or GNN's
+/// `m/jax/M_jax.py`), then checks what the next step reads: the data folder `data`
+/// holds only regular files and folders, each entry the script made and the runner
+/// removed is named on the result, the regular files stay and are listed, and Python
+/// reads the whole tree. Returns what the script made, as (path, kind).
+fn leaves_specials(gnn: bool, extra: &[&str]) -> Vec<(String, String)> {
+    let t = Tree::outside_tmp();
+    let (rel, id) = match gnn {
+        true => ("11_render_output/m/jax/M_jax.py", "M_jax"),
+        false => ("jax/leaves.py", "leaves"),
+    };
+    t.fixture("leaves_specials.py", rel);
+    let ran = run(&t.root(), extra);
+    ran.assert_ended(0);
+    let r = complete_result(&t.results_dir(), id);
+    assert_eq!(r["status"], "succeeded", "{r:#}");
+    let data = match gnn {
+        true => t.root().join("12_execute_output/m/jax/simulation_data"),
+        false => t.results_dir().join("data/leaves"),
+    };
+    assert_eq!(Path::new(r["data_dir"].as_str().unwrap()), data);
+    let made: Vec<(String, String)> =
+        serde_json::from_value(read_json(&data.join("made.json"))).unwrap();
+    for (path, kind) in &made {
+        assert!(
+            data.join(path).symlink_metadata().is_err(),
+            "{kind} {path} is still there"
+        );
+        assert_problem(&r, &removed(kind, path));
+    }
+    assert_eq!(specials_below(&t.root()), Vec::<PathBuf>::new());
+    assert_eq!(
+        std::fs::read_to_string(data.join("result.txt")).unwrap(),
+        "kept\n"
+    );
+    let files: Vec<&str> = r["data_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["made.json", "result.txt"], "{r:#}");
+    if gnn {
+        gnn_documents_complete(&t);
+        let doc = read_json(
+            &t.root()
+                .join("12_execute_output/m/jax/execution_logs/M_jax.py_results.json"),
+        );
+        let collected = &doc["collected_outputs"];
+        let mut listed: Vec<&str> = ["simulation_data", "other", "traces", "visualizations"]
+            .iter()
+            .flat_map(|kind| collected[kind].as_array().unwrap())
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        listed.sort();
+        let own = |f: &str| data.join(f).to_string_lossy().into_owned();
+        assert_eq!(listed, [own("made.json"), own("result.txt")], "{doc:#}");
+    }
+    python_reads_everything_below(&t.root());
+    made
+}
+
+fn made_paths(made: &[(String, String)]) -> Vec<&str> {
+    made.iter().map(|(p, _)| p.as_str()).collect()
+}
+
+/// Sandboxed (the filter refuses a unix socket): FIFOs and every kind of symlink.
+#[test]
+fn fifos_and_symlinks_left_in_the_data_folder_are_removed_and_named() {
+    let made = leaves_specials(false, &[]);
+    let paths = made_paths(&made);
+    for p in [
+        "pipe",
+        "passwd",
+        "dangling",
+        "loop_a",
+        "loop_b",
+        "sibling",
+        "nested/pipe",
+    ] {
+        assert!(paths.contains(&p), "{p} was not made: {made:?}");
+    }
+}
+
+/// Unsandboxed, the script also binds a unix socket (and as root makes a device node).
+#[test]
+fn sockets_and_devices_left_unsandboxed_are_removed_and_named() {
+    let made = leaves_specials(false, &["--sandbox", "off"]);
+    let paths = made_paths(&made);
+    assert!(paths.contains(&"nested/sock"), "no socket made: {made:?}");
+    assert!(paths.contains(&"pipe"), "no FIFO made: {made:?}");
+}
+
+/// GNN's layout: `12_execute_output/m/jax/simulation_data/` is what step 16 walks.
+#[test]
+fn gnn_simulation_data_holds_only_regular_files_and_folders() {
+    let made = leaves_specials(true, &[]);
+    assert!(made_paths(&made).contains(&"pipe"), "{made:?}");
+    let made = leaves_specials(true, &["--sandbox", "off"]);
+    assert!(made_paths(&made).contains(&"nested/sock"), "{made:?}");
 }

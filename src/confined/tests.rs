@@ -301,3 +301,138 @@ fn sizes_read_as_people_write_them() {
     assert_eq!(Bytes(16 << 20).to_string(), "16 MiB");
     assert_eq!(Bytes(1536 << 20).to_string(), "1.5 GiB");
 }
+
+/// Every kind of entry a data folder can hold but a regular file or a folder.
+fn plant_specials(dir: &Path, outside: &Path) {
+    std::fs::create_dir_all(dir.join("nested/deeper")).unwrap();
+    std::fs::write(dir.join("kept.json"), "{}").unwrap();
+    std::fs::write(dir.join("nested/deeper/kept.csv"), "a,b\n").unwrap();
+    mkfifo(&dir.join("pipe"));
+    mkfifo(&dir.join("nested/deeper/pipe"));
+    symlink(outside, dir.join("to_outside")).unwrap();
+    symlink("/nonexistent/anywhere", dir.join("dangling")).unwrap();
+    symlink("loop_b", dir.join("loop_a")).unwrap();
+    symlink("loop_a", dir.join("loop_b")).unwrap();
+    symlink("kept.json", dir.join("to_sibling")).unwrap();
+    symlink("../kept.json", dir.join("nested/up")).unwrap();
+    std::os::unix::net::UnixListener::bind(dir.join("nested/sock")).unwrap();
+}
+
+#[test]
+fn tidy_keeps_only_regular_files_and_folders_and_opens_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let dir = tmp.path().join("data");
+    plant_specials(&dir, &victim);
+    // A device node, where this test may make one (root): /dev/null's numbers.
+    let device = rustix::fs::mknodat(
+        CWD,
+        dir.join("null"),
+        rustix::fs::FileType::CharacterDevice,
+        Mode::from(0o666),
+        rustix::fs::makedev(1, 3),
+    )
+    .is_ok();
+    let set = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, PermissionsExt::from_mode(mode)).unwrap();
+    };
+    set(&dir.join("kept.json"), 0o4757);
+    let dir2 = dir.clone();
+    let t = quickly(move || tidy(&dir2, Keep::FilesAndFolders).unwrap());
+    let mut expected = vec![
+        ("dangling", Kind::Symlink),
+        ("loop_a", Kind::Symlink),
+        ("loop_b", Kind::Symlink),
+        ("nested/deeper/pipe", Kind::Fifo),
+        ("nested/sock", Kind::Socket),
+        ("nested/up", Kind::Symlink),
+        ("pipe", Kind::Fifo),
+        ("to_outside", Kind::Symlink),
+        ("to_sibling", Kind::Symlink),
+    ];
+    if device {
+        expected.push(("null", Kind::CharDevice));
+        expected.sort_by_key(|(p, _)| *p);
+    }
+    let removed: Vec<(&str, Kind)> = t
+        .removed
+        .iter()
+        .map(|(p, k)| (p.to_str().unwrap(), *k))
+        .collect();
+    assert_eq!(removed, expected);
+    assert!(
+        !t.cut && t.unopened.is_empty() && t.failed.is_none(),
+        "{t:?}"
+    );
+    assert_eq!(t.cleared, vec![dir.join("kept.json")]);
+    // What stays: the regular files and the folders, and the links' targets untouched.
+    let (files, _) = list_files(&dir, 100);
+    assert_eq!(
+        files,
+        vec![dir.join("kept.json"), dir.join("nested/deeper/kept.csv")]
+    );
+    assert!(dir.join("nested/deeper").is_dir());
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert_eq!(
+        std::fs::metadata(dir.join("kept.json"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777,
+        0o755
+    );
+    // A second pass finds nothing more.
+    let again = tidy(&dir, Keep::FilesAndFolders).unwrap();
+    assert!(again.removed.is_empty() && again.cleared.is_empty());
+}
+
+#[test]
+fn tidy_keeping_everything_only_clears_bits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cache");
+    plant_specials(&dir, outside.path());
+    let t = quickly(move || tidy(&dir, Keep::Everything).unwrap());
+    assert!(t.removed.is_empty(), "{t:?}");
+    assert!(tmp.path().join("cache/pipe").symlink_metadata().is_ok());
+    assert!(tmp.path().join("cache/to_outside").is_symlink());
+}
+
+#[test]
+fn tidy_removes_what_stands_in_the_folders_place_and_ignores_a_missing_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("keep.txt"), "x").unwrap();
+    let link = tmp.path().join("data");
+    symlink(outside.path(), &link).unwrap();
+    let t = tidy(&link, Keep::FilesAndFolders).unwrap();
+    assert_eq!(t.removed, vec![(PathBuf::new(), Kind::Symlink)]);
+    assert!(link.symlink_metadata().is_err());
+    assert!(outside.path().join("keep.txt").is_file());
+    mkfifo(&link);
+    let link2 = link.clone();
+    let t = quickly(move || tidy(&link2, Keep::FilesAndFolders).unwrap());
+    assert_eq!(t.removed, vec![(PathBuf::new(), Kind::Fifo)]);
+    let t = tidy(&link, Keep::FilesAndFolders).unwrap();
+    assert!(t.removed.is_empty() && t.cleared.is_empty());
+    // Keeping everything, a link there is refused, as before.
+    symlink(outside.path(), &link).unwrap();
+    assert!(tidy(&link, Keep::Everything).is_err());
+    assert!(link.is_symlink());
+}
+
+#[test]
+fn tidy_stops_at_its_bound_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    for i in 0..20 {
+        mkfifo(&tmp.path().join(format!("pipe{i}")));
+    }
+    let t = tidy_within(tmp.path(), Keep::FilesAndFolders, 5).unwrap();
+    assert!(t.cut);
+    assert_eq!(t.removed.len(), 5);
+    let t = tidy_within(tmp.path(), Keep::FilesAndFolders, 100).unwrap();
+    assert!(!t.cut);
+    assert_eq!(t.removed.len(), 15);
+}

@@ -1,26 +1,30 @@
 //! Walks of a folder a script wrote (its data folder, the compilation cache): every
 //! entry below it, never through a symlink, never opening what is not a folder, and
-//! stopping at a bound however many entries the script made.
+//! stopping at a bound however many entries the script made. One pass ([`tidy`])
+//! clears the privilege bits of what a script left and, in a data folder, removes
+//! whatever is neither a regular file nor a folder, so that the next pipeline step's
+//! `os.walk` and `open` can never block on it or follow it.
 //!
 //! Not `walkdir`, on purpose: walkdir opens each folder by its whole path, so a script
 //! still running (or a grandchild it left) that swaps a folder for a symlink between
 //! two reads sends the walk out of its folder. Here every folder is opened from the
 //! walk's own top descriptor with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS` (see
-//! `resolve.rs`), and the privilege bits are cleared through descriptors, never paths.
+//! `resolve.rs`), and the privilege bits are cleared and entries removed through
+//! descriptors, never paths.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{Mode, OFlags, CWD};
+use rustix::fs::{AtFlags, Mode, OFlags, CWD};
 use rustix::io::Errno;
 
 use super::dirs::read_entries;
 use super::{open_beneath, Kind};
 
-/// Entries [`clear_privilege_bits`] looks at, at most: far more than a script's data
-/// folder holds, few enough that a folder of millions of empty files costs seconds.
-const CLEAR_LIMIT: usize = 200_000;
+/// Entries [`tidy`] looks at, at most: far more than a script's data folder holds, few
+/// enough that a folder of millions of empty files costs seconds.
+pub const TIDY_LIMIT: usize = 200_000;
 
 /// Mode bits a file or folder a script left must not keep: set-user-ID and
 /// set-group-ID (a later run, or another user, would execute with the script's
@@ -39,23 +43,39 @@ fn open_top(dir: &Path) -> std::io::Result<OwnedFd> {
     )?)
 }
 
+/// How a [`visit`] ended.
+#[derive(Debug, Default)]
+struct Visited {
+    /// True when the walk stopped early (at its bound, or when told to).
+    stopped: bool,
+    /// Folders below `top` that could not be opened, relative to it: not walked.
+    unopened: Vec<(PathBuf, std::io::Error)>,
+}
+
 /// Visits the entries below `top`, folders first seen first entered, at most `limit`:
-/// `each(folder, relative path, folder fd, name, kind)`; false stops the walk. Returns
-/// true when the walk stopped early. Folders are reopened from `top` by their
-/// relative path, so no symlink is followed and few descriptors are held.
+/// `each(folder, relative path, folder fd, name, kind)`; false stops the walk. Folders
+/// are reopened from `top` by their relative path, so no symlink is followed and few
+/// descriptors are held.
 fn visit(
     top: BorrowedFd<'_>,
     limit: usize,
     mut each: impl FnMut(&Path, BorrowedFd<'_>, &OsStr, Kind) -> bool,
-) -> bool {
+) -> Visited {
     let mut pending = vec![PathBuf::new()];
     let mut seen = 0usize;
-    let mut stopped = false;
+    let mut visited = Visited::default();
     while let Some(rel) = pending.pop() {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NONBLOCK;
-        let Ok(fd) = open_beneath(top, &rel, flags, Mode::empty()) else {
-            continue;
+        let fd = match open_beneath(top, &rel, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            // Gone meanwhile: nothing left below it.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                visited.unopened.push((rel, e));
+                continue;
+            }
         };
+        let mut stopped = false;
         let _ = read_entries(fd, limit.saturating_sub(seen), |at, name, kind| {
             seen += 1;
             if kind == Kind::Directory {
@@ -65,10 +85,11 @@ fn visit(
             !stopped
         });
         if stopped {
-            return true;
+            visited.stopped = true;
+            return visited;
         }
     }
-    false
+    visited
 }
 
 /// Files under `dir` (recursively, symlinks not followed, listed as files), at most
@@ -91,7 +112,8 @@ pub fn list_files(dir: &Path, limit: usize) -> (Vec<PathBuf>, bool) {
             out.push(dir.join(rel).join(name));
             out.len() < limit
         },
-    );
+    )
+    .stopped;
     out.sort();
     (out, cut)
 }
@@ -107,33 +129,129 @@ pub fn relative_files(dir: &Path, limit: usize) -> Vec<String> {
         .collect()
 }
 
-/// Clears set-user-ID, set-group-ID and world-write on `dir` and everything below it
-/// (symlinks are never followed, nothing is opened for reading) and returns what it
-/// changed. Made for what a script leaves behind in a folder that outlives it: its
-/// data folder, the compilation cache. Stops after [`CLEAR_LIMIT`] entries.
-pub fn clear_privilege_bits(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let top = open_top(dir)?;
-    let mut changed = Vec::new();
-    if strip(top.as_fd(), OsStr::new("."))? {
-        changed.push(dir.to_path_buf());
+/// What [`tidy`] keeps of what a script left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Every entry; only the privilege bits are cleared: for the compilation cache,
+    /// which is jax's own and read by jax alone.
+    Everything,
+    /// Regular files and folders: FIFOs, sockets, device nodes and symlinks (whatever
+    /// they point to) are removed. For a data folder, which the next pipeline step
+    /// walks and opens.
+    FilesAndFolders,
+}
+
+impl Keep {
+    /// True when an entry of `kind` goes.
+    fn removes(self, kind: Kind) -> bool {
+        self == Keep::FilesAndFolders && !matches!(kind, Kind::Regular | Kind::Directory)
     }
-    let mut failed = None;
-    visit(top.as_fd(), CLEAR_LIMIT, |rel, at, name, kind| {
-        if kind == Kind::Symlink {
-            return true;
+}
+
+/// What one [`tidy`] pass did.
+#[derive(Debug, Default)]
+pub struct Tidied {
+    /// What had its set-user-ID, set-group-ID or world-write bits cleared (full paths).
+    pub cleared: Vec<PathBuf>,
+    /// What was removed, relative to the folder, with what it was; sorted. An empty
+    /// path is the folder's own name: something other than a folder stood there.
+    pub removed: Vec<(PathBuf, Kind)>,
+    /// Folders that could not be opened, relative to the folder: not looked into.
+    pub unopened: Vec<(PathBuf, std::io::Error)>,
+    /// True when the pass stopped at its bound: entries beyond it were not looked at.
+    pub cut: bool,
+    /// The first failure to clear or remove an entry; the pass went on past it.
+    pub failed: Option<std::io::Error>,
+}
+
+/// One pass over `dir` and everything below it, at most [`TIDY_LIMIT`] entries, never
+/// following a symlink and opening nothing for reading: clears set-user-ID,
+/// set-group-ID and world-write (a later run, or another user, must not execute with
+/// the script's identity), and with [`Keep::FilesAndFolders`] removes every entry that
+/// is neither a regular file nor a folder (and `dir` itself, when something else
+/// stands in its place). Made for what a script leaves behind in a folder that
+/// outlives it: its data folder, the compilation cache. A `dir` that is missing is
+/// nothing to tidy.
+pub fn tidy(dir: &Path, keep: Keep) -> std::io::Result<Tidied> {
+    tidy_within(dir, keep, TIDY_LIMIT)
+}
+
+/// [`tidy`], stopping after `limit` entries.
+pub(super) fn tidy_within(dir: &Path, keep: Keep, limit: usize) -> std::io::Result<Tidied> {
+    let mut t = Tidied::default();
+    let top = match open_top(dir) {
+        Ok(top) => top,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(t),
+        Err(e) => {
+            // A symlink or a FIFO where the folder should be (an unsandboxed script can
+            // put one there): it goes too.
+            if let Some(kind) = remove(CWD, dir.as_os_str(), keep)? {
+                t.removed.push((PathBuf::new(), kind));
+                return Ok(t);
+            }
+            return Err(e);
         }
-        match strip(at, name) {
-            Ok(true) => changed.push(dir.join(rel).join(name)),
-            Ok(false) => {}
-            // Gone meanwhile: nothing left to clear.
+    };
+    if strip(top.as_fd(), OsStr::new("."))? {
+        t.cleared.push(dir.to_path_buf());
+    }
+    let visited = visit(top.as_fd(), limit, |rel, at, name, kind| {
+        let done = match keep.removes(kind) {
+            true => remove(at, name, keep).map(|gone| {
+                t.removed.extend(gone.map(|kind| (rel.join(name), kind)));
+            }),
+            // A symlink (kept) is never changed: its mode is no file's.
+            false if kind == Kind::Symlink => Ok(()),
+            false => strip(at, name).map(|changed| {
+                if changed {
+                    t.cleared.push(dir.join(rel).join(name));
+                }
+            }),
+        };
+        match done {
+            Ok(()) => {}
+            // Gone meanwhile: nothing left to clear or remove.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => failed = Some(e),
+            Err(e) => {
+                t.failed.get_or_insert(e);
+            }
         }
         true
     });
-    match failed {
-        Some(e) if changed.is_empty() => Err(e),
-        _ => Ok(changed),
+    t.cut = visited.stopped;
+    t.unopened = visited.unopened;
+    t.removed.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(t)
+}
+
+/// Clears set-user-ID, set-group-ID and world-write on `dir` and everything below it
+/// ([`tidy`] keeping everything) and returns what it changed; fails when nothing could
+/// be changed and something failed.
+pub fn clear_privilege_bits(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let t = tidy(dir, Keep::Everything)?;
+    match t.failed {
+        Some(e) if t.cleared.is_empty() => Err(e),
+        _ => Ok(t.cleared),
+    }
+}
+
+/// Removes `name` in `at` when `keep` says what it is now (looked up again, without
+/// following it) must go; returns what it was. The entry is unlinked, never opened:
+/// a FIFO or a device cannot block this, and a symlink goes without its target.
+fn remove(at: BorrowedFd<'_>, name: &OsStr, keep: Keep) -> std::io::Result<Option<Kind>> {
+    let st = match rustix::fs::statat(at, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let kind = Kind::of_mode(st.st_mode);
+    if !keep.removes(kind) {
+        return Ok(None);
+    }
+    match rustix::fs::unlinkat(at, name, AtFlags::empty()) {
+        Ok(()) => Ok(Some(kind)),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -74,6 +74,8 @@ pub async fn run_script(
         };
         let logs = (stdout_log.as_path(), stderr_log.as_path());
         let mut attempt = attempt_of(ctx, number, platform, logs, outcome, &mut result);
+        // Before anything reads the folder, or the next attempt moves it to the history.
+        leftovers::tidy(&data_dir, &mut result);
         attempt.slot = slot;
         gpu::place(&mut attempt, gpu_slot.as_ref());
         let class = attempt.class;
@@ -131,8 +133,8 @@ fn started(script: &Script, number: u32, platform: Platform, slot: usize) -> Run
     }
 }
 
-/// The script's result made whole (its data files, what it left, why it failed),
-/// counted and sent.
+/// The script's result made whole (its data files, as the last attempt's tidying
+/// left them, what it left, why it failed), counted and sent.
 fn conclude(
     ctx: &RunContext,
     mut result: ScriptResult,
@@ -141,7 +143,6 @@ fn conclude(
 ) -> ScriptSummary {
     finish(&mut result);
     gpu::finish(ctx, &mut result);
-    leftovers::clear_privileges(data_dir, &mut result);
     result.data_files = crate::confined::relative_files(data_dir, 10_000);
     leftovers::check_leftovers(data_dir, &mut result);
     explain(&mut result);

@@ -2,11 +2,13 @@
 //! made without following a symlink planted where one should be (a tree another user
 //! owns may hold such links), and the files the reports read afterwards (its logs,
 //! `simulation_results.json`) are checked to be regular files within the runner's
-//! limits. Each problem is named on the script's result; the run goes on.
+//! limits. After every attempt the data folder keeps only regular files and folders.
+//! Each problem is named on the script's result; the run goes on.
 
 use std::path::Path;
 
-use crate::confined::{self, Planted};
+use crate::confined::{self, Keep, Kind, Planted, TIDY_LIMIT};
+use crate::listing;
 use crate::model::gnn::{
     MAX_SIMULATION_RESULTS_BYTES, SIMULATION_RESULTS, SIMULATION_RESULTS_BUDGET,
 };
@@ -75,18 +77,65 @@ fn make(root: &Path, rel: &Path, what: &str, result: &mut ScriptResult) -> std::
     }
 }
 
-/// Clears the setuid and setgid bits (and write for others) of whatever the script
-/// left in its data folder: the seccomp filter refuses such modes, and should one get
-/// past it, no file there keeps it once the runner has collected the folder.
-pub(super) fn clear_privileges(data_dir: &Path, result: &mut ScriptResult) {
-    match confined::clear_privilege_bits(data_dir) {
-        Ok(changed) if changed.is_empty() => {}
-        Ok(changed) => result.note_problem(format!(
+/// One pass over what an attempt left in its data folder, after every attempt and
+/// before its record goes anywhere: the setuid and setgid bits (and write for others) are
+/// cleared (the seccomp filter refuses such modes; should one get past it, no file
+/// there keeps it), and FIFOs, sockets, device nodes and symlinks are removed, each
+/// named: the next pipeline step (GNN's step 16 walks `12_execute_output` and opens
+/// every file) reads only regular files and folders, and never blocks on what a
+/// script left.
+pub(super) fn tidy(data_dir: &Path, result: &mut ScriptResult) {
+    let t = match confined::tidy(data_dir, Keep::FilesAndFolders) {
+        Ok(t) => t,
+        Err(e) => {
+            result.note_problem(format!("data folder: failed to look it over: {e}"));
+            return;
+        }
+    };
+    if let Some(first) = t.cleared.first() {
+        result.note_problem(format!(
             "data folder: cleared setuid, setgid or world-write bits of {} file(s), first {}",
-            changed.len(),
-            changed[0].display()
-        )),
-        Err(e) => result.note_problem(format!("data folder: failed to clear privilege bits: {e}")),
+            t.cleared.len(),
+            first.display()
+        ));
+    }
+    let removed: Vec<String> = t
+        .removed
+        .iter()
+        .map(|(rel, kind)| removed(rel, *kind))
+        .collect();
+    let what = "entries removed from the data folder (FIFOs, sockets, device nodes or symlinks)";
+    for problem in listing::bounded_messages(&removed, listing::LISTED, what) {
+        result.note_problem(problem);
+    }
+    for (rel, e) in t.unopened.iter().take(listing::NAMED) {
+        result.note_problem(format!(
+            "data folder: could not look into `{}` ({e}): FIFOs, sockets, device nodes or symlinks in it were not removed",
+            rel.display()
+        ));
+    }
+    if t.cut {
+        result.note_problem(format!(
+            "data folder: looked at the first {TIDY_LIMIT} entries only: FIFOs, sockets, device nodes or symlinks beyond them were not removed"
+        ));
+    }
+    if let Some(e) = t.failed {
+        result.note_problem(format!(
+            "data folder: failed to clear or remove an entry: {e}"
+        ));
+    }
+}
+
+/// The problem that names what [`tidy`] removed at `rel` (empty: the data folder's own
+/// place).
+fn removed(rel: &Path, kind: Kind) -> String {
+    const KEPT: &str = "only regular files and folders are kept";
+    match rel.as_os_str().is_empty() {
+        true => format!("data folder: a {kind} stood in its place; removed: {KEPT}"),
+        false => format!(
+            "removed {kind} `{}` from the data folder: {KEPT}",
+            rel.display()
+        ),
     }
 }
 

@@ -27,6 +27,9 @@ pub(super) enum Ending {
     DiskFull,
     /// Exit 1 with XLA's out-of-GPU-memory line on stderr.
     GpuOom,
+    /// Leaves `kept.txt`, a FIFO `pipe` and a symlink `sub/link` to `/etc/passwd` in
+    /// its data folder, then is killed by SIGKILL (retried by default).
+    LeavesSpecials,
 }
 
 /// Plays a list of endings per script id, one per attempt, and remembers what it was
@@ -69,6 +72,19 @@ impl Backend for Fake {
                     (None, Some(9))
                 }
                 Ending::Exit(c) => (Some(c), None),
+                Ending::LeavesSpecials => {
+                    std::fs::create_dir_all(req.data_dir.join("sub")).unwrap();
+                    std::fs::write(req.data_dir.join("kept.txt"), "x").unwrap();
+                    rustix::fs::mkfifoat(
+                        rustix::fs::CWD,
+                        req.data_dir.join("pipe"),
+                        rustix::fs::Mode::from(0o644),
+                    )
+                    .unwrap();
+                    std::os::unix::fs::symlink("/etc/passwd", req.data_dir.join("sub/link"))
+                        .unwrap();
+                    (None, Some(9))
+                }
                 Ending::Signal(s) => (None, Some(s)),
                 Ending::GpuOom => {
                     let line = "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4.00GiB.";
@@ -313,4 +329,46 @@ async fn a_full_disk_starts_nothing_more_and_says_why() {
             }
         }
     }
+}
+
+/// Every path below `dir` that is neither a regular file nor a folder (not followed).
+fn specials_below(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            out.extend(specials_below(&entry.path()));
+        } else if !kind.is_file() {
+            out.push(entry.path());
+        }
+    }
+    out
+}
+
+/// Each attempt's data folder is tidied as the attempt ends, a failed one too: what
+/// the retry moves to the history, and what the last attempt leaves, hold only
+/// regular files and folders, and each removal is named once.
+#[tokio::test]
+async fn every_attempt_leaves_only_regular_files_and_folders() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = Arc::new(fake(&[(
+        "leaves",
+        &[Ending::LeavesSpecials, Ending::LeavesSpecials],
+    )]));
+    let ctx = context(tmp.path(), f, Platform::Cpu, 1);
+    let (_tx, stop) = watch::channel(Stop::Run);
+    let r = run(&ctx, "leaves", stop).await;
+    assert_eq!(r.attempts.len(), 2);
+    assert_eq!(specials_below(tmp.path()), Vec::<std::path::PathBuf>::new());
+    let history = ctx.ledger().history().join("attempts/leaves/attempt1");
+    assert!(history.join("kept.txt").is_file(), "{history:?}");
+    assert_eq!(r.data_files, vec!["kept.txt".to_string()]);
+    let kept = "from the data folder: only regular files and folders are kept";
+    assert_eq!(
+        r.problems,
+        vec![
+            format!("removed fifo `pipe` {kept}"),
+            format!("removed symlink `sub/link` {kept}"),
+        ]
+    );
 }
