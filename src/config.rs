@@ -27,8 +27,8 @@ pub use options::{
 };
 pub use overrides::{settings_for, Override, ScriptSettings};
 pub use select::Selection;
-use tree::results_dir;
 pub use tree::{absolute, validate_output_dir, PipelineTree};
+use tree::{refuse_links, results_dir};
 pub(crate) use validate::valid_env_name;
 use validate::{at_least_one, extra_env, gpu_share, ray_options, retry_on, validate_limits};
 
@@ -216,6 +216,8 @@ impl RunConfig {
             .iter()
             .map(Override::parse)
             .collect::<Result<Vec<_>, _>>()?;
+        // Before anything is written: a link on the results path is refused.
+        refuse_links(opts.discover.results_dir.as_deref(), &tree)?;
         // Last: a value refused above leaves no folder behind.
         let (results_dir, created_dirs) = match opts.dry_run {
             true => (

@@ -7,7 +7,11 @@
 //!
 //! Paths are resolved with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` where the
 //! kernel has it (5.6 and later) and one component at a time with `O_NOFOLLOW`
-//! elsewhere. The folder a call starts from is trusted as named: the runner chose it.
+//! elsewhere. The folder a read starts from is trusted as named: the runner chose it.
+//! What the runner writes (files, folders, moves, removals) it reaches with no symlink
+//! followed anywhere on the path, the folder it starts from included ([`make_dir`],
+//! [`open_dir`]): the results folders' paths are canonical, so a link on them was
+//! planted after the configuration checked them, and is refused.
 
 mod dirs;
 mod json;
@@ -30,7 +34,9 @@ use resolve::{explain, open_beneath, parts};
 #[cfg(test)]
 use walk::tidy_within;
 
-pub use dirs::{list_dir, make_dirs, rename, Made, Planted};
+pub use dirs::{
+    list_dir, make_dir, make_dirs, open_dir, remove_file, remove_tree, rename, Made, Planted,
+};
 pub use json::{check_json_in, read_json_in};
 pub use walk::{clear_privilege_bits, list_files, relative_files, tidy, Keep, Tidied, TIDY_LIMIT};
 
@@ -270,12 +276,14 @@ pub fn probe(root: &Path, rel: &Path, limit: u64) -> Result<u64, Refused> {
     }
 }
 
-/// Creates `path` anew for writing in its (trusted) folder. Whatever was at that name
-/// goes first, unfollowed: a planted symlink, FIFO or hard link can neither redirect
-/// the write, block it, nor truncate another file.
+/// Creates `path` anew for writing in its folder. Whatever was at that name goes
+/// first, unfollowed: a planted symlink, FIFO or hard link can neither redirect the
+/// write, block it, nor truncate another file. The folder is opened with no symlink
+/// followed anywhere on its path ([`open_dir`]): the files made here are the run's
+/// own, in its results folders, whose paths the configuration made canonical.
 pub fn create_file(path: &Path) -> std::io::Result<File> {
     let (dir, name) = split(path)?;
-    let dir = open_root(dir)?;
+    let dir = open_dir(dir)?;
     match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
         Ok(()) | Err(Errno::NOENT) => {}
         Err(e) => return Err(e.into()),

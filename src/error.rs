@@ -25,6 +25,16 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// A symlink on the results path below `--output-dir` (`execution_results`,
+    /// `execution_results/jax`, `12_execute_output`): refused before anything is
+    /// written, as the tree may be another user's and the link lead anywhere.
+    #[error("failed to use the {what}: `{}` is a symbolic link (to `{}`); jax-runner does not write through links in the tree. {fix}", link.display(), target.display())]
+    ResultsLink {
+        what: &'static str,
+        link: PathBuf,
+        target: PathBuf,
+        fix: &'static str,
+    },
     #[error(
         "failed to lock the results folder with {path}: pass --results-dir DIR to write elsewhere"
     )]

@@ -220,9 +220,10 @@ pub fn move_path(from_root: &Path, from: &Path, to_root: &Path, to: &Path) -> st
         Err(Refused::Io(e)) if e.raw_os_error() == Some(libc::EXDEV) => {
             let (from, to) = (from_root.join(from), to_root.join(to));
             copy_tree(&from, &to)?;
+            // Through handles, as the copy was made: no link on the way is followed.
             match std::fs::symlink_metadata(&from)?.is_dir() {
-                true => std::fs::remove_dir_all(&from),
-                false => std::fs::remove_file(&from),
+                true => Ok(crate::confined::remove_tree(&from)?),
+                false => Ok(crate::confined::remove_file(&from)?),
             }
         }
         other => other.map_err(Into::into),
@@ -242,7 +243,7 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         };
         let kind = entry.file_type();
         if kind.is_dir() {
-            std::fs::create_dir_all(&dest)?;
+            crate::confined::make_dir(&dest)?;
         } else if kind.is_symlink() {
             std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &dest)?;
         } else if kind.is_file() {

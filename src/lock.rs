@@ -1,6 +1,6 @@
 //! Advisory file locks (`flock`), released when the handle drops or the process dies.
 
-use rustix::fs::FlockOperation;
+use rustix::fs::{FlockOperation, Mode, OFlags};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -18,9 +18,24 @@ impl FileLock {
             .map(|f| f.expect("blocking lock returns a file"))
     }
 
-    /// Returns `None` when another process holds the lock.
+    /// Returns `None` when another process holds the lock. For a results folder's
+    /// lock: its folder is opened with no symlink followed anywhere on its path (see
+    /// [`crate::confined::open_dir`]), so a link planted there is refused.
     pub fn try_acquire(path: &Path) -> std::io::Result<Option<FileLock>> {
-        Self::lock(path, FlockOperation::NonBlockingLockExclusive)
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} names no file", path.display()),
+            ));
+        };
+        let dir = crate::confined::open_dir(dir)?;
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+        let fd = rustix::fs::openat(&dir, name, flags | OFlags::CLOEXEC, Mode::from(0o666))?;
+        Self::lock_file(
+            File::from(fd),
+            path,
+            FlockOperation::NonBlockingLockExclusive,
+        )
     }
 
     /// Writes `text` as the lock file's whole content, through the held handle (the
@@ -41,6 +56,10 @@ impl FileLock {
             .write(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)?;
+        Self::lock_file(file, path, op)
+    }
+
+    fn lock_file(file: File, path: &Path, op: FlockOperation) -> std::io::Result<Option<FileLock>> {
         if !file.metadata()?.is_file() {
             return Err(std::io::Error::other(format!(
                 "{} is not a regular file",

@@ -238,10 +238,11 @@ fn start_and_run(
             config.output_dir.display()
         );
         // Nothing to report on: folders this run made hold only its empty reports, so
-        // they go again (innermost first; a folder that was there stays).
+        // they go again (innermost first; a folder that was there stays). Through
+        // handles, following no link: one planted meanwhile is not removed through.
         for dir in &config.created_dirs {
             let _ = if *dir == config.results_dir {
-                std::fs::remove_dir_all(dir)
+                jax_runner::confined::remove_tree(dir).map_err(std::io::Error::from)
             } else {
                 std::fs::remove_dir(dir)
             };

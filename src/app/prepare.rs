@@ -322,7 +322,8 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
             });
             if gnn.is_some() {
                 // The zygote binds the data folders' roots as they are when it starts.
-                let _ = std::fs::create_dir_all(&config.step12_dir);
+                // Made without following a link planted on its path since the check.
+                let _ = crate::confined::make_dir(&config.step12_dir);
             }
             let inside = sandbox.as_ref().map(|sb| sb.zygote(&shared));
             let warm = warm_start(config, interp, inside, shim_dir, warnings).await;

@@ -23,6 +23,55 @@ fn default_results_dir_is_created_inside_output() {
 }
 
 #[test]
+fn a_link_on_the_results_path_is_refused_before_anything_is_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    for (link, folder) in [
+        ("execution_results", "results folder"),
+        ("12_execute_output", "GNN step-12 folder"),
+    ] {
+        let tree = tmp.path().join(link.replace('_', "-"));
+        std::fs::create_dir(&tree).unwrap();
+        let tree = tree.canonicalize().unwrap();
+        std::os::unix::fs::symlink(outside.path(), tree.join(link)).unwrap();
+        let err = RunConfig::from_options(opts(&tree)).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::ResultsLink { ref link, .. } if link.parent() == Some(&tree)),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("failed to use the {folder}: `")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("(to `{}`)", outside.path().display())),
+            "{text}"
+        );
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        assert_eq!(
+            std::fs::read_dir(&tree).unwrap().count(),
+            1,
+            "made something"
+        );
+    }
+}
+
+#[test]
+fn a_results_dir_the_user_names_is_followed_when_it_is_a_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let real = tempfile::tempdir().unwrap();
+    let named = tmp.path().join("named");
+    std::os::unix::fs::symlink(real.path(), &named).unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let mut o = opts(&tree);
+    o.discover.results_dir = Some(named);
+    let cfg = RunConfig::from_options(o).unwrap();
+    assert_eq!(cfg.results_dir, real.path().canonicalize().unwrap());
+}
+
+#[test]
 fn zero_jobs_and_zero_timeout_are_rejected() {
     let tmp = tempfile::tempdir().unwrap();
     let mut o = opts(tmp.path());

@@ -74,7 +74,71 @@ pub fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// `--results-dir`, or the tree's default: created, and canonical.
+/// The folders between the tree's root and the leaf of a results path that the
+/// runner makes there itself (GNN's step-12 folder; without `--results-dir`,
+/// `execution_results` and `execution_results/jax`): outermost first.
+fn runner_folders(given: Option<&Path>, tree: &PipelineTree) -> Vec<(PathBuf, ResultsFolder)> {
+    let mut folders = Vec::new();
+    if given.is_none() {
+        let results = tree.default_results_dir();
+        folders.extend(
+            results
+                .parent()
+                .map(|p| (p.to_path_buf(), ResultsFolder::Results)),
+        );
+        folders.push((results, ResultsFolder::Results));
+    }
+    folders.push((tree.step12_dir(), ResultsFolder::Step12));
+    folders
+}
+
+/// Which of the run's folders a link was found on; it says what to do about it.
+#[derive(Debug, Clone, Copy)]
+enum ResultsFolder {
+    Results,
+    Step12,
+}
+
+impl ResultsFolder {
+    fn refuse(self, link: &Path) -> ConfigError {
+        let (what, fix) = match self {
+            ResultsFolder::Results => (
+                "results folder",
+                "Remove the link, or name the folder with --results-dir if you mean it",
+            ),
+            ResultsFolder::Step12 => (
+                "GNN step-12 folder",
+                "Remove the link: jax-runner makes this folder itself",
+            ),
+        };
+        ConfigError::ResultsLink {
+            what,
+            link: link.to_path_buf(),
+            target: std::fs::read_link(link).unwrap_or_default(),
+            fix,
+        }
+    }
+}
+
+/// Refuses a symlink at any folder of the results path below `--output-dir` (see
+/// [`runner_folders`]): the tree may be another user's, and a link there would send
+/// the runner's reports, and the scripts' data folders, wherever it points. Checked
+/// before anything is written. A `--results-dir` the user names is taken as given;
+/// below it, as below these folders, the runner makes its own folders without
+/// following links as it goes (`crate::confined`).
+pub(super) fn refuse_links(given: Option<&Path>, tree: &PipelineTree) -> Result<(), ConfigError> {
+    for (folder, which) in runner_folders(given, tree) {
+        // Outermost first: a link found stops the check before a path through it.
+        if std::fs::symlink_metadata(&folder).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(which.refuse(&folder));
+        }
+    }
+    Ok(())
+}
+
+/// `--results-dir`, or the tree's default: created, and canonical. The default is
+/// made one folder at a time below the tree's root, none through a link (a link
+/// planted since [`refuse_links`] looked is refused all the same).
 pub(super) fn results_dir(
     given: Option<&Path>,
     tree: &PipelineTree,
@@ -89,7 +153,20 @@ pub(super) fn results_dir(
         .take_while(|a| !a.exists())
         .map(Path::to_path_buf)
         .collect();
-    std::fs::create_dir_all(&dir).map_err(failed)?;
+    match given {
+        // As the user named it: a link there is followed, as they asked.
+        Some(_) => std::fs::create_dir_all(&dir).map_err(failed)?,
+        None => {
+            let rel = dir.strip_prefix(&tree.root).unwrap_or(&dir);
+            match crate::confined::make_dirs(&tree.root, rel, crate::confined::Planted::Refuse) {
+                Ok(_) => {}
+                Err(crate::confined::Refused::Symlink(link)) => {
+                    return Err(ResultsFolder::Results.refuse(&link))
+                }
+                Err(refused) => return Err(failed(refused.into())),
+            }
+        }
+    }
     let created = missing
         .iter()
         .filter_map(|d| d.canonicalize().ok())

@@ -32,22 +32,136 @@ pub struct Made {
 }
 
 /// Makes `rel` and its missing parents below `root`, one folder at a time and never
-/// through a symlink (see [`Planted`]). `root` itself is trusted, and made as named
-/// when it is missing.
+/// through a symlink (see [`Planted`]). `root` is made when it is missing, and opened,
+/// with no symlink followed anywhere on its path ([`make_dir`]): the roots are the
+/// run's results folders, which the configuration made canonical.
 pub fn make_dirs(root: &Path, rel: &Path, planted: Planted) -> Result<Made, Refused> {
-    std::fs::create_dir_all(root)?;
-    let root_fd = open_root(root)?;
+    make_dirs_fd(root, rel, planted).map(|(made, _)| made)
+}
+
+/// [`make_dirs`], with the innermost folder held open (`O_PATH`): what is done in it
+/// through this handle cannot be sent elsewhere by a link planted later.
+fn make_dirs_fd(root: &Path, rel: &Path, planted: Planted) -> Result<(Made, OwnedFd), Refused> {
+    let mut held = make_dir(root)?;
     let mut made = Made {
         path: root.to_path_buf(),
         replaced: Vec::new(),
     };
-    let mut held: Option<OwnedFd> = None;
     for name in parts(rel)? {
         made.path.push(name);
-        let at = held.as_ref().map_or(root_fd.as_fd(), |f| f.as_fd());
-        held = Some(enter(at, name, planted, &mut made)?);
+        held = enter(held.as_fd(), name, planted, &mut made)?;
     }
-    Ok(made)
+    Ok((made, held))
+}
+
+/// Where an unlinked resolution of `path` starts: `/` for an absolute path, the
+/// current folder for a relative one; and the names after it.
+fn start_of(path: &Path) -> (&Path, &Path) {
+    match path.strip_prefix("/") {
+        Ok(rel) => (Path::new("/"), rel),
+        Err(_) => (Path::new("."), path),
+    }
+}
+
+/// Opens (`O_PATH`) the folder `path`, making it and its missing parents, with no
+/// symlink followed anywhere: each folder is made, then opened with `O_NOFOLLOW`, so a
+/// link at any name of the path is refused ([`Refused::Symlink`]), never followed.
+///
+/// For the run's results folders, whose paths the configuration made canonical (no
+/// link in them when the run started): a link there now is one planted since.
+pub fn make_dir(path: &Path) -> Result<OwnedFd, Refused> {
+    let (start, rel) = start_of(path);
+    let mut held = open_root(start)?;
+    let mut made = Made {
+        path: match start == Path::new("/") {
+            true => start.to_path_buf(),
+            false => PathBuf::new(),
+        },
+        replaced: Vec::new(),
+    };
+    for name in parts(rel)? {
+        made.path.push(name);
+        held = enter(held.as_fd(), name, Planted::Refuse, &mut made)?;
+    }
+    Ok(held)
+}
+
+/// Opens (`O_PATH`) the folder `path`, which must exist, with no symlink followed
+/// anywhere on its way (see [`make_dir`]).
+pub fn open_dir(path: &Path) -> Result<OwnedFd, Refused> {
+    let (start, rel) = start_of(path);
+    let start_fd = open_root(start)?;
+    let flags = OFlags::PATH | OFlags::DIRECTORY;
+    open_beneath(start_fd.as_fd(), rel, flags, Mode::empty()).map_err(|e| {
+        // A link at the end gives ENOTDIR (`O_PATH | O_NOFOLLOW` opens the link
+        // itself), one on the way ELOOP: either way, name the first link.
+        match first_link(path) {
+            Some(link) => Refused::Symlink(link),
+            None => super::explain(start_fd.as_fd(), start, rel, e),
+        }
+    })
+}
+
+/// The first name of `path` that is a symlink, if any.
+fn first_link(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
+        .map(Path::to_path_buf)
+}
+
+/// Removes the folder `path` and everything in it, through handles: no link on its
+/// path or inside it is followed, so a link planted meanwhile cannot turn the removal
+/// on another folder.
+pub fn remove_tree(path: &Path) -> Result<(), Refused> {
+    let (dir, name) = split(path)?;
+    let parent = open_dir(dir)?;
+    remove_at(parent.as_fd(), name, 0)
+}
+
+/// The most entries of one folder [`remove_tree`] removes; a folder with more is left.
+const REMOVE_LIMIT: usize = 1_000_000;
+
+/// Removes the file (or link, never what it points to) `path`, its folder reached as
+/// [`open_dir`] reaches it.
+pub fn remove_file(path: &Path) -> Result<(), Refused> {
+    let (dir, name) = split(path)?;
+    let parent = open_dir(dir)?;
+    rustix::fs::unlinkat(&parent, name, AtFlags::empty()).map_err(|e| Refused::Io(e.into()))
+}
+
+fn remove_at(at: BorrowedFd<'_>, name: &std::ffi::OsStr, depth: usize) -> Result<(), Refused> {
+    // Deeper than any results folder: what keeps nesting is left, not recursed into.
+    if depth > 64 {
+        return Err(Refused::Io(Errno::LOOP.into()));
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(at, name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(()),
+        // Not a folder (a link among them): removed as a name, never followed.
+        Err(Errno::NOTDIR | Errno::LOOP) => {
+            return rustix::fs::unlinkat(at, name, AtFlags::empty())
+                .map_err(|e| Refused::Io(e.into()))
+        }
+        Err(e) => return Err(Refused::Io(e.into())),
+    };
+    let held = rustix::io::dup(&fd).map_err(|e| Refused::Io(e.into()))?;
+    let mut names = Vec::new();
+    read_entries(fd, REMOVE_LIMIT, |_, name, kind| {
+        names.push((name, kind));
+        true
+    })?;
+    for (child, kind) in names {
+        match kind {
+            Kind::Directory => remove_at(held.as_fd(), &child, depth + 1)?,
+            _ => rustix::fs::unlinkat(&held, &child, AtFlags::empty())
+                .map_err(|e| Refused::Io(e.into()))?,
+        }
+    }
+    rustix::fs::unlinkat(at, name, AtFlags::REMOVEDIR).map_err(|e| Refused::Io(e.into()))
 }
 
 /// Opens the folder `name` in `at`, making it when it is missing.
@@ -156,13 +270,10 @@ pub(super) fn read_entries(
 pub fn rename(from_root: &Path, from: &Path, to_root: &Path, to: &Path) -> Result<(), Refused> {
     let (from_dir, from_name) = split(from)?;
     let (to_dir, to_name) = split(to)?;
-    let from_root_fd = open_root(from_root)?;
+    let from_root_fd = open_dir(from_root)?;
     let folder = OFlags::PATH | OFlags::DIRECTORY;
     let source = open_beneath(from_root_fd.as_fd(), from_dir, folder, Mode::empty())
         .map_err(|e| super::explain(from_root_fd.as_fd(), from_root, from_dir, e))?;
-    make_dirs(to_root, to_dir, Planted::Replace)?;
-    let to_root_fd = open_root(to_root)?;
-    let target = open_beneath(to_root_fd.as_fd(), to_dir, folder, Mode::empty())
-        .map_err(|e| super::explain(to_root_fd.as_fd(), to_root, to_dir, e))?;
+    let (_, target) = make_dirs_fd(to_root, to_dir, Planted::Replace)?;
     rustix::fs::renameat(&source, from_name, &target, to_name).map_err(|e| Refused::Io(e.into()))
 }

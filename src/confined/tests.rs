@@ -436,3 +436,54 @@ fn tidy_stops_at_its_bound_and_says_so() {
     assert!(!t.cut);
     assert_eq!(t.removed.len(), 15);
 }
+
+#[test]
+fn make_dir_open_dir_and_create_file_refuse_a_link_anywhere_on_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    std::fs::create_dir(base.join("a")).unwrap();
+    symlink(outside.path(), base.join("a/b")).unwrap();
+    let link = base.join("a/b");
+    let refused = |err: Refused| matches!(err, Refused::Symlink(ref p) if p == &link);
+    let err = make_dir(&base.join("a/b/c")).unwrap_err();
+    assert!(refused(err));
+    let err = open_dir(&link).unwrap_err();
+    assert!(refused(err));
+    let err = open_dir(&base.join("a/b/c")).unwrap_err();
+    assert!(refused(err));
+    let err = create_file(&link.join("f")).unwrap_err();
+    assert!(err.to_string().contains("is a symlink"), "{err}");
+    // The same link as the folder a move goes into, or comes from.
+    std::fs::write(base.join("a/x"), "x").unwrap();
+    let err = rename(&base, Path::new("a/x"), &link, Path::new("x")).unwrap_err();
+    assert!(refused(err));
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    // Without a link, the folders are made.
+    make_dir(&base.join("a/c/d")).unwrap();
+    assert!(base.join("a/c/d").is_dir());
+}
+
+#[test]
+fn remove_tree_removes_links_never_what_they_point_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("keep"), "keep").unwrap();
+    let base = tmp.path().canonicalize().unwrap();
+    let dir = base.join("results");
+    std::fs::create_dir_all(dir.join("logs/deep")).unwrap();
+    std::fs::write(dir.join("logs/deep/a.log"), "a").unwrap();
+    symlink(outside.path(), dir.join("logs/out")).unwrap();
+    remove_tree(&dir).unwrap();
+    assert!(!dir.exists());
+    assert!(outside.path().join("keep").is_file());
+    // A link as the folder itself is refused, not removed through.
+    let link = base.join("linked");
+    symlink(outside.path(), &link).unwrap();
+    let err = remove_tree(&link.join("keep")).unwrap_err();
+    assert!(
+        matches!(err, Refused::Symlink(ref p) if p == &link),
+        "{err}"
+    );
+    assert!(outside.path().join("keep").is_file());
+}

@@ -1,9 +1,13 @@
 //! Atomic file writes: a temporary file in the same folder, flushed, then renamed over
-//! the target, so a reader sees the old file or the new one, never half of one.
+//! the target, so a reader sees the old file or the new one, never half of one. The
+//! folder is reached with no symlink followed anywhere on its path (see
+//! [`crate::confined::make_dir`]); a path the user named (an export) is made canonical
+//! by its caller first.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+use rustix::fs::{Mode, OFlags};
 
 use crate::error::ReportError;
 
@@ -32,31 +36,39 @@ pub fn write_atomic_stream(
         source,
     };
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(fail)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
+    let name = path.file_name().ok_or_else(|| {
+        fail(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "names no file",
+        ))
+    })?;
+    // The folder is made and held with no symlink followed anywhere on its path: the
+    // results folders are canonical, so a link there was planted during the run, and
+    // the temporary file and the rename both go through this handle, not the path.
+    let dir = crate::confined::make_dir(dir).map_err(|refused| fail(refused.into()))?;
     // Hidden and unique per process and call, so concurrent writers never share one.
-    let tmp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), unique()));
-    let result = (|| {
+    let tmp = format!(
+        ".{}.{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        unique()
+    );
+    let result = (|| -> std::io::Result<()> {
         // A new file, never one already there: a link or FIFO planted at the
         // temporary's name can neither redirect the write nor block it.
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        let mut f = std::io::BufWriter::new(file);
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+        let fd = rustix::fs::openat(&dir, &tmp, flags | OFlags::CLOEXEC, Mode::from(0o666))?;
+        let mut f = std::io::BufWriter::new(std::fs::File::from(fd));
         fill(&mut f)?;
         let f = f.into_inner().map_err(|e| e.into_error())?;
         if sync {
             f.sync_all()?;
         }
-        std::fs::rename(&tmp, path)
+        // Within the same held folder: the rename replaces the name, never follows it.
+        Ok(rustix::fs::renameat(&dir, &tmp, &dir, name)?)
     })();
     if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        let _ = rustix::fs::unlinkat(&dir, &tmp, rustix::fs::AtFlags::empty());
     }
     result.map_err(fail)
 }
@@ -117,6 +129,26 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("x.json")]);
+    }
+
+    #[test]
+    fn a_link_planted_on_the_folder_is_refused_and_its_target_untouched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("report.html"), "theirs").unwrap();
+        let dir = tmp.path().canonicalize().unwrap().join("results");
+        std::os::unix::fs::symlink(outside.path(), &dir).unwrap();
+        let err = write_atomic(&dir.join("report.html"), b"ours").unwrap_err();
+        assert!(
+            crate::error::chain(&err)
+                .join(": ")
+                .contains("is a symlink"),
+            "{err}"
+        );
+        let names: Vec<_> = std::fs::read_dir(outside.path()).unwrap().collect();
+        assert_eq!(names.len(), 1);
+        let kept = std::fs::read_to_string(outside.path().join("report.html")).unwrap();
+        assert_eq!(kept, "theirs");
     }
 
     #[test]

@@ -90,7 +90,7 @@ impl Exporter for Document {
     fn export(&mut self, run: &RunRecord) -> Result<(), ReportError> {
         let bytes = (self.render)(run)?;
         match &self.target {
-            ExportTarget::File(path) => write_atomic(path, &bytes),
+            ExportTarget::File(path) => write_atomic(&as_named(path)?, &bytes),
             ExportTarget::Stdout => {
                 use std::io::Write;
                 let mut out = std::io::stdout().lock();
@@ -147,5 +147,21 @@ fn guarded(f: impl FnOnce() -> Result<(), ReportError>) -> Option<ReportError> {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(e),
         Err(panic) => Some(ReportError::panicked(panic)),
+    }
+}
+
+/// A file the user named, with its folder made and resolved as named (links
+/// followed): [`write_atomic`] follows none, as the results folders' own files need.
+fn as_named(path: &std::path::Path) -> Result<std::path::PathBuf, ReportError> {
+    let fail = |source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) if !dir.as_os_str().is_empty() => {
+            std::fs::create_dir_all(dir).map_err(fail)?;
+            Ok(dir.canonicalize().map_err(fail)?.join(name))
+        }
+        _ => Ok(path.to_path_buf()),
     }
 }

@@ -109,9 +109,13 @@ impl Sweep<'_> {
         let room = keep.saturating_sub(usize::from(root.join(self.run_id).is_dir()));
         for name in runs.into_iter().skip(room) {
             let path = root.join(name);
-            match std::fs::remove_dir_all(&path) {
+            // Through handles: a `history` swapped for a link meanwhile is refused.
+            match crate::confined::remove_tree(&path) {
                 Ok(()) => swept.pruned.push(path),
-                Err(source) => swept.errors.push(ReportError::Prune { path, source }),
+                Err(refused) => swept.errors.push(ReportError::Prune {
+                    path,
+                    source: refused.into(),
+                }),
             }
         }
     }

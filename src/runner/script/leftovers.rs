@@ -37,10 +37,18 @@ pub(super) fn ready(
 }
 
 /// Makes `logs/` and the script's data folder, each below the folder it belongs to
-/// (the results folder, or GNN's `12_execute_output`), which is trusted as named.
-/// Below it, a symlink where a folder should be is removed and a real folder made: the
-/// runner owns these folders, and a link there would send the script's data, or the
-/// sandbox's writable mount, wherever the link points.
+/// (the results folder, or GNN's `12_execute_output`), which is reached with no link
+/// followed on its path (the configuration refused any and made the path canonical;
+/// one planted since is refused). Below it, a symlink where a folder should be is
+/// removed and a real folder made: the runner owns these folders, and a link there
+/// would send the script's data, or the sandbox's writable mount, wherever the link
+/// points.
+///
+/// What remains: the data folder goes to the script as a path (`GNN_OUTPUT_DIR`, the
+/// sandbox's bind mount and Landlock rule), resolved again when the attempt starts. A
+/// link planted on that path between this check and the attempt's start (the tree's
+/// owner swapping `execution_results` for one, say) would be followed by the sandbox
+/// setup; handing the attempt a descriptor of the folder instead would close it.
 fn make_folders(
     ctx: &RunContext,
     data_dir: &Path,
