@@ -663,7 +663,7 @@ fn catalogue_case(account: Account, how: How) {
         return;
     }
     let traps = Traps::new(&account);
-    let tree = account.tree();
+    let tree = account.tree_in(traps.project());
     tree.fixture("hostile_root.py", "attacker/jax/hostile_root.py");
     tree.fixture("tree_victim.py", "victim/jax/tree_victim.py");
     tree.fixture("sibling_data.json", "victim/jax/sibling_data.json");

@@ -174,7 +174,7 @@ fn catalogue_case(account: Account, how: How) {
     let parent = private_parent.then(|| root_only_folder("jr-private-"));
     let tree = match &parent {
         Some(p) => account.tree_in(p.path()),
-        None => account.tree(),
+        None => account.tree_in(host.project()),
     };
     let started = std::time::Instant::now();
     let out = run_catalogue(&account, &tree, &host, how);

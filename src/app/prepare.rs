@@ -304,11 +304,7 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
             let sandbox = sandboxing.ok().map(|sandboxing| SandboxSetup {
                 sandboxing,
                 home: config.environment.var_os("HOME").map(PathBuf::from),
-                python_paths: sandbox::python_paths(
-                    &interp.path,
-                    &interp.info.prefix,
-                    &interp.info.base_prefix,
-                ),
+                python_paths: sandbox::python_paths(&interp.path, &interp.info),
                 seccomp,
                 identity,
                 helper: sandbox::helper(),

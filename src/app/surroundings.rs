@@ -56,16 +56,13 @@ pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Sandboxing, String>, 
     }))
 }
 
-/// The seccomp programs for sandboxed scripts (with the network's sockets refused
-/// where the script shares the host's network); without them scripts still run with no
+/// The seccomp programs for sandboxed scripts (granting calls on other processes, host
+/// IPC and the network's sockets only where namespaces separate the scripts); without
+/// them scripts still run with no
 /// capabilities, and the run says the filter is missing.
 pub(super) fn seccomp_filter(sandboxing: &Sandboxing, warnings: &mut Vec<String>) -> Vec<PathBuf> {
-    use crate::runner::seccomp::{install_for, Network};
-    let network = match sandboxing.has_view() {
-        true => Network::Namespaced,
-        false => Network::Host,
-    };
-    match install_for(&crate::paths::cache_dir(), network) {
+    use crate::runner::seccomp::install_for;
+    match install_for(&crate::paths::cache_dir(), sandboxing.separation()) {
         Ok(Some(paths)) => paths,
         Ok(None) => {
             warnings.push(

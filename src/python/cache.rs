@@ -76,7 +76,9 @@ fn file_for(dir: &Path, path: &Path) -> PathBuf {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     path.hash(&mut h);
-    dir.join(format!("probe-{:016x}.json", h.finish()))
+    // v2: the probe's answer holds `sys_path` and `user_site`, which the sandbox's
+    // grants read; an entry from before would grant less.
+    dir.join(format!("probe-v2-{:016x}.json", h.finish()))
 }
 
 /// The cached probe of `path`, when nothing it depends on changed.

@@ -84,6 +84,13 @@ pub struct PythonInfo {
     /// PJRT plugins jax would discover (entry points and `jax_plugins.*` modules).
     #[serde(default)]
     pub jax_plugins: Vec<String>,
+    /// `sys.path` (empty entries left out): a sandboxed script is granted reads of
+    /// these folders, wherever the installation keeps them.
+    #[serde(default)]
+    pub sys_path: Vec<PathBuf>,
+    /// The user site (`site.getusersitepackages()`), granted the same way.
+    #[serde(default)]
+    pub user_site: Option<PathBuf>,
 }
 
 /// The chosen interpreter.

@@ -3,7 +3,7 @@
 //! to reading what it needs and writing only its own folders, with no bwrap, no root
 //! and no user namespace.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The kernel's Landlock ABI version, `None` where it has no Landlock (older than
 /// 5.13, or not in the boot's list of security modules).
@@ -76,37 +76,31 @@ pub struct LandlockPlan {
     pub rules: Vec<(PathBuf, u64)>,
 }
 
-/// What a script is granted, in paths of the view it runs in.
+/// What a script is granted, in paths of the view it runs in. Nothing else is
+/// reachable: Landlock only grants, and these are all it is told.
 #[derive(Debug, Clone, Default)]
 pub struct Grants {
-    /// Never readable: the folders the view hides (daemons' sockets, homes, the tree,
-    /// the run's outputs, the host's `/tmp`). Everything else on the machine is
-    /// readable, as under bwrap's read-only root.
-    pub hidden: Vec<PathBuf>,
-    /// Readable again inside a hidden folder: the interpreter, the script's folder, the
-    /// telemetry shim, the folders on `PYTHONPATH`.
+    /// Readable (and executable): the host's system and `/etc`'s granted entries
+    /// (`grants::host_reads`), the interpreter, the script's folder, the telemetry
+    /// shim, the folders on `PYTHONPATH`.
     pub read: Vec<PathBuf>,
     /// Writable: the data folder, the private temporary folder (or the view's scratch),
     /// the compilation cache.
     pub write: Vec<PathBuf>,
-    /// Devices it reads, writes and sends ioctls to: `/dev/null`, a GPU's nodes.
+    /// Devices it reads, writes and sends ioctls to: `grants::DEVICES`, a GPU's nodes.
     pub devices: Vec<PathBuf>,
 }
 
-/// The plan for `grants` at `abi`: every right Landlock knows there handled, reads
-/// everywhere but the hidden folders, writes and devices where granted, TCP refused,
-/// signals and abstract sockets scoped.
+/// The plan for `grants` at `abi`: every right Landlock knows there handled, reads,
+/// writes and devices only where granted, TCP refused, signals and abstract sockets
+/// scoped.
 pub fn plan(abi: u8, grants: &Grants) -> LandlockPlan {
     use landlock::{Access, AccessFs, AccessNet, Scope, ABI};
     let at = ABI::from(i32::from(abi));
     let read = AccessFs::from_read(at).bits();
     let all = AccessFs::from_all(at).bits();
     let device = (AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::IoctlDev).bits() & all;
-    let mut rules: Vec<(PathBuf, u64)> = readable_beyond(Path::new("/"), &grants.hidden)
-        .into_iter()
-        .chain(grants.read.iter().cloned())
-        .map(|p| (p, read))
-        .collect();
+    let mut rules: Vec<(PathBuf, u64)> = grants.read.iter().map(|p| (p.clone(), read)).collect();
     rules.extend(grants.write.iter().map(|p| (p.clone(), all)));
     rules.extend(grants.devices.iter().map(|p| (p.clone(), device)));
     let net = match abi >= 4 {
@@ -126,27 +120,6 @@ pub fn plan(abi: u8, grants: &Grants) -> LandlockPlan {
     }
 }
 
-/// The folders and files beneath `dir` that lie outside every hidden path, as few as
-/// cover them: `dir` itself when nothing hidden is inside it, else its entries, each
-/// the same way. Landlock only grants; this is how "all but these" is said.
-fn readable_beyond(dir: &Path, hidden: &[PathBuf]) -> Vec<PathBuf> {
-    if hidden.iter().any(|h| h == dir) {
-        return Vec::new();
-    }
-    if !hidden.iter().any(|h| h.starts_with(dir)) {
-        return vec![dir.to_path_buf()];
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<PathBuf> = entries
-        .flatten()
-        .flat_map(|e| readable_beyond(&e.path(), hidden))
-        .collect();
-    out.sort();
-    out
-}
-
 /// The ruleset of `plan`, made and filled (paths opened now, so before a switch to the
 /// sandbox user), ready for [`restrict`]. A path that is not there is skipped.
 pub fn prepare(plan: &LandlockPlan) -> Result<landlock::RulesetCreated, landlock::RulesetError> {
@@ -163,9 +136,15 @@ pub fn prepare(plan: &LandlockPlan) -> Result<landlock::RulesetCreated, landlock
         ruleset = ruleset.scope(BitFlags::<Scope>::from_bits_truncate(plan.scoped))?;
     }
     let mut created = ruleset.create()?;
+    // A rule on a file (an `/etc` entry, a device) may hold only the rights a file
+    // has: reading a folder's entries is not among them.
+    let file_rights = AccessFs::from_file(landlock::ABI::from(i32::from(plan.abi)));
     for (path, rights) in &plan.rules {
         let Ok(fd) = PathFd::new(path) else { continue };
-        let access = BitFlags::<AccessFs>::from_bits_truncate(*rights);
+        let mut access = BitFlags::<AccessFs>::from_bits_truncate(*rights);
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            access &= file_rights;
+        }
         created = created.add_rule(PathBeneath::new(fd, access))?;
     }
     Ok(created)
@@ -187,25 +166,10 @@ pub fn restrict(created: landlock::RulesetCreated) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// A child held to a plan writes only where granted and reads nothing it was not
+    /// granted: a folder beside a granted one is as closed as a hidden one.
     #[test]
-    fn all_but_the_hidden_is_said_with_the_fewest_paths() {
-        let tmp = tempfile::tempdir().unwrap();
-        for d in ["a/x", "a/y", "b"] {
-            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
-        }
-        let hidden = [tmp.path().join("a/x")];
-        let got = readable_beyond(tmp.path(), &hidden);
-        assert_eq!(got, [tmp.path().join("a/y"), tmp.path().join("b")]);
-        assert!(readable_beyond(&tmp.path().join("a/x"), &hidden).is_empty());
-        assert_eq!(
-            readable_beyond(&tmp.path().join("b"), &hidden),
-            [tmp.path().join("b")]
-        );
-    }
-
-    /// A child held to a plan writes only where granted and reads nothing hidden.
-    #[test]
-    fn a_held_child_writes_only_where_granted_and_reads_nothing_hidden() {
+    fn a_held_child_writes_only_where_granted_and_reads_nothing_else() {
         let Some(v) = abi() else {
             eprintln!("skipped: this kernel has no Landlock");
             return;
@@ -216,10 +180,9 @@ mod tests {
         std::fs::create_dir_all(&no).unwrap();
         std::fs::write(no.join("secret"), "s").unwrap();
         let grants = Grants {
-            hidden: vec![no.clone()],
+            read: crate::runner::grants::host_reads(),
             write: vec![ok.clone()],
             devices: vec!["/dev/null".into()],
-            ..Default::default()
         };
         let mut ruleset = Some(prepare(&plan(v, &grants)).unwrap());
         let script = "echo x > ok/f && ! cat no/secret 2>/dev/null && \

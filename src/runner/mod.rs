@@ -10,6 +10,7 @@ mod child;
 pub mod classify;
 pub mod confine;
 pub mod env;
+pub mod grants;
 pub mod identity;
 pub mod landlock;
 pub mod limits;

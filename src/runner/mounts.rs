@@ -4,17 +4,20 @@
 //! forked child applies them in a mount namespace of its own. One list, so the starts
 //! cannot drift apart.
 //!
-//! The view: the host's root read-only, less what a script has no business seeing —
-//! `/run` and `/var` (daemons' sockets live there), `/root`, `/home`, `/srv`, `/mnt`,
-//! `/media`, the password hashes, the run's other scripts and outputs — and a private
-//! `/tmp`, `/dev/shm` and `$HOME`. What the script needs inside a hidden folder (its
-//! own folder, the interpreter, its data folder) is bound back. When the runner is root
-//! the script is an unprivileged user: a host folder that user could not pass through
-//! on the way to something it needs is hidden too, so the way there is made of fresh
-//! folders it can pass.
+//! The view grants instead of hiding: of the host's root only what `grants.rs` names
+//! stays (the system's programs and libraries, the kernel's views); every other
+//! top-level folder (`/etc`, `/opt`, `/home`, `/root`, `/var`, `/run`, the folder the
+//! tree lives in, whatever a machine adds) is an empty read-only tmpfs, every other
+//! top-level file is masked, and what the script may read inside them (`/etc`'s
+//! granted files, its interpreter, its own folder) is bound back. `/tmp`, `/dev/shm`
+//! and `$HOME` are private scratch. When the runner is root the script is an
+//! unprivileged user: a host folder that user could not pass through on the way to
+//! something it needs is hidden too, so the way there is made of fresh folders it can
+//! pass.
 
 use std::path::{Path, PathBuf};
 
+use super::grants;
 use super::identity::SandboxUser;
 
 /// What one sandboxed attempt may see, beyond a read-only root.
@@ -42,21 +45,9 @@ pub struct Mounts {
     pub user: Option<SandboxUser>,
 }
 
-/// Host folders hidden from every script: sockets of daemons (`/run`, `/var/run`),
-/// other users' homes and root's, and places data of other people and services lives.
-pub const HIDDEN: &[&str] = &["/run", "/var", "/root", "/home", "/srv", "/mnt", "/media"];
-
 /// What the host's `/sys` says about its network: no business of a script that has
 /// none.
 const HOST_DETAILS: &[&str] = &["/sys/class/net", "/sys/devices/virtual/net"];
-
-/// Files no script reads, masked by an empty device.
-const MASKED: &[&str] = &[
-    "/etc/shadow",
-    "/etc/gshadow",
-    "/etc/shadow-",
-    "/etc/gshadow-",
-];
 
 /// Private scratch space, a fresh writable tmpfs for each script.
 const SCRATCH: &[&str] = &["/tmp", "/dev/shm"];
@@ -76,7 +67,8 @@ pub enum MountStep {
     ReadOnly(PathBuf),
     /// The path bound onto itself writable.
     Writable(PathBuf),
-    /// An empty device bound over a file, so it reads as nothing.
+    /// An empty device bound over a file (one at the host's top level), so it reads as
+    /// nothing.
     Mask(PathBuf),
     /// A tmpfs made read-only once everything under it is in place: a write there
     /// would only vanish with the sandbox, so it is refused instead.
@@ -104,17 +96,18 @@ struct Covers {
     scratch: Vec<PathBuf>,
 }
 
-/// The host's folders every view hides or replaces. Tests give none, so their trees
-/// may lie anywhere.
+/// The host's folders every view hides or replaces. Tests give no root, so their
+/// trees may lie anywhere.
 #[derive(Debug, Clone, Copy)]
 struct System {
-    hidden: &'static [&'static str],
+    /// The folder whose entries are hidden unless granted (`/`).
+    root: Option<&'static str>,
     details: &'static [&'static str],
     scratch: &'static [&'static str],
 }
 
 const SYSTEM: System = System {
-    hidden: HIDDEN,
+    root: Some("/"),
     details: HOST_DETAILS,
     scratch: SCRATCH,
 };
@@ -123,11 +116,10 @@ impl Covers {
     fn of(m: &Mounts, system: System) -> Covers {
         let mut scratch: Vec<PathBuf> = system.scratch.iter().map(PathBuf::from).collect();
         scratch.extend(m.home.clone().filter(|h| h != Path::new("/")));
-        let mut hidden: Vec<PathBuf> = system
-            .hidden
-            .iter()
-            .chain(system.details)
-            .map(PathBuf::from)
+        let (top, _) = top_level(system);
+        let mut hidden: Vec<PathBuf> = top
+            .into_iter()
+            .chain(system.details.iter().map(PathBuf::from))
             .chain(m.sources.iter().cloned())
             .chain(m.outputs.iter().cloned())
             .filter(|p| p != Path::new("/") && is_real_dir(p))
@@ -206,9 +198,17 @@ fn steps_in(m: &Mounts, system: System) -> Vec<MountStep> {
             false => MountStep::Tmpfs(cover),
         });
     }
+    // What every script reads of the host comes back where a cover hid it (`/etc`'s
+    // granted files, a store under `/nix`); the rest of `grants::host_reads` was
+    // never hidden.
+    let host = match system.root {
+        Some(_) => grants::host_reads(),
+        None => Vec::new(),
+    };
     let mut readable: Vec<&PathBuf> = m
         .readable
         .iter()
+        .chain(&host)
         .filter(|p| covers.around(p).is_some() && p.exists())
         .collect();
     readable.sort_by_key(|p| p.components().count());
@@ -220,13 +220,7 @@ fn steps_in(m: &Mounts, system: System) -> Vec<MountStep> {
         view.bind(MountStep::Writable(p.clone()));
     }
     let mut out = view.out;
-    out.extend(
-        MASKED
-            .iter()
-            .map(Path::new)
-            .filter(|p| p.is_file())
-            .map(|p| MountStep::Mask(p.to_path_buf())),
-    );
+    out.extend(top_level(system).1.into_iter().map(MountStep::Mask));
     out.extend(
         covers
             .hidden
@@ -316,6 +310,15 @@ fn closed_ways(
         }
     }
     closed
+}
+
+/// The folders and files at the top of the host's root that no script sees.
+fn top_level(system: System) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let Some(root) = system.root else {
+        return (Vec::new(), Vec::new());
+    };
+    let scratch: Vec<PathBuf> = system.scratch.iter().map(PathBuf::from).collect();
+    grants::hidden_at_top(Path::new(root), &scratch)
 }
 
 /// A folder, not a link to one: a link's target is the host's business.

@@ -270,13 +270,26 @@ pub fn decode_exit(code: Option<i32>, signal: Option<i32>) -> (Option<i32>, Opti
     }
 }
 
-/// Interpreter folders that a hidden `$HOME` would otherwise hide (a venv in
-/// `~/.cache`, a pyenv install), from the probe's view of the interpreter.
-pub fn python_paths(python: &Path, prefix: &str, base_prefix: &str) -> Vec<PathBuf> {
-    let mut out = vec![PathBuf::from(prefix), PathBuf::from(base_prefix)];
+/// The interpreter's installation, which every script reads wherever it lies (a venv
+/// in `~/.cache`, a pyenv install, conda under `/opt`): its prefixes, the folder of
+/// its real executable, and each folder on its `sys.path` and its user site that
+/// exists (site-packages kept apart from the prefix), from the probe's view.
+pub fn python_paths(python: &Path, info: &crate::python::PythonInfo) -> Vec<PathBuf> {
+    let mut out = vec![
+        PathBuf::from(&info.prefix),
+        PathBuf::from(&info.base_prefix),
+    ];
     if let Ok(real) = python.canonicalize() {
         out.extend(real.parent().and_then(Path::parent).map(Path::to_path_buf));
     }
+    out.extend(
+        info.sys_path
+            .iter()
+            .chain(&info.user_site)
+            .filter(|p| p.is_absolute() && p.is_dir())
+            .cloned(),
+    );
+    out.retain(|p| !p.as_os_str().is_empty());
     out.sort();
     out.dedup();
     out

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::attempt::{AttemptError, AttemptRequest, SandboxSpec};
 use super::backends::Shared;
 use super::confine::Confinement;
+use super::grants;
 use super::identity::Identity;
 use super::landlock::{self, Grants};
 use super::mounts::{self, MountStep, Mounts};
@@ -145,26 +146,22 @@ impl SandboxSetup {
         }
     }
 
-    /// What Landlock grants in `view`: reads everywhere but the folders the view hides
-    /// (or would hide, where there is no view), the readable and writable folders, the
-    /// view's scratch or else the private temporary folder, `/dev/null` and a GPU's
-    /// device nodes.
+    /// What Landlock grants in `view`: reads of the host's granted paths
+    /// (`grants::host_reads`) and the view's readable folders, writes of the writable
+    /// folders and the view's scratch or else the private temporary folder, the
+    /// granted devices and a GPU's nodes. The same list the view is built from.
     fn grants(&self, view: &Mounts, scratch: &[PathBuf], private: Option<&Path>) -> Grants {
-        let mut hidden: Vec<PathBuf> = mounts::HIDDEN.iter().map(PathBuf::from).collect();
-        hidden.push("/tmp".into());
-        hidden.extend(view.home.clone().filter(|h| h != Path::new("/")));
-        hidden.extend(view.sources.iter().cloned());
-        hidden.extend(view.outputs.iter().cloned());
+        let mut read = grants::host_reads();
+        read.extend(view.readable.iter().cloned());
         let mut write = view.writable.clone();
         write.extend(scratch.iter().cloned());
         write.extend(private.map(Path::to_path_buf));
-        let mut devices = vec![PathBuf::from("/dev/null")];
+        let mut devices: Vec<PathBuf> = grants::DEVICES.iter().map(PathBuf::from).collect();
         if view.gpu {
             devices.extend(sandbox::nvidia_devices());
         }
         Grants {
-            hidden,
-            read: view.readable.clone(),
+            read,
             write,
             devices,
         }

@@ -27,6 +27,23 @@ impl Sandboxing {
         self.bwrap.is_some() || self.namespaces
     }
 
+    /// The namespaces every script of the run gets, as the seccomp filter needs to
+    /// know them: bwrap gives all; the runner's own give IPC and network (a cold
+    /// start shares the host's PID namespace, so calls on a process stay on the
+    /// caller, warm or cold); the built-in layer alone gives none.
+    pub fn separation(&self) -> super::seccomp::Separation {
+        use super::seccomp::Separation;
+        match (&self.bwrap, self.namespaces) {
+            (Some(_), _) => Separation::ALL,
+            (None, true) => Separation {
+                pid: false,
+                ipc: true,
+                net: true,
+            },
+            (None, false) => Separation::NONE,
+        }
+    }
+
     /// Why no script can start warm inside this sandbox, if one cannot: an ordinary
     /// user's zygote builds each script's namespaces with capabilities it holds only
     /// in a user namespace of its own, which a setuid bwrap cannot give.

@@ -1,50 +1,48 @@
 //! The seccomp filters a sandboxed script runs under, cold (`__sandbox-exec` or the
-//! built-in sandbox installs them just before exec) or warm (the zygote's child installs them before the script's first line). They
-//! refuse the calls a script could use to undo its sandbox or reach past it, whatever
-//! capabilities it holds:
+//! built-in sandbox installs them just before exec) or warm (the zygote's child
+//! installs them before the script's first line). They grant: the calls a script may
+//! make are listed (`allowed.rs`, after Docker's default profile and systemd's
+//! `@system-service`), each with the arguments it may take, and every other call
+//! answers `EPERM`, whatever capabilities the script holds. Among what the list
+//! leaves out (`rules::EPERM` names the notable ones; the tests check each):
 //!
 //! - **Mounts and the root:** `mount`, `umount2`, `pivot_root`, `chroot` and the new
 //!   mount API would unhide `$HOME` or make `/` writable.
 //! - **Namespaces:** `unshare`, `setns`, and `clone` with a `CLONE_NEW*` flag. A new
-//!   user namespace hands back every capability inside it, and with them mounts,
-//!   firewall tables and the rest of the kernel's privileged code. `clone3` keeps its
-//!   flags in a struct a filter cannot read, so it answers `ENOSYS`: the C library then
+//!   user namespace hands back every capability inside it. `clone3` keeps its flags
+//!   in a struct a filter cannot read, so it answers `ENOSYS`: the C library then
 //!   falls back to `clone`, whose flags the filter reads.
 //! - **Other processes:** `ptrace`, `process_vm_readv`/`writev`, `pidfd_getfd`,
-//!   `process_madvise` and `kcmp` read or steer another process's memory or files.
+//!   `process_madvise` and `kcmp` read or steer another process's memory or files;
+//!   `prlimit64`, `setpriority`, `sched_setaffinity`, `sched_setscheduler`,
+//!   `sched_setparam`, `sched_setattr` and `ioprio_set` are granted on the caller
+//!   alone (`pid` 0) wherever no PID namespace of its own separates the script from
+//!   the runner, the zygote and the other scripts ([`Separation::pid`]).
+//! - **Host IPC:** SysV shared memory, queues and semaphores and POSIX message queues
+//!   are granted only inside an IPC namespace of the script's own.
 //! - **Host sockets:** `socket(AF_UNIX)`, since a socket file on the read-only root
-//!   (docker, dbus, a database) still accepts a connection; `socket(AF_VSOCK)`, since
-//!   vsock belongs to no network namespace and reaches a VM's host past
-//!   `--unshare-net`. `socketpair`, which only makes a connected pair, stays allowed.
-//! - **The terminal:** `ioctl(TIOCSTI)` types into the controlling terminal, whose
-//!   shell reads it after the run; `TIOCLINUX` does the same on a virtual console.
-//! - **The kernel's own state and its riskiest code:** the keyring (`keyctl`,
-//!   `add_key`, `request_key`; it is not namespaced), modules, `kexec`, `bpf`,
-//!   `perf_event_open`, `userfaultfd`, `io_uring_*` (its requests never pass the
-//!   filter), `syslog`, `swapon`/`swapoff`, `reboot`, `acct`, and on x86 `iopl`,
-//!   `ioperm` and `modify_ldt`.
-//! - **Setuid and setgid files:** `chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `open`,
-//!   `openat`, `creat`, `mknod` and `mknodat` with `S_ISUID` or `S_ISGID` in the mode.
-//!   A script's files belong to the sandbox user (or the user who runs jax-runner):
-//!   a setuid copy of the interpreter left in a data folder would let anyone on the
-//!   host act as that user. `openat2` answers `ENOSYS` (its mode is in a struct), so
-//!   callers fall back to `openat`.
-//! - **File handles:** `open_by_handle_at` opens a file by inode, outside the mounts
-//!   the sandbox shows; `name_to_handle_at` makes the handles.
-//!
-//! Threads, `fork`, `exec`, `mmap`, `futex`, pipes, `socketpair`, `epoll`, `eventfd`,
-//! `memfd_create`, `prctl`, `sched_*`, `getrandom` and inet sockets (in the script's
-//! own empty network namespace) stay allowed: JAX, numpy and their subprocesses use
-//! them.
+//!   (docker, dbus, a database) still accepts a connection; any socket family but
+//!   inet and netlink, and those only inside a network namespace of the script's own.
+//!   `socketpair`, which only makes a connected pair, stays granted.
+//! - **The terminal:** `ioctl(TIOCSTI)` and `TIOCLINUX` type into the terminal.
+//! - **The kernel's own state and its riskiest code:** the keyring, modules, `kexec`,
+//!   `bpf`, `perf_event_open`, `userfaultfd`, `io_uring_*`, `syslog`, `swapon`,
+//!   `reboot`, `acct`, the clocks, and on x86 `iopl`, `ioperm` and `modify_ldt`.
+//! - **Setuid and setgid files:** `chmod`, `fchmod*`, `open`, `openat`, `creat` and
+//!   `mknod*` are granted only with a mode free of `S_ISUID` and `S_ISGID`: a setuid
+//!   copy of the interpreter left in a data folder would let anyone on the host act
+//!   as the sandbox user. `openat2` answers `ENOSYS` (its mode is in a struct).
+//! - **File handles:** `open_by_handle_at` opens a file by inode, past the view.
 //!
 //! `seccompiler` (Firecracker's) compiles the filters from the `libc::SYS_*` numbers of
 //! the build's processor: x86_64, aarch64 or riscv64. Elsewhere there is no filter and
 //! the run says so. It gives a filter one action, so there are two programs, installed
-//! in order: `EPERM` for the calls above, `ENOSYS` for `clone3` and `openat2`. Each starts with
-//! seccompiler's architecture check, which kills the process on a call made through
-//! another ABI of the machine (i386's `int 0x80` on x86_64, AArch32 on aarch64). x32
-//! calls on x86_64 pass that check (same audit arch, bit 30 set in the number), so
-//! every refused call is refused under its x32 numbers too.
+//! in order: the allow-list (`EPERM` for the rest), then `ENOSYS` for `clone3` and
+//! `openat2` (the kernel takes the errno of the filter installed last). Each starts
+//! with seccompiler's architecture check, which kills the process on a call made
+//! through another ABI of the machine (i386's `int 0x80` on x86_64, AArch32 on
+//! aarch64); x32 calls on x86_64 pass that check with bit 30 set in their number, and
+//! none of those numbers is granted.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -55,6 +53,12 @@ use sha2::{Digest, Sha256};
 
 #[cfg(test)]
 mod live_tests;
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+))]
+mod allowed;
 #[cfg(any(
     target_arch = "x86_64",
     target_arch = "aarch64",
@@ -101,45 +105,70 @@ impl fmt::Display for Denial {
     }
 }
 
-/// Where a script's network is: a namespace of its own (bwrap, the runner's own), or
-/// the host's, whose sockets the filter then refuses.
+/// What separates a run's scripts from the host, the runner and each other, beyond
+/// the filter: the namespaces every script of the run gets. Calls that would reach
+/// past a missing one are granted more narrowly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Network {
-    Namespaced,
-    Host,
+pub struct Separation {
+    /// A PID namespace of the script's own: calls on a process may name any PID (they
+    /// can name only the script's own); without one, only the caller itself.
+    pub pid: bool,
+    /// An IPC namespace of the script's own: SysV IPC and POSIX queues are its own.
+    pub ipc: bool,
+    /// A network namespace of the script's own: inet and netlink sockets reach only
+    /// its own loopback.
+    pub net: bool,
 }
 
-/// The filters for this processor, to install in this order; `None` where there are
-/// none.
+impl Separation {
+    /// Every namespace (bubblewrap).
+    pub const ALL: Separation = Separation {
+        pid: true,
+        ipc: true,
+        net: true,
+    };
+    /// None: the built-in layer alone, on the host's namespaces.
+    pub const NONE: Separation = Separation {
+        pid: false,
+        ipc: false,
+        net: false,
+    };
+
+    /// A short name for the programs' file names.
+    fn tag(self) -> String {
+        let bit = |b: bool, c: char| if b { c } else { '-' };
+        format!(
+            "{}{}{}",
+            bit(self.pid, 'p'),
+            bit(self.ipc, 'i'),
+            bit(self.net, 'n')
+        )
+    }
+}
+
+/// The filters for this processor where scripts have every namespace of their own,
+/// to install in this order; `None` where there are none.
 pub fn programs() -> Option<Vec<Program>> {
-    programs_for(Network::Namespaced)
+    programs_for(Separation::ALL)
 }
 
-/// [`programs`], plus `deny-network` (inet, netlink and packet sockets) for a script
-/// that shares the host's network namespace.
-pub fn programs_for(network: Network) -> Option<Vec<Program>> {
+/// The filters for scripts with `separation`: the allow-list, then `clone3` and
+/// `openat2` answering `ENOSYS`.
+pub fn programs_for(separation: Separation) -> Option<Vec<Program>> {
     #[cfg(any(
         target_arch = "x86_64",
         target_arch = "aarch64",
         target_arch = "riscv64"
     ))]
     {
-        let mut out = vec![
-            rules::compile("deny-eperm", rules::EPERM, libc::EPERM),
+        return Some(vec![
+            rules::compile_allowed("allow", &allowed::rules(separation), libc::EPERM),
             rules::compile("clone3-enosys", rules::ENOSYS, libc::ENOSYS),
-        ];
-        if network == Network::Host {
-            out.push(rules::compile(
-                "deny-network",
-                rules::NO_NETWORK,
-                libc::EPERM,
-            ));
-        }
-        return Some(out);
+        ]);
     }
     #[allow(unreachable_code)]
     {
-        let _ = network;
+        let _ = separation;
         None
     }
 }
@@ -155,6 +184,7 @@ pub fn denied() -> Vec<Denial> {
         rules::denials(rules::EPERM, "EPERM"),
         rules::denials(rules::ENOSYS, "ENOSYS"),
         rules::denials(rules::NO_NETWORK, "EPERM (no network namespace)"),
+        rules::denials(&allowed::on_others(), "EPERM (on another process, no PID namespace)"),
     ]
     .concat();
     #[allow(unreachable_code)]
@@ -206,14 +236,15 @@ pub fn apply() -> io::Result<()> {
 /// (runs share them), and returns their paths in install order; `None` where there
 /// is no filter for this processor.
 pub fn install(dir: &Path) -> io::Result<Option<Vec<PathBuf>>> {
-    install_for(dir, Network::Namespaced)
+    install_for(dir, Separation::ALL)
 }
 
-/// [`install`] of [`programs_for`] `network`.
-pub fn install_for(dir: &Path, network: Network) -> io::Result<Option<Vec<PathBuf>>> {
-    let Some(programs) = programs_for(network) else {
+/// [`install`] of [`programs_for`] `separation`.
+pub fn install_for(dir: &Path, separation: Separation) -> io::Result<Option<Vec<PathBuf>>> {
+    let Some(programs) = programs_for(separation) else {
         return Ok(None);
     };
+    let tag = separation.tag();
     std::fs::create_dir_all(dir)?;
     let mut paths = Vec::with_capacity(programs.len());
     for program in &programs {
@@ -221,7 +252,7 @@ pub fn install_for(dir: &Path, network: Network) -> io::Result<Option<Vec<PathBu
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        let path = dir.join(format!("seccomp-{}-{hash}.bpf", program.name));
+        let path = dir.join(format!("seccomp-{}-{tag}-{hash}.bpf", program.name));
         // A file of that name with other bytes (cut short by a crash) is replaced.
         if std::fs::read(&path).ok().as_deref() != Some(program.bytes.as_slice()) {
             write_atomically(&path, &program.bytes)?;

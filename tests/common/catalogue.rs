@@ -37,6 +37,16 @@ pub const ATTACKS: &[&str] = &[
     "connect_abstract_unix_socket",
     "umount_home",
     "remount_root_rw",
+    // Issue 30: reads are granted, not denied; calls on a process reach only the
+    // script's own; the host's IPC is out of reach.
+    "read_world_readable_file_in_opt",
+    "read_project_env_beside_the_tree",
+    "read_ungranted_etc_file",
+    "prlimit_on_a_bystander",
+    "setpriority_on_a_bystander",
+    "sched_setaffinity_on_a_bystander",
+    "attach_host_shm_segment",
+    "make_host_message_queue",
 ];
 
 /// A folder only root may enter (0700), in `/var/tmp`.
@@ -52,6 +62,17 @@ pub fn root_only_folder(prefix: &str) -> tempfile::TempDir {
 /// What the test sets up on the host around one run of the catalogue, and checks
 /// after it.
 pub struct Traps {
+    /// A project folder in `/opt`: the tree goes in it, beside a world-readable
+    /// `.env`, and beside it a world-readable file of `/opt`.
+    project: tempfile::TempDir,
+    opt: tempfile::TempDir,
+    /// A world-readable file in `/etc` that no grant names (removed on drop).
+    etc_file: PathBuf,
+    /// A process of the account's, outside the sandbox (killed on drop).
+    bystander: std::process::Child,
+    bystander_nice: i32,
+    /// A SysV shared-memory segment of the account's, mode 0600 (removed on drop).
+    shm_id: i32,
     private: tempfile::TempDir,
     _sockets: tempfile::TempDir,
     socket_path: PathBuf,
@@ -87,7 +108,42 @@ impl Traps {
         }
         let inherited = Inherited::new();
         account.give(inherited.dir());
+        let in_opt = |prefix: &str| {
+            std::fs::create_dir_all("/opt").unwrap();
+            let dir = tempfile::Builder::new()
+                .prefix(prefix)
+                .tempdir_in("/opt")
+                .unwrap();
+            set_mode(dir.path(), 0o755);
+            dir
+        };
+        let project = in_opt("jr-project-");
+        std::fs::write(project.path().join(".env"), "OPENAI_API_KEY=sk-test\n").unwrap();
+        set_mode(&project.path().join(".env"), 0o644);
+        account.give(project.path());
+        let opt = in_opt("jr-opt-");
+        std::fs::write(opt.path().join("secret.txt"), "in /opt").unwrap();
+        set_mode(&opt.path().join("secret.txt"), 0o644);
+        let etc_file = PathBuf::from(format!(
+            "/etc/jr-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::write(&etc_file, "not granted").unwrap();
+        set_mode(&etc_file, 0o644);
+        let bystander = account
+            .command_of(std::path::Path::new("/bin/sleep"))
+            .arg("600")
+            .spawn()
+            .unwrap();
+        let bystander_nice = nice_of(bystander.id());
         Traps {
+            project,
+            opt,
+            etc_file,
+            bystander,
+            bystander_nice,
+            shm_id: host_shm_segment(account),
             private,
             _sockets: sockets,
             socket_path,
@@ -108,7 +164,27 @@ impl Traps {
             ),
             format!("TEST_UNIX_SOCKET={}", self.socket_path.display()),
             format!("TEST_ABSTRACT_SOCKET={}", self.abstract_name),
+            format!(
+                "TEST_OPT_FILE={}",
+                self.opt.path().join("secret.txt").display()
+            ),
+            format!(
+                "TEST_PROJECT_ENV={}",
+                self.project.path().join(".env").display()
+            ),
+            format!("TEST_ETC_FILE={}", self.etc_file.display()),
+            format!("TEST_BYSTANDER_PID={}", self.bystander.id()),
+            format!("TEST_SHM_ID={}", self.shm_id),
+            format!(
+                "TEST_HOST_IPC_NS={}",
+                std::fs::read_link("/proc/self/ns/ipc").unwrap().display()
+            ),
         ]
+    }
+
+    /// The project folder a catalogue's tree goes in (beside its `.env`).
+    pub fn project(&self) -> &std::path::Path {
+        self.project.path()
     }
 
     /// What reached the host, seen from the host.
@@ -127,7 +203,49 @@ impl Traps {
         if core_pattern != self.core_pattern {
             found.push(format!("the core pattern changed: {core_pattern:?}"));
         }
+        let nice = nice_of(self.bystander.id());
+        if nice != self.bystander_nice {
+            found.push(format!("the bystander's nice went {} -> {nice}", self.bystander_nice));
+        }
         found
+    }
+}
+
+impl Drop for Traps {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.etc_file);
+        let _ = self.bystander.kill();
+        let _ = self.bystander.wait();
+        // SAFETY: removes the segment this test made; nothing points into it.
+        unsafe { libc::shmctl(self.shm_id, libc::IPC_RMID, std::ptr::null_mut()) };
+    }
+}
+
+/// A process's nice value, read from `/proc/<pid>/stat` (field 19).
+fn nice_of(pid: u32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = stat.rsplit_once(')').unwrap().1;
+    after.split_whitespace().nth(16).unwrap().parse().unwrap()
+}
+
+/// A shared-memory segment of one page holding a secret, the account's own with mode
+/// 0600, in the host's IPC namespace.
+fn host_shm_segment(account: &Account) -> i32 {
+    // SAFETY: a new private segment; the page is written through a mapping made and
+    // unmade here; IPC_SET gives it to the account.
+    unsafe {
+        let id = libc::shmget(libc::IPC_PRIVATE, 4096, 0o600 | libc::IPC_CREAT);
+        assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+        let at = libc::shmat(id, std::ptr::null(), 0);
+        assert!(at as isize != -1, "shmat: {}", std::io::Error::last_os_error());
+        std::ptr::copy_nonoverlapping(b"host secret".as_ptr(), at.cast::<u8>(), 11);
+        libc::shmdt(at);
+        let mut ds: libc::shmid_ds = std::mem::zeroed();
+        libc::shmctl(id, libc::IPC_STAT, &mut ds);
+        ds.shm_perm.uid = account.uid;
+        ds.shm_perm.gid = account.gid;
+        assert_eq!(libc::shmctl(id, libc::IPC_SET, &mut ds), 0);
+        id
     }
 }
 

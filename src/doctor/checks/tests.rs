@@ -26,6 +26,8 @@ fn interp(dists: &[(&str, &str)]) -> Interpreter {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             jax_plugins: vec![],
+            sys_path: vec![],
+            user_site: None,
         },
     }
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::runner::grants;
 
 fn dirs(root: &Path, names: &[&str]) -> Vec<PathBuf> {
     names
@@ -20,7 +21,7 @@ fn outside_tmp() -> tempfile::TempDir {
 /// No host folder hidden or replaced: a test's tree may lie anywhere (under `/tmp` or
 /// `/var` in a CI checkout) and its own covers still show.
 const NONE: System = System {
-    hidden: &[],
+    root: None,
     details: &[],
     scratch: &[],
 };
@@ -61,22 +62,41 @@ fn home_is_hidden_then_the_needed_folders_come_back_by_fresh_folders() {
     );
 }
 
+/// The view grants: every top-level folder of the host but the system's and the
+/// kernel's is an empty read-only tmpfs, every top-level file masked, and of `/etc`
+/// only the granted entries come back; the password hashes never do.
 #[test]
-fn daemons_sockets_and_other_homes_are_hidden_and_read_only() {
+fn every_top_level_folder_but_the_granted_is_hidden_and_read_only() {
     let s = super::steps(&Mounts::default());
     for scratch in ["/tmp", "/dev/shm"] {
         assert!(s.contains(&MountStep::Scratch(scratch.into())), "{s:?}");
         assert!(!s.contains(&MountStep::RemountReadOnly(scratch.into())));
     }
-    for dir in HIDDEN.iter().filter(|d| is_real_dir(Path::new(d))) {
-        assert!(s.contains(&MountStep::Tmpfs(dir.into())), "{dir}: {s:?}");
-        assert!(
-            s.contains(&MountStep::RemountReadOnly(dir.into())),
-            "{dir}: {s:?}"
-        );
+    let kept: Vec<&str> = grants::kept_at_top().collect();
+    for entry in std::fs::read_dir("/").unwrap().flatten() {
+        let path = entry.path();
+        let t = entry.file_type().unwrap();
+        let name = path.to_str().unwrap();
+        if kept.contains(&name) || name == "/tmp" || t.is_symlink() {
+            assert!(!s.contains(&MountStep::Tmpfs(path.clone())), "{name}");
+            continue;
+        }
+        if t.is_dir() {
+            assert!(s.contains(&MountStep::Tmpfs(path.clone())), "{name}: {s:?}");
+            assert!(s.contains(&MountStep::RemountReadOnly(path.clone())));
+        } else if t.is_file() {
+            assert!(s.contains(&MountStep::Mask(path.clone())), "{name}");
+        }
     }
-    if Path::new("/etc/shadow").is_file() {
-        assert!(s.contains(&MountStep::Mask("/etc/shadow".into())));
+    for granted in grants::ETC.iter().filter(|p| Path::new(p).exists()) {
+        assert!(s.contains(&MountStep::ReadOnly(granted.into())), "{granted}");
+    }
+    let shown: Vec<&Path> = s.iter().map(MountStep::path).collect();
+    for secret in ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/opt", "/srv"] {
+        let bound = |p: &&Path| {
+            Path::new(secret).starts_with(p) && p.starts_with("/etc") && *p != Path::new("/etc")
+        };
+        assert!(!shown.iter().any(bound), "{secret} is bound back: {s:?}");
     }
 }
 

@@ -356,7 +356,7 @@ fn python_still_works_under_the_filters() {
 /// `socketpair` stays allowed either way.
 #[test]
 fn without_a_network_namespace_the_network_is_refused() {
-    let host: Vec<Vec<u8>> = programs_for(Network::Host)
+    let host: Vec<Vec<u8>> = programs_for(Separation::NONE)
         .unwrap()
         .into_iter()
         .map(|p| p.bytes)
@@ -387,4 +387,93 @@ fn without_a_network_namespace_the_network_is_refused() {
         result(rc.into())
     };
     assert!(in_child(Some(&host), pair) >= 0);
+}
+
+/// Where no PID namespace separates scripts, the calls that change a process's limits
+/// and scheduling reach the caller alone: Python's `os.nice`, `resource.setrlimit`
+/// and `os.sched_setaffinity(0, …)` keep working, while the same calls on the
+/// parent (the runner, the zygote, another script) are refused. SysV IPC is refused
+/// where no IPC namespace separates the script from the host's.
+#[test]
+fn without_a_pid_namespace_calls_on_a_process_reach_only_the_caller() {
+    let none: Vec<Vec<u8>> = programs_for(Separation::NONE)
+        .unwrap()
+        .into_iter()
+        .map(|p| p.bytes)
+        .collect();
+    fn rlimit_on(pid: libc::pid_t) -> i64 {
+        let mut old = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: reads into a local; the new limit is the old one (nothing changes).
+        let rc = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old) };
+        if rc != 0 {
+            return result(rc.into());
+        }
+        // SAFETY: sets the limit to what it was.
+        result(unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &old, std::ptr::null_mut()) }.into())
+    }
+    let own_rlimit = || rlimit_on(0);
+    // SAFETY: getppid has no arguments.
+    let parent_rlimit = || rlimit_on(unsafe { libc::getppid() });
+    let own_nice = || {
+        // SAFETY: integer arguments; the caller's own nice value, unchanged.
+        let now = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        result(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, now) }.into())
+    };
+    let parent_nice = || {
+        // SAFETY: integer arguments; the parent's nice value, unchanged.
+        let parent = unsafe { libc::getppid() } as libc::id_t;
+        let now = unsafe { libc::getpriority(libc::PRIO_PROCESS, parent) };
+        result(unsafe { libc::setpriority(libc::PRIO_PROCESS, parent, now) }.into())
+    };
+    let user_nice = || {
+        // SAFETY: integer arguments; every process of the user, unchanged.
+        let now = unsafe { libc::getpriority(libc::PRIO_USER, 0) };
+        result(unsafe { libc::setpriority(libc::PRIO_USER, 0, now) }.into())
+    };
+    fn affinity_of(pid: libc::pid_t) -> i64 {
+        // SAFETY: a zeroed set filled by the kernel, then given back unchanged.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            if libc::sched_getaffinity(pid, size, &mut set) != 0 {
+                return result(-1);
+            }
+            result(libc::sched_setaffinity(pid, size, &set).into())
+        }
+    }
+    let own_affinity = || affinity_of(0);
+    // SAFETY: getppid has no arguments.
+    let parent_affinity = || affinity_of(unsafe { libc::getppid() });
+    let shm = || {
+        // SAFETY: a private segment of one page, removed at once when made.
+        let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, 0o600) };
+        if id >= 0 {
+            unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+        }
+        result(id.into())
+    };
+    for (name, probe) in [
+        ("prlimit on itself", own_rlimit as fn() -> i64),
+        ("setpriority on itself", own_nice),
+        ("sched_setaffinity on itself", own_affinity),
+    ] {
+        let got = in_child(Some(&none), probe);
+        assert!(got >= 0, "{name}: {}", shown(got));
+    }
+    for (name, probe) in [
+        ("prlimit on the parent", parent_rlimit as fn() -> i64),
+        ("setpriority on the parent", parent_nice),
+        ("setpriority on the user's processes", user_nice),
+        ("sched_setaffinity on the parent", parent_affinity),
+        ("shmget on the host's IPC", shm),
+    ] {
+        let got = in_child(Some(&none), probe);
+        assert_eq!(got, -i64::from(libc::EPERM), "{name}: {}", shown(got));
+        // Without the filter the same call works: the refusal is the filter's.
+        let bare = in_child(None, probe);
+        assert!(bare >= 0, "{name} without the filter: {}", shown(bare));
+    }
 }

@@ -1,5 +1,7 @@
-//! What the filters refuse on this processor (the parent module's doc says why),
-//! and their compilation by seccompiler.
+//! The calls the filters refuse that matter most on this processor (the parent
+//! module's doc says why), and the compilation of every filter by seccompiler. The
+//! allow-list (`allowed.rs`) leaves each of [`EPERM`]'s calls out, or grants it only
+//! with other arguments; the tests hold it to that.
 
 use std::collections::BTreeMap;
 
@@ -29,8 +31,16 @@ pub(super) enum When {
     AnyFlag(u8, &'static [(&'static str, u64)]),
     /// Argument `.0` is one of these values.
     OneOf(u8, &'static [(&'static str, u64)]),
+    /// Argument `.0` has none of these flags.
+    NoFlag(u8, &'static [(&'static str, u64)]),
+    /// Argument `.0` is none of these values.
+    NoneOf(u8, &'static [(&'static str, u64)]),
+    /// Every one of these arguments is 0: the call acts on the caller itself (a PID
+    /// of 0, `PRIO_PROCESS` of 0, `IOPRIO_WHO_PROCESS`'s who of 0).
+    OnSelf(&'static [(u8, u64)]),
 }
 
+#[derive(Clone)]
 pub(super) struct Rule {
     pub(super) call: &'static str,
     pub(super) nr: c_long,
@@ -57,7 +67,7 @@ const fn setid(call: &'static str, nr: c_long, arg: u8) -> Rule {
 /// clone's first argument also holds the exit signal in its low byte, so
 /// `CLONE_NEWTIME` (0x80) cannot be told apart there; only `unshare` and `clone3`
 /// take it, and both are refused.
-const NAMESPACES: &[(&str, u64)] = &[
+pub(super) const NAMESPACES: &[(&str, u64)] = &[
     ("CLONE_NEWNS", libc::CLONE_NEWNS as u64),
     ("CLONE_NEWCGROUP", libc::CLONE_NEWCGROUP as u64),
     ("CLONE_NEWUTS", libc::CLONE_NEWUTS as u64),
@@ -76,18 +86,19 @@ const FCHMODAT2: c_long = 452;
 
 /// A mode that would make a file run as its owner or group: a script's files belong to
 /// the sandbox user, whom a setuid copy would hand to anyone on the host.
-const SETID: &[(&str, u64)] = &[
+pub(super) const SETID: &[(&str, u64)] = &[
     ("S_ISUID", libc::S_ISUID as u64),
     ("S_ISGID", libc::S_ISGID as u64),
 ];
 // `Ioctl` is `c_ulong` on glibc but `c_int` on musl.
 #[allow(clippy::unnecessary_cast)]
-const TERMINAL_INPUT: &[(&str, u64)] = &[
+pub(super) const TERMINAL_INPUT: &[(&str, u64)] = &[
     ("TIOCSTI", libc::TIOCSTI as u64),
     ("TIOCLINUX", libc::TIOCLINUX as u64),
 ];
 
-/// Refused with `EPERM`; the module's doc says why, group by group.
+/// Refused with `EPERM` (left out of the allow-list, or granted there only with
+/// other arguments); the parent module's doc says why, group by group.
 pub(super) const EPERM: &[Rule] = &[
     always("mount", libc::SYS_mount),
     always("umount2", libc::SYS_umount2),
@@ -226,14 +237,35 @@ pub(super) fn numbers(rule: &Rule) -> Vec<c_long> {
     out
 }
 
-/// One seccompiler rule per flag or value: a call matching any of them is refused.
+/// seccompiler's rules for `when`: a call matches when any rule does, a rule when all
+/// its conditions hold.
 fn conditions(when: When) -> Vec<SeccompRule> {
+    let condition = |arg: u8, op: SeccompCmpOp, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+            .expect("argument index below 6")
+    };
     let rule = |arg: u8, op: SeccompCmpOp, value: u64| {
-        let condition = SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
-            .expect("argument index below 6");
-        SeccompRule::new(vec![condition]).expect("a rule with one condition")
+        SeccompRule::new(vec![condition(arg, op, value)]).expect("a rule with one condition")
+    };
+    let all = |conds: Vec<SeccompCondition>| {
+        vec![SeccompRule::new(conds).expect("a rule with conditions")]
     };
     match when {
+        When::NoFlag(arg, flags) => {
+            let mask = flags.iter().fold(0, |m, &(_, f)| m | f);
+            vec![rule(arg, SeccompCmpOp::MaskedEq(mask), 0)]
+        }
+        When::NoneOf(arg, values) => all(
+            values
+                .iter()
+                .map(|&(_, v)| condition(arg, SeccompCmpOp::Ne, v))
+                .collect(),
+        ),
+        When::OnSelf(args) => all(
+            args.iter()
+                .map(|&(arg, v)| condition(arg, SeccompCmpOp::Eq, v))
+                .collect(),
+        ),
         // seccompiler matches a call with no rules on its number alone.
         When::Always => Vec::new(),
         When::AnyFlag(arg, flags) => flags
@@ -257,7 +289,29 @@ pub(super) fn compile(name: &'static str, rules: &[Rule], errno: i32) -> Program
         }
     }
     let action = SeccompAction::Errno(errno.unsigned_abs());
-    let filter = SeccompFilter::new(map, SeccompAction::Allow, action, ARCH)
+    finish(name, map, SeccompAction::Allow, action)
+}
+
+/// Allows `rules` (each when its arguments say so, on this processor's own numbers
+/// only) and answers `errno` to every other call: x32 numbers, calls this list does
+/// not know, calls a later kernel adds.
+pub(super) fn compile_allowed(name: &'static str, rules: &[Rule], errno: i32) -> Program {
+    let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for rule in rules {
+        let previous = map.insert(rule.nr, conditions(rule.when));
+        assert!(previous.is_none(), "{} is listed twice", rule.call);
+    }
+    let refuse = SeccompAction::Errno(errno.unsigned_abs());
+    finish(name, map, refuse, SeccompAction::Allow)
+}
+
+fn finish(
+    name: &'static str,
+    map: BTreeMap<i64, Vec<SeccompRule>>,
+    mismatch: SeccompAction,
+    matched: SeccompAction,
+) -> Program {
+    let filter = SeccompFilter::new(map, mismatch, matched, ARCH)
         .expect("a filter whose two actions differ");
     let bpf: BpfProgram = filter
         .try_into()
@@ -276,8 +330,11 @@ pub(super) fn denials(rules: &[Rule], errno: &'static str) -> Vec<Denial> {
     let denial = |rule: &Rule| Denial {
         call: rule.call,
         only_with: match rule.when {
-            When::Always => Vec::new(),
-            When::AnyFlag(_, list) | When::OneOf(_, list) => names(list),
+            When::Always | When::OnSelf(_) => Vec::new(),
+            When::AnyFlag(_, list)
+            | When::OneOf(_, list)
+            | When::NoFlag(_, list)
+            | When::NoneOf(_, list) => names(list),
         },
         errno,
     };
