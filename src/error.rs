@@ -269,6 +269,8 @@ pub enum SandboxError {
 pub enum ZygoteError {
     #[error("socketpair: {0}")]
     Socket(std::io::Error),
+    #[error("cannot read the runner's scheduling values and resource limits: {0}")]
+    Baseline(std::io::Error),
     #[error("cannot start {python}: {source}")]
     Start {
         python: PathBuf,

@@ -229,3 +229,131 @@ fn live_samples_measure_the_warm_script_in_every_sandbox() {
         );
     }
 }
+
+/// Finds the warm zygote (the runner's child whose command line is `python -`) and
+/// changes what it runs with: nice 19, SCHED_IDLE, one CPU, and `RLIMIT_NOFILE`
+/// lowered to 64 (the soft limit, or with `LOWER_HARD` the hard one too). Then leaves
+/// a mark at `$ATTACKED`. Padded so that, with no history, it is the largest script
+/// and runs first (longest expected first, by size).
+const ATTACKER: &str = r#"import json, os, resource
+runner, me = os.getppid(), os.getpid()
+zygotes = []
+for name in os.listdir("/proc"):
+    if not name.isdigit() or int(name) == me:
+        continue
+    try:
+        with open("/proc/%s/stat" % name) as fh:
+            ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        with open("/proc/%s/cmdline" % name, "rb") as fh:
+            argv = fh.read().split(b"\0")[:-1]
+    except OSError:
+        continue
+    if ppid == runner and argv[1:] == [b"-"]:
+        zygotes.append(int(name))
+nofile = resource.RLIMIT_NOFILE
+for pid in zygotes:
+    os.setpriority(os.PRIO_PROCESS, pid, 19)
+    os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
+    os.sched_setaffinity(pid, {min(os.sched_getaffinity(0))})
+    hard = 64 if os.environ.get("LOWER_HARD") else resource.prlimit(pid, nofile)[1]
+    resource.prlimit(pid, nofile, (64, hard))
+open(os.environ["ATTACKED"], "w").close()
+print(json.dumps({"zygotes": zygotes}))
+"#;
+
+/// What the script's process runs with, and whether the attacker ran before it.
+const PROBE: &str = r#"import json, os, resource
+print(json.dumps({
+    "after_attack": os.path.exists(os.environ["ATTACKED"]),
+    "nice": os.getpriority(os.PRIO_PROCESS, 0),
+    "policy": os.sched_getscheduler(0),
+    "cpus": sorted(os.sched_getaffinity(0)),
+    "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)),
+}))
+"#;
+
+fn stdout_json(r: &Value) -> Value {
+    let path = r["stdout_log"].as_str().unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text:?}"))
+}
+
+/// Writes the attacker (first by size) and the probe into `t`; returns the mark's path.
+fn attacker_then_probe(t: &Tree) -> String {
+    t.write(
+        "m/jax/attacker.py",
+        &format!("{ATTACKER}{}\n", "#".repeat(4096)),
+    );
+    t.write("m/jax/probe.py", PROBE);
+    t.dir.path().join("attacked").to_str().unwrap().to_string()
+}
+
+/// Issue 30, item 4: a script that reaches the zygote (nothing stops it unsandboxed)
+/// changes nothing for the scripts after it: each warm child restores the run's nice
+/// value, policy, affinity and limits, which a cold start of the same script shows.
+#[test]
+fn a_script_that_changes_the_zygote_changes_nothing_for_the_next() {
+    let t = Tree::new();
+    let mark = attacker_then_probe(&t);
+    let env = format!("ATTACKED={mark}");
+    let common = ["--sandbox", "off", "--jobs", "1", "--env", env.as_str()];
+    let out = t.run(&[&common[..], &["--warm-start", "off", "-k", "probe"]].concat());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let cold = stdout_json(&t.result("probe"));
+    assert_eq!(cold["after_attack"], false, "{cold}");
+    // The attack would show: none of these is the runner's own.
+    assert_ne!(cold["nice"], 19, "{cold}");
+    assert_ne!(cold["policy"], 5, "SCHED_IDLE: {cold}");
+    assert_ne!(cold["nofile"][0], 64, "{cold}");
+
+    let out = t.run(&[&common[..], &["--warm-start", "on"]].concat());
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let attacker = t.result("attacker");
+    assert_eq!(attacker["attempts"][0]["start"], "warm", "{attacker}");
+    let zygotes = stdout_json(&attacker)["zygotes"].clone();
+    assert_eq!(zygotes.as_array().map(Vec::len), Some(1), "{zygotes}");
+    let probe = t.result("probe");
+    assert_eq!(probe["attempts"][0]["start"], "warm", "{probe}");
+    let mut warm = stdout_json(&probe);
+    assert_eq!(warm["after_attack"], true, "the probe ran first: {warm}");
+    warm["after_attack"] = false.into();
+    assert_eq!(
+        warm, cold,
+        "the warm script started from the attacked zygote"
+    );
+}
+
+/// A hard limit the child cannot raise back (an ordinary user's) refuses the warm
+/// start: the script starts cold, says why, and runs with the run's own limits.
+#[test]
+fn a_limit_the_child_cannot_restore_starts_the_script_cold() {
+    let account = user::Account::user();
+    let t = account.tree();
+    let mark = attacker_then_probe(&t);
+    account.give(t.dir.path());
+    let env = format!("ATTACKED={mark}");
+    let run = |warm: &str, only: &[&str]| {
+        let out = account
+            .runner(&t)
+            .args(["--sandbox", "off", "--jobs", "1", "--env", env.as_str()])
+            .args(["--env", "LOWER_HARD=1", "--compilation-cache", "off"])
+            .args(["--warm-start", warm])
+            .args(only)
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    };
+    run("off", &["-k", "probe"]);
+    let cold = stdout_json(&t.result("probe"));
+    run("on", &[]);
+    assert_eq!(t.result("attacker")["attempts"][0]["start"], "warm");
+    let probe = t.result("probe");
+    let first = &probe["attempts"][0];
+    assert_eq!(first["start"], "cold", "{probe}");
+    let reason = first["cold_start_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("RLIMIT_NOFILE"), "{reason}");
+    let mut after = stdout_json(&probe);
+    assert_eq!(after["after_attack"], true, "{after}");
+    after["after_attack"] = false.into();
+    assert_eq!(after, cold);
+}

@@ -48,28 +48,15 @@ impl Identity {
         if !rustix::process::geteuid().is_root() {
             return Ok(Identity::current());
         }
-        let span = LAST_UID - FIRST_UID + 1;
-        let digest = Sha256::digest(tree.as_os_str().as_encoded_bytes());
-        let start = u32::from_le_bytes([digest[0], digest[1], digest[2], digest[3]]) % span;
-        let locks = lock_dir()?;
         let in_use = uids_in_use();
-        for i in 0..span {
-            let uid = FIRST_UID + (start + i) % span;
-            if in_use.contains(&uid) || known(uid) {
-                continue;
-            }
-            if let Some(lock) = try_lock(&locks.join(format!("uid-{uid}.lock")))? {
-                return Ok(Identity {
-                    uid,
-                    gid: uid,
-                    switched: true,
-                    _lock: Some(lock),
-                });
-            }
-        }
-        Err(std::io::Error::other(format!(
-            "no free uid in {FIRST_UID}-{LAST_UID} for the sandbox"
-        )))
+        let taken = |uid: u32| in_use.contains(&uid) || known(uid);
+        let (uid, lock) = pick_uid(hash_start(tree), &lock_dir()?, taken)?;
+        Ok(Identity {
+            uid,
+            gid: uid,
+            switched: true,
+            _lock: Some(lock),
+        })
     }
 
     /// The user scripts switch to, when the runner is root.
@@ -137,6 +124,37 @@ impl SandboxUser {
             mode & 0o001 != 0
         }
     }
+}
+
+/// How many uids the dynamic range holds.
+const SPAN: u32 = LAST_UID - FIRST_UID + 1;
+
+/// Where in the range a tree's search starts: a hash of its path, so runs of the same
+/// tree look at the same uids in the same order.
+fn hash_start(tree: &Path) -> u32 {
+    let digest = Sha256::digest(tree.as_os_str().as_encoded_bytes());
+    u32::from_le_bytes([digest[0], digest[1], digest[2], digest[3]]) % SPAN
+}
+
+/// The first uid from `start` on (wrapping round the range) that `taken` does not
+/// name and whose lock in `locks` no one holds, with that lock now held.
+fn pick_uid(start: u32, locks: &Path, taken: impl Fn(u32) -> bool) -> std::io::Result<(u32, File)> {
+    for i in 0..SPAN {
+        let uid = FIRST_UID + (start + i) % SPAN;
+        if taken(uid) {
+            continue;
+        }
+        if let Some(lock) = try_lock(&lock_path(locks, uid))? {
+            return Ok((uid, lock));
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "no free uid in {FIRST_UID}-{LAST_UID} for the sandbox"
+    )))
+}
+
+fn lock_path(locks: &Path, uid: u32) -> PathBuf {
+    locks.join(format!("uid-{uid}.lock"))
 }
 
 /// Whether the user and group databases name `uid` (as a user or a group).
@@ -235,6 +253,63 @@ pub fn become_user(uid: u32, gid: u32) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// The uid at `start`, `n` places on, wrapping round the range.
+    fn nth(start: u32, n: u32) -> u32 {
+        FIRST_UID + (start + n) % SPAN
+    }
+
+    #[test]
+    fn the_pick_is_the_hash_first_then_the_next_free_uid() {
+        let locks = tempfile::tempdir().unwrap();
+        let start = hash_start(Path::new("/some/tree"));
+        assert_eq!(start, hash_start(Path::new("/some/tree")));
+        let nobody = |_| false;
+        let (a, lock_a) = pick_uid(start, locks.path(), nobody).unwrap();
+        assert_eq!(a, nth(start, 0));
+        // While the first run holds its uid, a second run of the same tree takes the next.
+        let (b, lock_b) = pick_uid(start, locks.path(), nobody).unwrap();
+        assert_eq!(b, nth(start, 1));
+        drop((lock_a, lock_b));
+        // Released, the same tree gets the same uid again.
+        assert_eq!(pick_uid(start, locks.path(), nobody).unwrap().0, a);
+        // A uid a process, a user or a group has is passed over.
+        let taken = |uid| uid == nth(start, 0) || uid == nth(start, 1);
+        assert_eq!(
+            pick_uid(start, locks.path(), taken).unwrap().0,
+            nth(start, 2)
+        );
+    }
+
+    #[test]
+    fn the_pick_wraps_round_the_range_and_fails_when_all_are_taken() {
+        let locks = tempfile::tempdir().unwrap();
+        let (uid, _lock) = pick_uid(SPAN - 1, locks.path(), |u| u == LAST_UID).unwrap();
+        assert_eq!(uid, FIRST_UID);
+        let err = pick_uid(0, locks.path(), |_| true).unwrap_err();
+        assert!(err.to_string().contains("no free uid"), "{err}");
+    }
+
+    /// Whatever else runs on the machine: the pick depends on its inputs only. Twenty
+    /// times over, with the hash's uid held by a "process" (the injected check) and the
+    /// next one's lock held by another run, the same uid comes out.
+    #[test]
+    fn the_pick_is_the_same_whatever_else_holds_uids() {
+        let locks = tempfile::tempdir().unwrap();
+        let start = hash_start(Path::new("/a/tree/of/scripts"));
+        let held = try_lock(&lock_path(locks.path(), nth(start, 1)))
+            .unwrap()
+            .unwrap();
+        let process_has = |uid| uid == nth(start, 0);
+        for _ in 0..20 {
+            let (uid, lock) = pick_uid(start, locks.path(), process_has).unwrap();
+            assert_eq!(uid, nth(start, 2));
+            drop(lock);
+        }
+        drop(held);
+    }
+
+    /// The real wiring, with other runs holding uids or not: only what holds whatever
+    /// else runs here.
     #[test]
     fn an_ordinary_user_keeps_itself_and_root_takes_a_free_dynamic_uid() {
         let tmp = tempfile::tempdir().unwrap();
@@ -245,14 +320,13 @@ mod tests {
         }
         assert!((FIRST_UID..=LAST_UID).contains(&a.uid), "{a:?}");
         assert_eq!(a.gid, a.uid);
-        assert!(!known(a.uid));
-        // While the first run holds its uid, a second run of the same tree takes another.
+        assert!(!known(a.uid), "{a:?}");
+        assert!(!uids_in_use().contains(&a.uid), "{a:?}");
+        // Its lock is held: no other run can take it while this one lives.
+        let path = lock_path(&lock_dir().unwrap(), a.uid);
+        assert!(try_lock(&path).unwrap().is_none(), "{a:?}");
         let b = Identity::for_tree(tmp.path()).unwrap();
         assert_ne!(a.uid, b.uid);
-        drop((a, b));
-        // Released, the same tree gets the same uid again.
-        let c = Identity::for_tree(tmp.path()).unwrap().uid;
-        assert_eq!(Identity::for_tree(tmp.path()).unwrap().uid, c);
     }
 
     #[test]

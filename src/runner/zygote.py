@@ -103,6 +103,43 @@ def note_frames(note, tb, script):
         tb = tb.tb_next
 
 
+def restore_baseline(base):
+    """First thing in a script's forked child, before the script or its sandbox: the
+    run's resource limits, nice value, scheduling policy and CPU affinity (the
+    request's "baseline", decided by the runner), whatever an earlier script did to
+    the zygote. Raises on any value that does not take (a hard limit lowered for good
+    cannot be raised back): the zygote then refuses and the script starts cold."""
+    import resource
+
+    def unlimited(value):
+        return resource.RLIM_INFINITY if value is None else value
+
+    for lim in base["rlimits"]:
+        want = (unlimited(lim["soft"]), unlimited(lim["hard"]))
+        try:
+            resource.setrlimit(lim["resource"], want)
+        except (OSError, ValueError) as exc:
+            raise OSError("cannot restore RLIMIT_%s to %s: %s" % (lim["name"], want, exc))
+        if resource.getrlimit(lim["resource"]) != want:
+            raise OSError("RLIMIT_%s did not take %s" % (lim["name"], want))
+    calls = (
+        ("nice value", os.setpriority, (os.PRIO_PROCESS, 0, base["nice"])),
+        ("scheduling policy", os.sched_setscheduler,
+         (0, base["policy"], os.sched_param(base["priority"]))),
+        ("CPU affinity", os.sched_setaffinity, (0, base["cpus"])),
+    )
+    for what, call, args in calls:
+        try:
+            call(*args)
+        except OSError as exc:
+            raise OSError("cannot restore the %s: %s" % (what, exc))
+    now = (os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0),
+           os.sched_getparam(0).sched_priority, sorted(os.sched_getaffinity(0)))
+    want = (base["nice"], base["policy"], base["priority"], sorted(base["cpus"]))
+    if now != want:
+        raise OSError("nice, policy, priority and CPUs are %s, not %s" % (now, want))
+
+
 def become_script(req, fds):
     """In the grandchild: become the script, then exit as Python would."""
     CONTROL.close()
@@ -232,6 +269,11 @@ def spawn(req, fds):
         child = os.fork()
         if child == 0:
             os.close(r)
+            try:
+                restore_baseline(req["baseline"])  # the script's process inherits it
+            except BaseException as exc:
+                os.write(w, ("!%s" % (exc,)).encode())
+                os._exit(70)
             grandchild = os.fork()
             if grandchild == 0:
                 os.close(w)
@@ -241,8 +283,11 @@ def spawn(req, fds):
         os.close(w)
         for fd in fds:
             os.close(fd)
-        pid = int(os.read(r, 32) or b"0")
+        got = os.read(r, 4096)
         os.waitpid(child, 0)  # the grandchild is now the runner's
+        if got.startswith(b"!"):
+            return {"error": got[1:].decode("utf-8", "replace")}
+        pid = int(got or b"0")
         return {"pid": pid} if pid else {"error": "fork failed"}
     except OSError as exc:
         return {"error": "fork failed: %s" % exc}

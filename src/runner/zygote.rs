@@ -26,8 +26,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+mod baseline;
 mod request;
 
+use baseline::Baseline;
 pub use request::{warm_request, Request, WarmRequest};
 
 /// One program in two files: the zygote, then its sandbox half (which ends by serving).
@@ -48,6 +50,17 @@ pub struct Zygote {
     sandboxed: bool,
     /// Its children give each script a view of its own (namespaces and mounts).
     namespaces: bool,
+    /// What each forked child restores before the script, whatever an earlier script
+    /// did to the zygote: the runner's values when it started the zygote.
+    baseline: Baseline,
+}
+
+/// A request as it goes on the wire: the attempt's, and the run's baseline.
+#[derive(serde::Serialize)]
+struct Wire<'a> {
+    #[serde(flatten)]
+    request: &'a Request<'a>,
+    baseline: &'a Baseline,
 }
 
 /// How to start the zygote inside the sandbox.
@@ -93,6 +106,8 @@ impl Zygote {
         env: &[(OsString, OsString)],
         sandbox: Option<&ZygoteSandbox>,
     ) -> Result<Zygote, ZygoteError> {
+        // Before the fork: the zygote itself starts from these values.
+        let baseline = Baseline::of_this_process().map_err(ZygoteError::Baseline)?;
         let (ours, theirs) = UnixStream::pair().map_err(ZygoteError::Socket)?;
         let child_fd = theirs.as_raw_fd();
         let parent = std::process::id() as libc::pid_t;
@@ -159,6 +174,7 @@ impl Zygote {
             )),
             sandboxed: sandbox.is_some(),
             namespaces: sandbox.is_some_and(|sb| sb.namespaces),
+            baseline,
         };
         Ok(zygote)
     }
@@ -204,8 +220,12 @@ impl Zygote {
         request: &Request<'_>,
         fds: &[BorrowedFd<'_>],
     ) -> Result<libc::pid_t, ZygoteError> {
+        let wire = Wire {
+            request,
+            baseline: &self.baseline,
+        };
         let mut line =
-            serde_json::to_vec(request).map_err(|e| ZygoteError::Protocol(e.to_string()))?;
+            serde_json::to_vec(&wire).map_err(|e| ZygoteError::Protocol(e.to_string()))?;
         line.push(b'\n');
         let mut guard = self.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
         let (writer, reader) = &mut *guard;

@@ -298,6 +298,7 @@ def spawn_sandboxed(req, fds):
             os.close(r)
             try:
                 CONTROL.close()
+                restore_baseline(req["baseline"])  # before any confinement
                 build_namespaces(req["steps"])
                 init = os.fork()
                 if init == 0:
