@@ -1,8 +1,11 @@
-//! The last steps before a sandboxed script's first line, as one record the runner
-//! makes for each attempt: the built-in sandbox's namespaces and mounts (a root runner
-//! without bwrap), the scratch folders given to the sandbox user, Landlock's rules,
-//! the switch to the sandbox user, and the seccomp filters. A cold start hands it to
-//! `jax-runner __sandbox-exec` in a memory file; a warm start to the zygote's child.
+//! The sandbox's one implementation: the last steps before a sandboxed script's first
+//! line, as one record the runner makes for each attempt (the view's namespaces and
+//! mounts, a fresh `/proc`, the scratch folders given to the sandbox user, Landlock's
+//! rules, the switch to the sandbox user, the capabilities dropped, the seccomp
+//! filters) and the Rust code that applies it. A cold start hands it to `jax-runner
+//! __sandbox-exec` in a memory file; the warm zygote's children hand it to the same
+//! code, loaded from the `jax-runner` library (`confine/ffi.rs`), so no step of it is
+//! written twice, and a record this code does not know is refused whole.
 
 use std::io::{Read, Seek, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -10,18 +13,24 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::identity::{become_user, SandboxUser};
+use super::identity::{become_user, drop_capabilities, SandboxUser};
 use super::landlock::LandlockPlan;
 use super::mountns::MountNamespace;
 use super::mounts::MountStep;
 
 /// What one attempt's last steps are.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Confinement {
     /// Mount steps applied in mount, network, IPC and UTS namespaces of the script's
-    /// own: the built-in sandbox's cold start (bwrap and the warm zygote's child make
-    /// theirs). Empty: none made.
+    /// own: the built-in sandbox's cold start, and every warm start in a view (bwrap
+    /// makes a cold start's). Empty: none made.
     pub steps: Vec<MountStep>,
+    /// The namespaces include a PID namespace: the caller forks its init after
+    /// [`Phase::Namespaces`], and the init mounts a fresh `/proc` in
+    /// [`Phase::Process`] (the warm zygote's children).
+    #[serde(default)]
+    pub pid_namespace: bool,
     /// Scratch folders (fresh tmpfs) given to the sandbox user, mode 0700.
     pub own: Vec<PathBuf>,
     /// The unprivileged user a root runner's script becomes.
@@ -30,9 +39,36 @@ pub struct Confinement {
     pub landlock: Option<LandlockPlan>,
     /// The working directory (entered again after new mounts).
     pub cwd: PathBuf,
-    /// The runner's PID: the script dies with it (a start without bwrap, whose
-    /// `--die-with-parent` otherwise does it; a change of user clears the death signal).
+    /// The runner's PID: the script dies with it and must be its child now (a start
+    /// without bwrap, whose `--die-with-parent` otherwise does it).
     pub parent: Option<u32>,
+    /// The death signal armed again after the switch of user (which clears it), where
+    /// the caller checked the parent before the view hid it (a warm init).
+    #[serde(default)]
+    pub death_signal: bool,
+}
+
+/// Which steps of a [`Confinement`] to apply now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Phase {
+    /// The namespaces and the view: in the process whose children the PID namespace
+    /// (if any) holds.
+    Namespaces = 1,
+    /// The rest: a fresh `/proc`, the scratch, Landlock, the user, the capabilities,
+    /// the filters. In the init of the PID namespace, or the script's own process.
+    Process = 2,
+    /// Both in turn, then every descriptor above 2 closed on exec: a cold start.
+    All = 3,
+}
+
+impl Phase {
+    /// The phase a caller names by number, `None` for one this build does not know.
+    pub fn from_raw(n: u32) -> Option<Phase> {
+        [Phase::Namespaces, Phase::Process, Phase::All]
+            .into_iter()
+            .find(|p| *p as u32 == n)
+    }
 }
 
 impl Confinement {
@@ -57,15 +93,32 @@ impl Confinement {
         serde_json::from_str(&text).map_err(std::io::Error::other)
     }
 
-    /// Applies every step to this process, which is about to exec the interpreter:
-    /// namespaces and mounts, the scratch folders, Landlock's rules (opened while the
-    /// process may still reach every path), the switch to the sandbox user, the death
-    /// signal, then the restriction and the filters. `what` names the step that failed.
+    /// Applies every step to this process, which is about to exec the interpreter: a
+    /// cold start's [`Phase::All`]. `what` names the step that failed.
     pub fn apply(&self, seccomp: &[Vec<u8>]) -> Result<(), (&'static str, std::io::Error)> {
-        if !self.steps.is_empty() {
-            MountNamespace::new(&self.steps, &self.cwd, self.user)
+        self.apply_phase(Phase::All, seccomp)
+    }
+
+    /// Applies the steps of `phase`, in the one order every start uses: namespaces and
+    /// mounts; a fresh `/proc`; the scratch folders; Landlock's rules opened (while the
+    /// process may still reach every path); the switch to the sandbox user, or else
+    /// every capability dropped; the death signal; `no_new_privs`; Landlock's
+    /// restriction; the filters.
+    pub fn apply_phase(
+        &self,
+        phase: Phase,
+        seccomp: &[Vec<u8>],
+    ) -> Result<(), (&'static str, std::io::Error)> {
+        if phase != Phase::Process && !self.steps.is_empty() {
+            MountNamespace::new(&self.steps, &self.cwd, self.user, self.pid_namespace)
                 .and_then(|mut ns| ns.apply())
                 .map_err(|e| ("build the sandbox's namespaces", e))?;
+        }
+        if phase == Phase::Namespaces {
+            return Ok(());
+        }
+        if self.pid_namespace {
+            super::mountns::fresh_proc().map_err(|e| ("mount a fresh /proc", e))?;
         }
         if let Some(u) = self.user {
             for dir in &self.own {
@@ -79,17 +132,25 @@ impl Confinement {
             ),
             None => None,
         };
-        if let Some(u) = self.user {
-            become_user(u.uid, u.gid).map_err(|e| ("become the sandbox user", e))?;
+        match self.user {
+            Some(u) => become_user(u.uid, u.gid).map_err(|e| ("become the sandbox user", e))?,
+            None => drop_capabilities().map_err(|e| ("drop every capability", e))?,
         }
         if let Some(parent) = self.parent {
             die_with(parent).map_err(|e| ("tie the script to the runner", e))?;
+        } else if self.death_signal {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(|e| ("tie the script to the runner", e.into()))?;
         }
+        rustix::thread::set_no_new_privs(true).map_err(|e| ("set no_new_privs", e.into()))?;
         if let Some(ruleset) = ruleset {
             super::landlock::restrict(ruleset).map_err(|e| ("apply Landlock's rules", e))?;
         }
         super::seccomp::apply_prepared(seccomp).map_err(|e| ("install the seccomp filter", e))?;
-        super::sys::cloexec_from(3).map_err(|e| ("close the runner's descriptors", e))
+        if phase == Phase::All {
+            super::sys::cloexec_from(3).map_err(|e| ("close the runner's descriptors", e))?;
+        }
+        Ok(())
     }
 }
 
@@ -109,9 +170,26 @@ fn die_with(parent: u32) -> std::io::Result<()> {
     super::reaper::die_with_parent(parent as libc::pid_t)
 }
 
+pub mod ffi;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_with_a_step_this_code_does_not_know_is_refused_whole() {
+        let known = serde_json::to_value(Confinement::default()).unwrap();
+        let mut unknown_step = known.clone();
+        unknown_step["steps"] = serde_json::json!([{"op": "bind_everything", "path": "/"}]);
+        let mut unknown_field = known.clone();
+        unknown_field["skip_seccomp"] = serde_json::json!(true);
+        for bad in [unknown_step, unknown_field] {
+            assert!(serde_json::from_value::<Confinement>(bad).is_err());
+        }
+        assert!(serde_json::from_value::<Confinement>(known).is_ok());
+        assert_eq!(Phase::from_raw(4), None);
+        assert_eq!(Phase::from_raw(2), Some(Phase::Process));
+    }
 
     #[test]
     fn the_record_travels_whole_through_a_memory_file() {
@@ -131,6 +209,7 @@ mod tests {
             }),
             cwd: "/work".into(),
             parent: Some(42),
+            ..Default::default()
         };
         let fd = c.to_memfd().unwrap();
         use std::os::fd::IntoRawFd;

@@ -217,20 +217,29 @@ fn try_lock(path: &Path) -> std::io::Result<Option<File>> {
 pub fn become_user(uid: u32, gid: u32) -> std::io::Result<()> {
     use rustix::process::{Gid, Uid};
     use rustix::thread as t;
-    for cap in 0..64 {
-        // SAFETY: prctl with integer arguments only; EINVAL past the last capability.
-        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
-            let err = std::io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EINVAL) {
-                return Err(err);
-            }
-        }
-    }
+    drop_bounding_set(true)?;
     t::set_thread_groups(&[])?;
     let (u, g) = (Uid::from_raw(uid), Gid::from_raw(gid));
     t::set_thread_res_gid(g, g, g)?;
     t::set_thread_res_uid(u, u, u)?;
-    // The switch emptied the permitted and effective sets; the inheritable one too.
+    drop_capabilities()?;
+    // Never trust a silent failure to switch.
+    if rustix::process::getuid() != u || rustix::process::geteuid() != u {
+        return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+    }
+    // The switch made the process undumpable, which leaves /proc/self to root: an exec
+    // would make it dumpable again, and a warm start has none.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::Dumpable)?;
+    Ok(())
+}
+
+/// Every capability gone from every set (a process in a user namespace of its own,
+/// which keeps its ids, holds them all there): the bounding set where the process may
+/// change it, then the effective, permitted, inheritable and ambient sets, and
+/// `no_new_privs`. Only system calls, no allocation.
+pub fn drop_capabilities() -> std::io::Result<()> {
+    use rustix::thread as t;
+    drop_bounding_set(false)?;
     let none = t::CapabilitySet::empty();
     t::set_capabilities(
         None,
@@ -240,11 +249,29 @@ pub fn become_user(uid: u32, gid: u32) -> std::io::Result<()> {
             inheritable: none,
         },
     )?;
-    t::clear_ambient_capability_set()?;
+    // Kernels before 4.3 have no ambient set.
+    match t::clear_ambient_capability_set() {
+        Err(rustix::io::Errno::INVAL) | Ok(()) => {}
+        Err(e) => return Err(e.into()),
+    }
     t::set_no_new_privs(true)?;
-    // Never trust a silent failure to switch.
-    if rustix::process::getuid() != u || rustix::process::geteuid() != u {
-        return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+    Ok(())
+}
+
+/// The bounding set emptied, so nothing exec'd can get a capability back. Without
+/// `CAP_SETPCAP` (an ordinary user's script) the kernel refuses, and `must` says
+/// whether that is an error.
+fn drop_bounding_set(must: bool) -> std::io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments only; EINVAL past the last capability.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            let err = std::io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINVAL) => break,
+                Some(libc::EPERM) if !must => break,
+                _ => return Err(err),
+            }
+        }
     }
     Ok(())
 }

@@ -1,8 +1,10 @@
-//! The built-in sandbox's view, for a root runner without a working bwrap: between
-//! fork and exec the script's process takes mount, network, IPC and UTS namespaces of
-//! its own and applies the same mount steps bwrap would be given (see `mounts.rs`),
-//! then drops to the sandbox user. Everything is prepared before the fork: the child
-//! only makes system calls, on paths and buffers made here.
+//! A view made by the runner's own code: the script's process takes mount, network,
+//! IPC and UTS namespaces of its own (and a PID namespace, for a warm start's init)
+//! and applies the same mount steps bwrap would be given (see `mounts.rs`). A root
+//! runner's cold start without bwrap applies them in `__sandbox-exec`; every warm
+//! start in a view, in the zygote's child, through the library (`confine/ffi.rs`).
+//! Remounts keep the flags the kernel locked on an inherited mount, so the same steps
+//! work inside a user namespace (an ordinary user's zygote under bwrap).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -31,6 +33,8 @@ pub struct MountNamespace {
     cwd: CString,
     /// The scratch tmpfs's options: the sandbox user's own, or open to all.
     scratch: CString,
+    /// A PID namespace too: the caller's next child is its init.
+    pid: bool,
 }
 
 impl MountNamespace {
@@ -38,6 +42,7 @@ impl MountNamespace {
         steps: &[MountStep],
         cwd: &std::path::Path,
         user: Option<super::identity::SandboxUser>,
+        pid: bool,
     ) -> std::io::Result<MountNamespace> {
         let c = |p: &std::path::Path| {
             CString::new(p.as_os_str().as_bytes())
@@ -64,6 +69,7 @@ impl MountNamespace {
             sources,
             cwd: c(cwd)?,
             scratch: CString::new(scratch).expect("no NUL in numbers"),
+            pid,
         })
     }
 
@@ -74,8 +80,12 @@ impl MountNamespace {
         use rustix::thread::UnshareFlags as U;
         // SAFETY: this process is single-threaded (a child between fork and exec), so
         // no other thread shares the namespaces or descriptors being changed.
+        let pid = match self.pid {
+            true => U::NEWPID,
+            false => U::empty(),
+        };
         unsafe {
-            rustix::thread::unshare_unsafe(U::NEWNS | U::NEWNET | U::NEWIPC | U::NEWUTS)?;
+            rustix::thread::unshare_unsafe(U::NEWNS | U::NEWNET | U::NEWIPC | U::NEWUTS | pid)?;
         }
         rustix::mount::mount_change(
             c"/",
@@ -108,33 +118,84 @@ impl MountNamespace {
                     n += 1;
                     bind_from(&fd, path)?;
                     let ro = matches!(p.step, MountStep::ReadOnly(_));
-                    let flags = MountFlags::BIND
-                        | safe
-                        | if ro {
-                            MountFlags::RDONLY
-                        } else {
-                            MountFlags::empty()
-                        };
-                    rustix::mount::mount_remount(path, flags, c"")?;
+                    remount(path, if ro { MountFlags::RDONLY } else { MountFlags::empty() })?;
                 }
                 MountStep::Mask(_) => {
                     rustix::mount::mount_bind(c"/dev/null", path)?;
-                    rustix::mount::mount_remount(
-                        path,
-                        MountFlags::BIND | MountFlags::RDONLY | safe,
-                        c"",
-                    )?;
+                    remount(path, MountFlags::RDONLY)?;
                 }
-                MountStep::RemountReadOnly(_) => rustix::mount::mount_remount(
-                    path,
-                    MountFlags::BIND | MountFlags::RDONLY | safe,
-                    c"",
-                )?,
+                MountStep::RemountReadOnly(_) => remount(path, MountFlags::RDONLY)?,
             }
         }
+        loopback_up()?;
         rustix::process::chdir(self.cwd.as_c_str())?;
         Ok(())
     }
+}
+
+/// The bind at `path` again, `nosuid` and `nodev` plus `extra`, keeping the flags the
+/// kernel locked on the mount it came from (inside a user namespace a remount that
+/// drops one is refused).
+fn remount(path: &std::ffi::CStr, extra: MountFlags) -> std::io::Result<()> {
+    use rustix::fs::StatVfsMountFlags as St;
+    let have = rustix::fs::statvfs(path)?.f_flag;
+    let mut flags = MountFlags::BIND | MountFlags::NOSUID | MountFlags::NODEV | extra;
+    for (st, ms) in [
+        (St::RDONLY, MountFlags::RDONLY),
+        (St::NOEXEC, MountFlags::NOEXEC),
+        (St::NOATIME, MountFlags::NOATIME),
+        (St::NODIRATIME, MountFlags::NODIRATIME),
+        (St::RELATIME, MountFlags::RELATIME),
+    ] {
+        // A read-only source stays so; a writable one becomes read-only only if asked.
+        if have.contains(st) && (st != St::RDONLY || extra.contains(MountFlags::RDONLY)) {
+            flags |= ms;
+        }
+    }
+    Ok(rustix::mount::mount_remount(path, flags, c"")?)
+}
+
+/// The loopback interface of the new network namespace up, as bwrap brings it up.
+fn loopback_up() -> std::io::Result<()> {
+    // SAFETY: a datagram socket used for one ioctl on a zeroed `ifreq` naming "lo";
+    // both stay local and the socket is closed before returning.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            req.ifr_name[i] = *b as libc::c_char;
+        }
+        req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as i16;
+        let rc = libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &req);
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if rc != 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// In the init of a new PID namespace: a `/proc` of its own, its knobs read-only as
+/// bwrap leaves them.
+pub fn fresh_proc() -> std::io::Result<()> {
+    let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
+    rustix::mount::mount(c"proc", c"/proc", c"proc", flags, None)?;
+    for knob in [
+        c"/proc/sys",
+        c"/proc/sysrq-trigger",
+        c"/proc/irq",
+        c"/proc/bus",
+    ] {
+        if rustix::fs::access(knob, rustix::fs::Access::EXISTS).is_ok() {
+            rustix::mount::mount_bind_recursive(knob, knob)?;
+            remount(knob, MountFlags::RDONLY)?;
+        }
+    }
+    Ok(())
 }
 
 fn is_bind(step: &MountStep) -> bool {

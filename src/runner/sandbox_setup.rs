@@ -137,6 +137,7 @@ impl SandboxSetup {
                 .map(|abi| landlock::plan(abi, &self.grants(&view, &scratch, private))),
             cwd: cwd.to_path_buf(),
             parent: bwrap.is_none().then(std::process::id),
+            ..Confinement::default()
         };
         SandboxSpec {
             bwrap,
