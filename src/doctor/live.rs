@@ -84,6 +84,7 @@ pub fn check(python: &Path, platform: Platform) -> LiveCheck {
         process_limit_hit: false,
         kernel_oom_kill: false,
         memory_cgroup_hit: false,
+        peak: Default::default(),
         scan: &scan,
     });
     let error = verdict

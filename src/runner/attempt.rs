@@ -97,8 +97,11 @@ pub struct AttemptSpec {
     /// The seccomp programs installed before the script's first line (sandboxed runs
     /// only), in order.
     pub seccomp: Vec<PathBuf>,
-    /// `--memory-limit`: the tree's RSS above which the group is killed, bytes.
+    /// `--memory-limit`: the tree's RSS and scratch above which the group is killed,
+    /// bytes.
     pub memory_limit: Option<u64>,
+    /// Where the script's scratch is, counted with its memory (sandboxed runs).
+    pub scratch: Option<super::scratch::Place>,
     /// `--max-procs`, enforced by `cgroup` when there is one, else by sampling.
     pub max_procs: Option<u32>,
     pub cgroup: Option<std::sync::Arc<super::limits::AttemptCgroup>>,
@@ -131,6 +134,23 @@ impl SandboxSpec {
     pub fn bwrap_path(&self) -> Option<&Path> {
         self.bwrap.as_ref().map(|(p, _)| p.as_path())
     }
+
+    /// Where the script's scratch is: the view's scratch mounts, or else `private`,
+    /// the attempt's private temporary folder.
+    pub fn scratch(&self, private: Option<&Path>) -> Option<super::scratch::Place> {
+        let mounts: Vec<PathBuf> = self
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                super::mounts::MountStep::Scratch { path, .. } => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
+        match mounts.is_empty() {
+            false => Some(super::scratch::Place::Mounts(mounts)),
+            true => private.map(|p| super::scratch::Place::Folder(p.to_path_buf())),
+        }
+    }
 }
 
 /// Sends an attempt's resource samples into the event stream.
@@ -161,8 +181,12 @@ pub struct AttemptOutcome {
     pub duration: Duration,
     pub exit: Exit,
     pub stopped_by: Option<StoppedBy>,
-    /// Peak RSS of the tree (sampled), or of the process itself (kernel), if higher.
+    /// Peak memory of the tree: sampled RSS and scratch together, or the process's own
+    /// RSS (kernel), or the attempt's cgroup's peak when the kernel killed it at the
+    /// limit, whichever is highest.
     pub peak_rss_bytes: u64,
+    /// What the scratch held at the highest sample (part of `peak_rss_bytes`).
+    pub peak_scratch_bytes: u64,
     pub stdout: Drained,
     pub stderr: Drained,
     /// Processes left running after the script exited, now killed.

@@ -177,13 +177,15 @@ impl Local {
                 .map(|_| by(cgroup.as_ref().is_some_and(|c| c.enforces_memory()))),
         };
         let cgroup = cgroup.map(Arc::new);
+        let sandbox = self
+            .sandbox
+            .as_ref()
+            .map(|sb| sb.attempt(&self.shared, req, &cwd, private));
         let spec = AttemptSpec {
             python: self.python.clone(),
             script: req.script.path.clone(),
-            sandbox: self
-                .sandbox
-                .as_ref()
-                .map(|sb| sb.attempt(&self.shared, req, &cwd, private)),
+            scratch: sandbox.as_ref().and_then(|sb| sb.scratch(private)),
+            sandbox,
             seccomp: self
                 .sandbox
                 .as_ref()

@@ -13,6 +13,7 @@ use tokio::time::{sleep_until, Instant as TokioInstant};
 use super::attempt::{AttemptError, AttemptOutcome, AttemptSpec, Start, StoppedBy};
 use super::output::{drain, DrainOptions, Drained, Drainer, LineEcho};
 use super::reaper;
+use super::scratch::ScratchGauge;
 use super::sys::{self, Exit};
 use super::tree::TreeSampler;
 use super::zygote::Zygote;
@@ -95,6 +96,12 @@ pub async fn run_attempt(
         Some(cg) if stopped_by.is_none() && cg.oom_killed() => Some(StoppedBy::MemoryCgroup),
         _ => stopped_by,
     };
+    // Killed at the limit, the kernel's own peak counts all the attempt held there,
+    // tmpfs pages too, which two samples may straddle.
+    let cgroup_peak = match (&spec.cgroup, stopped_by) {
+        (Some(cg), Some(StoppedBy::MemoryCgroup)) => cg.memory_peak(),
+        _ => None,
+    };
     let exit = if spec.sandbox.as_ref().is_some_and(|sb| sb.bwrap.is_some()) {
         let (code, signal) = super::sandbox::decode_exit(exit.code, exit.signal);
         Exit {
@@ -118,7 +125,12 @@ pub async fn run_attempt(
     Ok(AttemptOutcome {
         started_at,
         duration,
-        peak_rss_bytes: sampler.peak_bytes.max(exit.max_rss_bytes),
+        peak_rss_bytes: sampler
+            .peak
+            .total()
+            .max(exit.max_rss_bytes)
+            .max(cgroup_peak.unwrap_or(0)),
+        peak_scratch_bytes: sampler.peak.scratch,
         exit,
         stopped_by,
         stdout,
@@ -169,6 +181,7 @@ async fn supervise(
     plumbing: Option<u32>,
 ) -> Result<Supervised, AttemptError> {
     let mut sampler = TreeSampler::default();
+    sampler.scratch = spec.scratch.clone().map(ScratchGauge::new);
     let mut gpu = spec.gpu.clone().map(GpuSampler::start);
     let mut gpu_now = None;
     sampler.plumbing = plumbing;
@@ -188,7 +201,7 @@ async fn supervise(
                     .map_err(AttemptError::Wait)?;
             }
             _ = ticker.tick() => {
-                let rss = sampler.sample(pid as u32);
+                let held = sampler.sample(pid as u32);
                 ticks += 1;
                 if ticks % GPU_LOOK_EVERY == 0 {
                     sampler.look_for_gpu();
@@ -207,7 +220,7 @@ async fn supervise(
                         id: sink.id.clone(),
                         attempt: sink.attempt,
                         elapsed_s: started.elapsed().as_secs_f64(),
-                        rss_mb: rss as f64 / (1024.0 * 1024.0),
+                        rss_mb: held.rss as f64 / (1024.0 * 1024.0),
                         processes: sampler.last_count,
                         gpu_memory_mb: gpu_now.map(|g| g.memory_mb),
                         gpu_utilization_pct: gpu_now.and_then(|g| g.utilization_pct),
@@ -215,13 +228,16 @@ async fn supervise(
                 }
                 // The watchdogs stand in only for limits the kernel does not enforce.
                 let kernel = |f: fn(&super::limits::AttemptCgroup) -> bool| spec.cgroup.as_deref().is_some_and(f);
-                let over_memory = !kernel(super::limits::AttemptCgroup::enforces_memory)
-                    && spec.memory_limit.is_some_and(|limit| rss > limit);
+                // A scratch the cgroup is not charged for (the private folder on the
+                // host's disk) is the watchdog's to count even under a cgroup.
+                let uncharged = spec.scratch.as_ref().is_some_and(|p| !p.charged_to_cgroup());
+                let over_memory = (!kernel(super::limits::AttemptCgroup::enforces_memory) || uncharged)
+                    && spec.memory_limit.is_some_and(|limit| held.total() > limit);
                 let over_procs = !kernel(super::limits::AttemptCgroup::enforces_pids)
                     && spec.max_procs.is_some_and(|max| sampler.last_count > max as usize);
                 if (over_memory || over_procs) && stopped_by.is_none() {
                     stopped_by = Some(if over_memory { StoppedBy::MemoryLimit } else { StoppedBy::ProcessLimit });
-                    tracing::debug!(pid, rss, count = sampler.last_count, "limit reached: SIGKILL to the process group");
+                    tracing::debug!(pid, rss = held.rss, scratch = held.scratch, count = sampler.last_count, "limit reached: SIGKILL to the process group");
                     sys::kill_group(pid, libc::SIGKILL);
                 }
             }

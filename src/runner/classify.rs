@@ -2,7 +2,11 @@
 //! the runner's own stop reason and the lines it wrote to stderr. The signature table
 //! below is the one place stderr patterns live.
 
+use super::scratch::Held;
 use crate::model::{ExceptionInfo, FailureClass, Platform};
+
+/// The scratch a memory reason names.
+const SCRATCH: &str = "/tmp, /dev/shm, $HOME";
 
 /// The stderr signatures, strongest class first: a broken install explains GPU errors
 /// too, and a GPU environment failure explains the out-of-memory lines it can cause.
@@ -147,6 +151,8 @@ pub struct Ending<'a> {
     pub kernel_oom_kill: bool,
     /// The kernel held the attempt to `--memory-limit` (its own cgroup) and killed it.
     pub memory_cgroup_hit: bool,
+    /// The attempt's highest memory sample: resident, and what its scratch held.
+    pub peak: Held,
     pub scan: &'a StderrScan,
 }
 
@@ -173,17 +179,27 @@ pub fn classify(e: &Ending<'_>) -> Classification {
     if e.timed_out {
         return verdict(FailureClass::TimedOut, None);
     }
+    let mb = |bytes: u64| bytes / (1024 * 1024);
     if e.memory_cgroup_hit {
-        return verdict(
-            FailureClass::OutOfMemory,
-            Some("killed by the kernel at --memory-limit (the attempt's cgroup)".into()),
-        );
+        let mut line = "killed by the kernel at --memory-limit (the attempt's cgroup)".to_string();
+        if e.peak.scratch > 0 {
+            line += &format!(
+                ", at least {} MB of it in its scratch ({SCRATCH})",
+                mb(e.peak.scratch)
+            );
+        }
+        return verdict(FailureClass::OutOfMemory, Some(line));
     }
     if e.memory_limit_hit {
-        return verdict(
-            FailureClass::OutOfMemory,
-            Some("killed by the --memory-limit watchdog".into()),
-        );
+        let mut line = "killed by the --memory-limit watchdog".to_string();
+        if e.peak.scratch > 0 {
+            line += &format!(
+                ": {} MB, of which {} MB in its scratch ({SCRATCH})",
+                mb(e.peak.total()),
+                mb(e.peak.scratch)
+            );
+        }
+        return verdict(FailureClass::OutOfMemory, Some(line));
     }
     if e.process_limit_hit {
         return verdict(

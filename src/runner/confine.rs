@@ -194,7 +194,10 @@ mod tests {
     #[test]
     fn the_record_travels_whole_through_a_memory_file() {
         let c = Confinement {
-            steps: vec![MountStep::Scratch("/tmp".into())],
+            steps: vec![MountStep::Scratch {
+                path: "/tmp".into(),
+                size: None,
+            }],
             own: vec!["/tmp".into()],
             user: Some(SandboxUser {
                 uid: 61184,

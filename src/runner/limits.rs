@@ -220,6 +220,22 @@ impl AttemptCgroup {
             .unwrap_or(0)
     }
 
+    /// The most memory the cgroup was ever charged (`memory.max_usage_in_bytes` on v1,
+    /// `memory.peak` on v2, where the kernel has it), tmpfs pages included.
+    pub fn memory_peak(&self) -> Option<u64> {
+        let (dir, v1) = self.memory.as_ref()?;
+        let file = if *v1 {
+            "memory.max_usage_in_bytes"
+        } else {
+            "memory.peak"
+        };
+        std::fs::read_to_string(dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     /// Whether the kernel's OOM killer fired inside this cgroup (the memory limit).
     pub fn oom_killed(&self) -> bool {
         let Some((dir, v1)) = &self.memory else {

@@ -23,6 +23,7 @@ pub mod sandbox;
 pub mod sandbox_exec;
 pub mod sandbox_setup;
 pub mod sandboxing;
+pub mod scratch;
 mod script;
 pub mod seccomp;
 pub mod sentinel;

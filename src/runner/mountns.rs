@@ -14,11 +14,13 @@ use rustix::mount::{MountFlags, MountPropagationFlags};
 
 use super::mounts::MountStep;
 
-/// One step, its path ready for the kernel.
+/// One step, its path (and a scratch tmpfs's options) ready for the kernel.
 #[derive(Debug)]
 struct Prepared {
     step: MountStep,
     path: CString,
+    /// A scratch step's tmpfs options: the owner's and, when bounded, `size=`.
+    data: Option<CString>,
 }
 
 /// The steps of one attempt, ready to apply in the child.
@@ -31,8 +33,6 @@ pub struct MountNamespace {
     /// The working directory, entered again through the new view (the process entered
     /// the host's before the mounts).
     cwd: CString,
-    /// The scratch tmpfs's options: the sandbox user's own, or open to all.
-    scratch: CString,
     /// A PID namespace too: the caller's next child is its init.
     pid: bool,
 }
@@ -48,27 +48,35 @@ impl MountNamespace {
             CString::new(p.as_os_str().as_bytes())
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
         };
+        // The sandbox user's own, or open to all; bounded when the step says so.
+        let owner = match user {
+            Some(u) => format!("mode=0700,uid={},gid={}", u.uid, u.gid),
+            None => "mode=1777".to_string(),
+        };
+        let data = |s: &MountStep| match s {
+            MountStep::Scratch { size, .. } => {
+                let bound = size.map(|b| format!(",size={b}")).unwrap_or_default();
+                Some(CString::new(format!("{owner}{bound}")).expect("no NUL in numbers"))
+            }
+            _ => None,
+        };
         let steps = steps
             .iter()
             .map(|s| {
                 Ok(Prepared {
                     step: s.clone(),
                     path: c(s.path())?,
+                    data: data(s),
                 })
             })
             .collect::<std::io::Result<Vec<_>>>()?;
         let binds = steps.iter().filter(|p| is_bind(&p.step)).count();
         let mut sources = Vec::with_capacity(binds);
         sources.resize_with(binds, || None);
-        let scratch = match user {
-            Some(u) => format!("mode=0700,uid={},gid={}", u.uid, u.gid),
-            None => "mode=1777".to_string(),
-        };
         Ok(MountNamespace {
             steps,
             sources,
             cwd: c(cwd)?,
-            scratch: CString::new(scratch).expect("no NUL in numbers"),
             pid,
         })
     }
@@ -105,13 +113,9 @@ impl MountNamespace {
                 MountStep::Tmpfs(_) => {
                     rustix::mount::mount(c"tmpfs", path, c"tmpfs", safe, Some(c"mode=0755"))?
                 }
-                MountStep::Scratch(_) => rustix::mount::mount(
-                    c"tmpfs",
-                    path,
-                    c"tmpfs",
-                    safe,
-                    Some(self.scratch.as_c_str()),
-                )?,
+                MountStep::Scratch { .. } => {
+                    rustix::mount::mount(c"tmpfs", path, c"tmpfs", safe, p.data.as_deref())?
+                }
                 MountStep::Dir(_) => make_dir(path)?,
                 MountStep::ReadOnly(_) | MountStep::Writable(_) => {
                     let fd = self.sources[n].take().expect("opened above");

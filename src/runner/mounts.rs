@@ -43,6 +43,9 @@ pub struct Mounts {
     pub sources: Vec<PathBuf>,
     /// The unprivileged user the script becomes when the runner is root.
     pub user: Option<SandboxUser>,
+    /// The most each scratch tmpfs holds, bytes (`--memory-limit`); `None`: the
+    /// kernel's default, half of RAM.
+    pub scratch_size: Option<u64>,
 }
 
 /// What the host's `/sys` says about its network: no business of a script that has
@@ -54,13 +57,14 @@ const SCRATCH: &[&str] = &["/tmp", "/dev/shm"];
 
 /// One step, applied in order: later mounts land on top of earlier ones.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "op", content = "path", rename_all = "snake_case")]
+#[serde(into = "wire::Step", try_from = "wire::Step")]
 pub enum MountStep {
     /// An empty tmpfs over the folder, hiding what is there (read-only at the end).
     Tmpfs(PathBuf),
     /// An empty tmpfs the script may write (`/tmp`, `/dev/shm`, `$HOME`): the sandbox
-    /// user's own (mode 0700) when the runner is root, else mode 1777.
-    Scratch(PathBuf),
+    /// user's own (mode 0700) when the runner is root, else mode 1777; at most `size`
+    /// bytes when there is a memory limit.
+    Scratch { path: PathBuf, size: Option<u64> },
     /// A folder made (mode 0755) inside a tmpfs, on the way to a bind below it.
     Dir(PathBuf),
     /// The path, hidden by an earlier tmpfs, bound back onto itself read-only.
@@ -80,7 +84,7 @@ impl MountStep {
     pub fn path(&self) -> &Path {
         match self {
             MountStep::Tmpfs(p)
-            | MountStep::Scratch(p)
+            | MountStep::Scratch { path: p, .. }
             | MountStep::Dir(p)
             | MountStep::ReadOnly(p)
             | MountStep::Writable(p)
@@ -194,7 +198,10 @@ fn steps_in(m: &Mounts, system: System) -> Vec<MountStep> {
         }
         let cover = (*cover).clone();
         view.out.push(match covers.scratch.contains(&cover) {
-            true => MountStep::Scratch(cover),
+            true => MountStep::Scratch {
+                path: cover,
+                size: m.scratch_size,
+            },
             false => MountStep::Tmpfs(cover),
         });
     }
@@ -330,6 +337,77 @@ fn dedup(mut v: Vec<PathBuf>) -> Vec<PathBuf> {
     v.sort();
     v.dedup();
     v
+}
+
+/// The steps as the zygote reads them: `{"op": "scratch", "path": "/tmp", "size": N}`,
+/// `size` only on a bounded scratch step.
+mod wire {
+    use std::path::PathBuf;
+
+    use super::MountStep;
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum Op {
+        Tmpfs,
+        Scratch,
+        Dir,
+        ReadOnly,
+        Writable,
+        Mask,
+        RemountReadOnly,
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize)]
+    pub struct Step {
+        op: Op,
+        path: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<u64>,
+    }
+
+    impl From<MountStep> for Step {
+        fn from(s: MountStep) -> Step {
+            let size = match &s {
+                MountStep::Scratch { size, .. } => *size,
+                _ => None,
+            };
+            let op = match &s {
+                MountStep::Tmpfs(_) => Op::Tmpfs,
+                MountStep::Scratch { .. } => Op::Scratch,
+                MountStep::Dir(_) => Op::Dir,
+                MountStep::ReadOnly(_) => Op::ReadOnly,
+                MountStep::Writable(_) => Op::Writable,
+                MountStep::Mask(_) => Op::Mask,
+                MountStep::RemountReadOnly(_) => Op::RemountReadOnly,
+            };
+            let path = s.path().to_path_buf();
+            Step { op, path, size }
+        }
+    }
+
+    impl TryFrom<Step> for MountStep {
+        type Error = &'static str;
+
+        fn try_from(s: Step) -> Result<MountStep, Self::Error> {
+            if s.size.is_some() && !matches!(s.op, Op::Scratch) {
+                return Err("only a scratch step has a size");
+            }
+            let p = s.path;
+            Ok(match s.op {
+                Op::Tmpfs => MountStep::Tmpfs(p),
+                Op::Scratch => MountStep::Scratch {
+                    path: p,
+                    size: s.size,
+                },
+                Op::Dir => MountStep::Dir(p),
+                Op::ReadOnly => MountStep::ReadOnly(p),
+                Op::Writable => MountStep::Writable(p),
+                Op::Mask => MountStep::Mask(p),
+                Op::RemountReadOnly => MountStep::RemountReadOnly(p),
+            })
+        }
+    }
 }
 
 #[cfg(test)]

@@ -297,6 +297,7 @@ pub async fn run_attempt(
         },
         stopped_by,
         peak_rss_bytes: 0,
+        peak_scratch_bytes: 0,
         stdout: Drained::default(),
         stderr: Drained::default(),
         leaks: Vec::new(),

@@ -30,6 +30,9 @@ pub struct Bwrap {
     pub privileged: bool,
     /// This bwrap knows `--disable-userns` (0.8+).
     pub disable_userns: bool,
+    /// This bwrap knows `--size` (bounds a `--tmpfs`, 0.8+); without it a scratch
+    /// tmpfs is unbounded and the memory watchdog alone counts what it holds.
+    pub tmpfs_size: bool,
 }
 
 pub use super::sandboxing::Sandboxing;
@@ -111,6 +114,7 @@ pub fn detect() -> Result<Bwrap, SandboxError> {
                 cap_drop,
                 privileged: root,
                 disable_userns: knows("--disable-userns"),
+                tmpfs_size: knows("--size"),
             });
         }
         last = Some(out);
@@ -169,7 +173,7 @@ pub fn args(b: &Bwrap, m: &Mounts) -> Vec<OsString> {
         }
     }
     a.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(OsString::from));
-    a.extend(step_args(&steps(m)));
+    a.extend(step_args(&steps(m), b.tmpfs_size));
     a.extend(device_args(m.gpu));
     a.extend([OsString::from("--chdir"), m.cwd.clone().into(), "--".into()]);
     a
@@ -202,14 +206,14 @@ pub fn zygote_args(b: &Bwrap, base: &Mounts) -> Vec<OsString> {
     }
     a.extend(["--ro-bind", "/", "/"].map(OsString::from));
     a.extend(["--dev", "/dev", "--bind", "/proc", "/proc"].map(OsString::from));
-    a.extend(step_args(&steps(base)));
+    a.extend(step_args(&steps(base), b.tmpfs_size));
     a.extend(device_args(base.gpu));
     a.extend(["--chdir", "/", "--"].map(OsString::from));
     a
 }
 
-/// The steps as bwrap options.
-fn step_args(steps: &[MountStep]) -> Vec<OsString> {
+/// The steps as bwrap options; a scratch step's size only where bwrap knows `--size`.
+fn step_args(steps: &[MountStep], tmpfs_size: bool) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     for step in steps {
         let p: OsString = step.path().into();
@@ -217,7 +221,18 @@ fn step_args(steps: &[MountStep]) -> Vec<OsString> {
             // Scratch space the sandbox user may use, whoever owns the tmpfs.
             MountStep::Tmpfs(_) => vec!["--perms".into(), "0755".into(), "--tmpfs".into(), p],
             // A root runner's `__sandbox-exec` then gives it to the sandbox user.
-            MountStep::Scratch(_) => vec!["--perms".into(), "1777".into(), "--tmpfs".into(), p],
+            MountStep::Scratch { size, .. } => {
+                let mut v: Vec<OsString> = vec!["--perms".into(), "1777".into()];
+                match size {
+                    Some(bytes) if tmpfs_size => {
+                        v.extend(["--size".into(), bytes.to_string().into()])
+                    }
+                    Some(_) => unbounded_warning(),
+                    None => {}
+                }
+                v.extend(["--tmpfs".into(), p]);
+                v
+            }
             MountStep::Dir(_) => vec!["--perms".into(), "0755".into(), "--dir".into(), p],
             MountStep::ReadOnly(_) => vec!["--ro-bind".into(), p.clone(), p],
             MountStep::Writable(_) => vec!["--bind".into(), p.clone(), p],
@@ -227,6 +242,18 @@ fn step_args(steps: &[MountStep]) -> Vec<OsString> {
         a.extend(args);
     }
     a
+}
+
+/// Said once a run: this bwrap cannot bound a tmpfs, so only the watchdog counts the
+/// scratch against `--memory-limit`.
+fn unbounded_warning() {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        tracing::warn!(
+            "this bwrap has no --size: the scratch tmpfs (/tmp, /dev/shm, $HOME) is not \
+             bounded; what it holds still counts against --memory-limit"
+        )
+    });
 }
 
 /// The NVIDIA device nodes, passed through where they exist.

@@ -101,6 +101,9 @@ impl SandboxSetup {
             outputs: vec![config.results_dir.clone(), config.step12_dir.clone()],
             sources: vec![config.output_dir.clone()],
             user,
+            // Each scratch tmpfs holds at most the memory limit (what it holds also
+            // counts against the limit: see `scratch.rs`).
+            scratch_size: req.settings.memory_limit,
         };
         let steps = match self.sandboxing.has_view() {
             true => mounts::steps(&view),
@@ -109,7 +112,7 @@ impl SandboxSetup {
         let scratch: Vec<PathBuf> = steps
             .iter()
             .filter_map(|s| match s {
-                MountStep::Scratch(p) => Some(p.clone()),
+                MountStep::Scratch { path, .. } => Some(path.clone()),
                 _ => None,
             })
             .collect();

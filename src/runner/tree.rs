@@ -1,7 +1,10 @@
-//! The process tree of a running script and its resident memory. Only the tree's own
-//! PIDs are refreshed, so sampling costs the same on a busy host as on an idle one.
+//! The process tree of a running script and its memory: resident, and what its scratch
+//! holds (see `scratch.rs`). Only the tree's own PIDs are refreshed, so sampling costs
+//! the same on a busy host as on an idle one.
 
 use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+
+use super::scratch::{Held, ScratchGauge};
 
 /// A cap on the tree walked, so a fork bomb cannot make sampling itself expensive.
 const MAX_TREE: usize = 4096;
@@ -31,11 +34,13 @@ pub fn tree_pids(root: u32) -> Vec<u32> {
     out
 }
 
-/// Samples a tree's total RSS and keeps the peak.
+/// Samples a tree's total RSS and its scratch, and keeps the peak.
 pub struct TreeSampler {
     system: System,
-    /// Highest total RSS seen, bytes.
-    pub peak_bytes: u64,
+    /// The sample with the highest total (RSS and scratch).
+    pub peak: Held,
+    /// The script's scratch, when it has one to measure.
+    pub scratch: Option<ScratchGauge>,
     /// Every PID seen in the tree (bounded), for finding leftovers after exit.
     pub seen: Vec<u32>,
     /// Processes in the tree at the last sample.
@@ -58,7 +63,8 @@ impl Default for TreeSampler {
     fn default() -> Self {
         TreeSampler {
             system: System::new(),
-            peak_bytes: 0,
+            peak: Held::default(),
+            scratch: None,
             seen: Vec::new(),
             last_count: 0,
             last_pids: Vec::new(),
@@ -71,8 +77,9 @@ impl Default for TreeSampler {
 }
 
 impl TreeSampler {
-    /// Refreshes the tree under `root` and returns its total RSS in bytes.
-    pub fn sample(&mut self, root: u32) -> u64 {
+    /// Refreshes the tree under `root` and returns its total RSS and what its scratch
+    /// holds, in bytes.
+    pub fn sample(&mut self, root: u32) -> Held {
         let raw = tree_pids(root);
         self.last_count = raw.len();
         for pid in &raw {
@@ -100,8 +107,18 @@ impl TreeSampler {
             .filter_map(|p| self.system.process(*p))
             .map(|p| p.memory())
             .sum();
-        self.peak_bytes = self.peak_bytes.max(total);
-        total
+        let scratch = match self.scratch.as_mut() {
+            Some(g) => g.measure(&self.last_pids),
+            None => 0,
+        };
+        let held = Held {
+            rss: total,
+            scratch,
+        };
+        if held.total() > self.peak.total() {
+            self.peak = held;
+        }
+        held
     }
 }
 
@@ -172,8 +189,8 @@ mod tests {
         }
         assert_eq!(pids.len(), 3, "{pids:?}");
         let mut sampler = TreeSampler::default();
-        let total = sampler.sample(child.id());
-        assert!(total > 0 && sampler.peak_bytes == total);
+        let held = sampler.sample(child.id());
+        assert!(held.rss > 0 && held.scratch == 0 && sampler.peak == held);
         child.kill().unwrap();
         child.wait().unwrap();
     }

@@ -78,6 +78,8 @@ def build_namespaces(steps):
         elif op == "scratch":
             # The sandbox user's own (a root runner's), else open to the one user here.
             data = "mode=0700,uid=%d,gid=%d" % USER if USER else "mode=1777"
+            if step.get("size") is not None:  # --memory-limit bounds each scratch
+                data += ",size=%d" % step["size"]
             mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, data)
         elif op == "dir":
             make_dir(path)

@@ -21,6 +21,7 @@ fn ending<'a>(scan: &'a StderrScan, code: Option<i32>, signal: Option<i32>) -> E
         process_limit_hit: false,
         kernel_oom_kill: false,
         memory_cgroup_hit: false,
+        peak: Held::default(),
         scan,
     }
 }
@@ -117,6 +118,27 @@ fn precedence_stop_reasons_then_success_then_signatures() {
     let mut m = ending(&s, None, Some(libc::SIGKILL));
     m.memory_limit_hit = true;
     assert_eq!(classify(&m).class, FailureClass::OutOfMemory);
+}
+
+#[test]
+fn a_memory_reason_says_what_the_scratch_held() {
+    let s = StderrScan::default();
+    let mut m = ending(&s, None, Some(libc::SIGKILL));
+    m.memory_limit_hit = true;
+    let line = |e: &Ending<'_>| classify(e).matched_line.unwrap();
+    assert_eq!(line(&m), "killed by the --memory-limit watchdog");
+    m.peak = Held {
+        rss: 112 << 20,
+        scratch: 700 << 20,
+    };
+    assert_eq!(
+        line(&m),
+        "killed by the --memory-limit watchdog: 812 MB, of which 700 MB in its scratch \
+         (/tmp, /dev/shm, $HOME)"
+    );
+    m.memory_limit_hit = false;
+    m.memory_cgroup_hit = true;
+    assert!(line(&m).ends_with("at least 700 MB of it in its scratch (/tmp, /dev/shm, $HOME)"));
 }
 
 #[test]

@@ -47,7 +47,13 @@ fn home_is_hidden_then_the_needed_folders_come_back_by_fresh_folders() {
         writable: vec![d[1].clone()],
         ..Default::default()
     });
-    let cover = at(&s, &MountStep::Scratch(home.clone()));
+    let cover = at(
+        &s,
+        &MountStep::Scratch {
+            path: home.clone(),
+            size: None,
+        },
+    );
     let way = at(&s, &MountStep::Dir(home.join(".cache")));
     let venv = at(&s, &MountStep::ReadOnly(d[0].clone()));
     assert!(cover < way && way < venv, "{s:?}");
@@ -69,7 +75,13 @@ fn home_is_hidden_then_the_needed_folders_come_back_by_fresh_folders() {
 fn every_top_level_folder_but_the_granted_is_hidden_and_read_only() {
     let s = super::steps(&Mounts::default());
     for scratch in ["/tmp", "/dev/shm"] {
-        assert!(s.contains(&MountStep::Scratch(scratch.into())), "{s:?}");
+        assert!(
+            s.contains(&MountStep::Scratch {
+                path: scratch.into(),
+                size: None
+            }),
+            "{s:?}"
+        );
         assert!(!s.contains(&MountStep::RemountReadOnly(scratch.into())));
     }
     let kept: Vec<&str> = grants::kept_at_top().collect();
@@ -107,7 +119,13 @@ fn a_home_inside_a_hidden_folder_stays_writable() {
         ..Default::default()
     });
     if is_real_dir(Path::new("/home")) {
-        let home = at(&s, &MountStep::Scratch("/home/someone".into()));
+        let home = at(
+            &s,
+            &MountStep::Scratch {
+                path: "/home/someone".into(),
+                size: None,
+            },
+        );
         let place = at(&s, &MountStep::Dir("/home/someone".into()));
         assert!(at(&s, &MountStep::Tmpfs("/home".into())) < place, "{s:?}");
         assert!(place < home, "its mount point is made first: {s:?}");
@@ -203,4 +221,28 @@ fn a_bind_inside_a_bind_needs_no_folders_made() {
     });
     assert!(!s.contains(&MountStep::Dir(script.join("out"))), "{s:?}");
     assert!(at(&s, &MountStep::ReadOnly(script)) < at(&s, &MountStep::Writable(d[0].clone())));
+}
+
+#[test]
+fn a_scratch_step_carries_its_bound_to_the_zygote() {
+    let s = steps(&Mounts {
+        home: Some("/nonexistent-home".into()),
+        scratch_size: Some(1 << 20),
+        ..Default::default()
+    });
+    let scratch = MountStep::Scratch {
+        path: "/nonexistent-home".into(),
+        size: Some(1 << 20),
+    };
+    assert!(s.contains(&scratch), "{s:?}");
+    let json = serde_json::to_value(&scratch).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"op": "scratch", "path": "/nonexistent-home", "size": 1048576})
+    );
+    assert_eq!(serde_json::from_value::<MountStep>(json).unwrap(), scratch);
+    let tmpfs = serde_json::to_value(MountStep::Tmpfs("/run".into())).unwrap();
+    assert_eq!(tmpfs, serde_json::json!({"op": "tmpfs", "path": "/run"}));
+    let bad = serde_json::json!({"op": "dir", "path": "/x", "size": 1});
+    assert!(serde_json::from_value::<MountStep>(bad).is_err());
 }

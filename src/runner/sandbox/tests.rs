@@ -8,6 +8,7 @@ fn bwrap(privileged: bool) -> Bwrap {
         cap_drop: true,
         privileged,
         disable_userns: true,
+        tmpfs_size: true,
     }
 }
 
@@ -86,4 +87,29 @@ fn signal_exit_codes_are_decoded() {
     assert_eq!(decode_exit(Some(139), None), (None, Some(11)));
     assert_eq!(decode_exit(Some(1), None), (Some(1), None));
     assert_eq!(decode_exit(None, Some(9)), (None, Some(9)));
+}
+
+#[test]
+fn a_memory_limit_bounds_each_scratch_tmpfs_where_bwrap_can() {
+    let m = Mounts {
+        scratch_size: Some(300 << 20),
+        ..Default::default()
+    };
+    let bounded = ["--perms", "1777", "--size", "314572800", "--tmpfs", "/tmp"];
+    let a = strings(args(&bwrap(false), &m));
+    assert!(a.windows(6).any(|w| w == bounded), "{a:?}");
+    let old = Bwrap {
+        tmpfs_size: false,
+        ..bwrap(false)
+    };
+    let a = strings(args(&old, &m));
+    assert!(!a.iter().any(|s| s == "--size"), "{a:?}");
+    assert!(a
+        .windows(4)
+        .any(|w| w == ["--perms", "1777", "--tmpfs", "/tmp"]));
+    let a = strings(args(&bwrap(false), &Mounts::default()));
+    assert!(
+        !a.iter().any(|s| s == "--size"),
+        "no limit, no bound: {a:?}"
+    );
 }

@@ -68,6 +68,10 @@ fn record(
         process_limit_hit: o.stopped_by == Some(StoppedBy::ProcessLimit),
         kernel_oom_kill: o.kernel_oom_kill,
         memory_cgroup_hit: o.stopped_by == Some(StoppedBy::MemoryCgroup),
+        peak: crate::runner::scratch::Held {
+            rss: o.peak_rss_bytes.saturating_sub(o.peak_scratch_bytes),
+            scratch: o.peak_scratch_bytes,
+        },
         scan: &o.stderr.scan,
     });
     if let Some(caps) = o.capabilities {

@@ -111,6 +111,7 @@ impl Backend for Fake {
                 },
                 stopped_by: None,
                 peak_rss_bytes: 0,
+                peak_scratch_bytes: 0,
                 stdout,
                 stderr,
                 leaks: Vec::new(),
