@@ -93,6 +93,27 @@ impl Confinement {
         serde_json::from_str(&text).map_err(std::io::Error::other)
     }
 
+    /// The same confinement for a warm start from the zygote: the same view (`steps`,
+    /// the attempt's full list, built in namespaces of the child's own with a PID
+    /// namespace and a fresh `/proc`; `None` on the host's view), rules, user and
+    /// filters; the scratch is the sandbox user's from its mount, and the death signal
+    /// is armed again after the switch of user (a child on the host's view checks the
+    /// runner is its parent; an init, whose parent a new `/proc` hides, was checked by
+    /// the zygote before).
+    pub fn for_warm(&self, steps: Option<&[MountStep]>) -> Confinement {
+        let runner = std::process::id();
+        Confinement {
+            steps: steps.map(<[MountStep]>::to_vec).unwrap_or_default(),
+            pid_namespace: steps.is_some(),
+            own: Vec::new(),
+            user: self.user,
+            landlock: self.landlock.clone(),
+            cwd: self.cwd.clone(),
+            parent: steps.is_none().then_some(runner),
+            death_signal: steps.is_some(),
+        }
+    }
+
     /// Applies every step to this process, which is about to exec the interpreter: a
     /// cold start's [`Phase::All`]. `what` names the step that failed.
     pub fn apply(&self, seccomp: &[Vec<u8>]) -> Result<(), (&'static str, std::io::Error)> {
@@ -175,6 +196,71 @@ pub mod ffi;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Warm and cold starts apply one policy: the warm plan is the cold one's, with
+    /// the attempt's whole view built by the child (and a PID namespace of its own).
+    #[test]
+    fn a_warm_start_applies_the_same_policy_as_a_cold_one() {
+        let cold = Confinement {
+            steps: Vec::new(),
+            own: vec!["/tmp".into()],
+            user: Some(SandboxUser {
+                uid: 61184,
+                gid: 61184,
+            }),
+            landlock: Some(LandlockPlan {
+                abi: 7,
+                fs: 3,
+                net: 0,
+                scoped: 0,
+                rules: vec![("/usr".into(), 1)],
+            }),
+            cwd: "/tree/m".into(),
+            parent: None,
+            ..Default::default()
+        };
+        let view = vec![
+            MountStep::Tmpfs("/opt".into()),
+            MountStep::ReadOnly("/tree/m".into()),
+        ];
+        let warm = cold.for_warm(Some(&view));
+        assert_eq!(
+            (&warm.user, &warm.landlock, &warm.cwd),
+            (&cold.user, &cold.landlock, &cold.cwd)
+        );
+        assert_eq!(warm.steps, view);
+        assert!(warm.pid_namespace && warm.death_signal && warm.parent.is_none());
+        let plain = cold.for_warm(None);
+        assert!(plain.steps.is_empty() && !plain.pid_namespace);
+        assert_eq!(plain.parent, Some(std::process::id()));
+        assert_eq!(plain.landlock, cold.landlock);
+    }
+
+    /// No step of the sandbox is written in Python: the zygote forks and hands the
+    /// plan to this code (`ffi.rs`); it makes none of the calls that confine.
+    #[test]
+    fn the_zygote_holds_no_step_of_the_policy() {
+        for (name, src) in [
+            ("zygote.py", include_str!("zygote.py")),
+            ("zygote_sandbox.py", include_str!("zygote_sandbox.py")),
+        ] {
+            for call in [
+                ".mount",
+                ".unshare",
+                "setresuid",
+                "setgroups",
+                "capset",
+                "landlock_",
+                "LIBC.syscall",
+                "prctl(22",
+                "prctl(24",
+                "prctl(38",
+            ] {
+                assert!(!src.contains(call), "{name} makes {call}");
+            }
+            assert!(src.contains("jax_runner_confine") || name == "zygote.py");
+        }
+    }
 
     #[test]
     fn a_record_with_a_step_this_code_does_not_know_is_refused_whole() {

@@ -133,7 +133,9 @@ mod tests {
         for k in ["/usr", "/bin", "/lib", "/proc", "/sys", "/dev"] {
             assert!(kept.contains(&k), "{k}");
         }
-        for never in ["/etc", "/opt", "/home", "/root", "/var", "/run", "/srv", "/nix"] {
+        for never in [
+            "/etc", "/opt", "/home", "/root", "/var", "/run", "/srv", "/nix",
+        ] {
             assert!(!kept.contains(&never), "{never} is kept whole");
         }
     }
@@ -142,7 +144,9 @@ mod tests {
     fn no_secret_of_etc_is_granted() {
         for secret in ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh"] {
             assert!(!ETC.contains(&secret), "{secret}");
-            assert!(!host_reads().iter().any(|p| Path::new(secret).starts_with(p)));
+            assert!(!host_reads()
+                .iter()
+                .any(|p| Path::new(secret).starts_with(p)));
         }
     }
 

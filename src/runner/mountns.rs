@@ -122,7 +122,14 @@ impl MountNamespace {
                     n += 1;
                     bind_from(&fd, path)?;
                     let ro = matches!(p.step, MountStep::ReadOnly(_));
-                    remount(path, if ro { MountFlags::RDONLY } else { MountFlags::empty() })?;
+                    remount(
+                        path,
+                        if ro {
+                            MountFlags::RDONLY
+                        } else {
+                            MountFlags::empty()
+                        },
+                    )?;
                 }
                 MountStep::Mask(_) => {
                     rustix::mount::mount_bind(c"/dev/null", path)?;

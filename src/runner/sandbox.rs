@@ -45,6 +45,16 @@ pub const INSTALL_HINT: &str =
 /// before the script (see [`super::sandbox_exec`]).
 pub const EXEC_ARG: &str = "__sandbox-exec";
 
+/// The jax-runner library's file name: `cargo build` puts it beside the binary, and
+/// the warm zygote loads it to confine each script (`confine/ffi.rs`).
+pub const LIBRARY: &str = "libjax_runner.so";
+
+/// The jax-runner library beside the running binary, where there is one.
+pub fn library() -> Option<PathBuf> {
+    let lib = helper().parent()?.join(LIBRARY);
+    lib.is_file().then_some(lib)
+}
+
 /// `jax-runner` itself (its real path), which finishes each cold start inside bwrap
 /// as `__sandbox-exec`.
 pub fn helper() -> PathBuf {

@@ -180,9 +180,17 @@ impl SandboxSetup {
         if let Some(why) = self.sandboxing.no_warm_start() {
             return Err(why.into());
         }
+        let library = sandbox::library().ok_or_else(|| {
+            format!(
+                "warm start inside the sandbox needs the jax-runner library `{}` beside \
+                 the binary (cargo build makes it)",
+                sandbox::LIBRARY
+            )
+        })?;
         let config = &shared.config;
         let mut readable = self.readable(shared);
         readable.push(config.output_dir.clone());
+        readable.push(library.clone());
         let mut writable = vec![config.results_dir.clone(), config.step12_dir.clone()];
         writable.extend(shared.compilation_cache.clone());
         let base = Mounts {
@@ -203,6 +211,7 @@ impl SandboxSetup {
             namespaces: self.sandboxing.has_view(),
             seccomp: self.seccomp.clone(),
             user: self.identity.switched_to(),
+            library,
         })
     }
 }

@@ -51,14 +51,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use sha2::{Digest, Sha256};
 
-#[cfg(test)]
-mod live_tests;
 #[cfg(any(
     target_arch = "x86_64",
     target_arch = "aarch64",
     target_arch = "riscv64"
 ))]
 mod allowed;
+#[cfg(test)]
+mod live_tests;
 #[cfg(any(
     target_arch = "x86_64",
     target_arch = "aarch64",
@@ -184,7 +184,10 @@ pub fn denied() -> Vec<Denial> {
         rules::denials(rules::EPERM, "EPERM"),
         rules::denials(rules::ENOSYS, "ENOSYS"),
         rules::denials(rules::NO_NETWORK, "EPERM (no network namespace)"),
-        rules::denials(&allowed::on_others(), "EPERM (on another process, no PID namespace)"),
+        rules::denials(
+            &allowed::on_others(),
+            "EPERM (on another process, no PID namespace)",
+        ),
     ]
     .concat();
     #[allow(unreachable_code)]

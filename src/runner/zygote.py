@@ -10,11 +10,11 @@
 #
 # With --sandboxed the zygote runs under bubblewrap with capabilities in its own user
 # namespace only (or, for a root runner, as root in namespaces of its own), and a
-# request carries "steps" (the script's mounts) and a fourth descriptor, the runner's
-# go. With --confined it runs on the host's view and each script is held by Landlock's
-# rules (the request's "landlock"), the seccomp filter and, as root, the sandbox user. The child builds the script's namespaces and mounts;
-# the grandchild, init of the script's PID namespace, waits for the go, drops every
-# capability and forks the script, then waits for it as a tiny init of its own.
+# request carries "view": true, "plan" (the script's confinement, its view included)
+# and a fourth descriptor, the runner's go. With --confined it runs on the host's view
+# and each request's plan holds the script by Landlock's rules, the seccomp filter
+# and, as root, the sandbox user. Either way the plan is applied by the jax-runner
+# library (--confine-lib), never by this program: see the sandbox half below.
 import ctypes
 import json
 import os
@@ -30,19 +30,14 @@ MAX_FD = os.sysconf("SC_OPEN_MAX")
 TRUTHY = ("1", "true", "yes", "on")
 SANDBOXED = "--sandboxed" in sys.argv
 CONFINED = SANDBOXED or "--confined" in sys.argv
-# The seccomp programs every script installs, in order, and (a root runner's) the
-# unprivileged uid:gid every script drops to before its first line.
+# The seccomp programs every script installs, in order (handed to the library).
 SECCOMP = []
-USER = None
 for _arg in sys.argv:
     if _arg.startswith("--seccomp-fd="):
         _fd = int(_arg.split("=", 1)[1])
         with os.fdopen(_fd, "rb") as _fh:
             SECCOMP.append(_fh.read())
-    elif _arg.startswith("--user="):
-        USER = tuple(int(x) for x in _arg.split("=", 1)[1].split(":"))
 LIBC = ctypes.CDLL(None, use_errno=True)
-LIBC.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
 
 
 def apply_jax_config(env):
@@ -143,7 +138,7 @@ def restore_baseline(base):
 def become_script(req, fds):
     """In the grandchild: become the script, then exit as Python would."""
     CONTROL.close()
-    if not req.get("steps"):
+    if not req.get("view"):
         runner = req["runner_pid"]
         os.setpgid(0, 0)
         if wait_for_reparent(runner):
@@ -245,14 +240,14 @@ def serve():
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             req = json.loads(line)
-            want = 4 if req.get("steps") is not None else 3
+            want = 4 if req.get("view") else 3
             my_fds, pending_fds = pending_fds[:want], pending_fds[want:]
-            mismatch = (req.get("steps") is not None) != SANDBOXED
+            mismatch = bool(req.get("view")) != SANDBOXED
             if mismatch or bool(req.get("confined")) != CONFINED:
                 for fd in my_fds:
                     os.close(fd)
                 reply = {"error": "the request does not match the zygote's sandbox"}
-            elif req.get("steps") is not None:
+            elif req.get("view"):
                 reply = spawn_sandboxed(req, my_fds)
             else:
                 reply = spawn(req, my_fds)

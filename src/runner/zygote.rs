@@ -77,6 +77,22 @@ pub struct ZygoteSandbox {
     /// Each script gets a view of its own (namespaces and mounts, from its request's
     /// steps); without, each is held by Landlock and the filter on the host's view.
     pub namespaces: bool,
+    /// The jax-runner library, whose `jax_runner_confine` applies each request's plan.
+    pub library: PathBuf,
+}
+
+impl ZygoteSandbox {
+    /// What the zygote's test child tries at start: the namespaces and a fresh
+    /// `/proc`, the sandbox user, every capability dropped, the filters.
+    fn probe_plan(&self) -> super::confine::Confinement {
+        super::confine::Confinement {
+            steps: vec![super::mounts::MountStep::Tmpfs("/tmp".into())],
+            pid_namespace: true,
+            user: self.user,
+            cwd: PathBuf::from("/"),
+            ..Default::default()
+        }
+    }
 }
 
 /// The zygote's first line: ready, and (sandboxed) whether a test child could build
@@ -146,8 +162,13 @@ impl Zygote {
         for n in 0..filter_fds.len() {
             cmd.arg(format!("--seccomp-fd={}", FIRST_FILTER_FD + n as RawFd));
         }
-        if let Some(u) = sandbox.and_then(|sb| sb.user) {
-            cmd.arg(format!("--user={}:{}", u.uid, u.gid));
+        if let Some(sb) = sandbox {
+            let mut lib = OsString::from("--confine-lib=");
+            lib.push(&sb.library);
+            cmd.arg(lib);
+            let probe =
+                serde_json::to_string(&sb.probe_plan()).map_err(|e| start_error(e.into()))?;
+            cmd.arg(format!("--probe-plan={probe}"));
         }
         cmd.env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))

@@ -205,7 +205,10 @@ impl Traps {
         }
         let nice = nice_of(self.bystander.id());
         if nice != self.bystander_nice {
-            found.push(format!("the bystander's nice went {} -> {nice}", self.bystander_nice));
+            found.push(format!(
+                "the bystander's nice went {} -> {nice}",
+                self.bystander_nice
+            ));
         }
         found
     }
@@ -237,7 +240,11 @@ fn host_shm_segment(account: &Account) -> i32 {
         let id = libc::shmget(libc::IPC_PRIVATE, 4096, 0o600 | libc::IPC_CREAT);
         assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
         let at = libc::shmat(id, std::ptr::null(), 0);
-        assert!(at as isize != -1, "shmat: {}", std::io::Error::last_os_error());
+        assert!(
+            at as isize != -1,
+            "shmat: {}",
+            std::io::Error::last_os_error()
+        );
         std::ptr::copy_nonoverlapping(b"host secret".as_ptr(), at.cast::<u8>(), 11);
         libc::shmdt(at);
         let mut ds: libc::shmid_ds = std::mem::zeroed();

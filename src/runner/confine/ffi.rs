@@ -33,8 +33,7 @@ fn confine(plan: &[u8], filters: &[u8], phase: u32) -> Result<(), String> {
     let phase = Phase::from_raw(phase).ok_or_else(|| format!("unknown phase {phase}"))?;
     let plan: Confinement =
         serde_json::from_slice(plan).map_err(|e| format!("failed to read the plan: {e}"))?;
-    let filters =
-        split_filters(filters).map_err(|e| format!("failed to read the filters: {e}"))?;
+    let filters = split_filters(filters).map_err(|e| format!("failed to read the filters: {e}"))?;
     plan.apply_phase(phase, &filters)
         .map_err(|(what, e)| format!("failed to {what}: {e}"))
 }

@@ -101,10 +101,19 @@ fn every_top_level_folder_but_the_granted_is_hidden_and_read_only() {
         }
     }
     for granted in grants::ETC.iter().filter(|p| Path::new(p).exists()) {
-        assert!(s.contains(&MountStep::ReadOnly(granted.into())), "{granted}");
+        assert!(
+            s.contains(&MountStep::ReadOnly(granted.into())),
+            "{granted}"
+        );
     }
     let shown: Vec<&Path> = s.iter().map(MountStep::path).collect();
-    for secret in ["/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/opt", "/srv"] {
+    for secret in [
+        "/etc/shadow",
+        "/etc/gshadow",
+        "/etc/sudoers",
+        "/opt",
+        "/srv",
+    ] {
         let bound = |p: &&Path| {
             Path::new(secret).starts_with(p) && p.starts_with("/etc") && *p != Path::new("/etc")
         };

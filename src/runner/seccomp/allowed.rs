@@ -448,15 +448,23 @@ pub(super) fn rules(separation: Separation) -> Vec<Rule> {
         .into_iter()
         .chain([IOCTL])
         .collect();
-    out.extend(ON_A_PROCESS.iter().map(|(own, others)| match separation.pid {
-        true => others.clone(),
-        false => own.clone(),
-    }));
+    out.extend(
+        ON_A_PROCESS
+            .iter()
+            .map(|(own, others)| match separation.pid {
+                true => others.clone(),
+                false => own.clone(),
+            }),
+    );
     if separation.ipc {
         out.extend(IPC.iter().cloned());
     }
     if separation.net {
-        out.push(when("socket", libc::SYS_socket, When::OneOf(0, OWN_NETWORK)));
+        out.push(when(
+            "socket",
+            libc::SYS_socket,
+            When::OneOf(0, OWN_NETWORK),
+        ));
     }
     out
 }

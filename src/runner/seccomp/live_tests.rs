@@ -412,7 +412,9 @@ fn without_a_pid_namespace_calls_on_a_process_reach_only_the_caller() {
             return result(rc.into());
         }
         // SAFETY: sets the limit to what it was.
-        result(unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &old, std::ptr::null_mut()) }.into())
+        result(
+            unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &old, std::ptr::null_mut()) }.into(),
+        )
     }
     let own_rlimit = || rlimit_on(0);
     // SAFETY: getppid has no arguments.

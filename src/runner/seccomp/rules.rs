@@ -255,17 +255,14 @@ fn conditions(when: When) -> Vec<SeccompRule> {
             let mask = flags.iter().fold(0, |m, &(_, f)| m | f);
             vec![rule(arg, SeccompCmpOp::MaskedEq(mask), 0)]
         }
-        When::NoneOf(arg, values) => all(
-            values
-                .iter()
-                .map(|&(_, v)| condition(arg, SeccompCmpOp::Ne, v))
-                .collect(),
-        ),
-        When::OnSelf(args) => all(
-            args.iter()
-                .map(|&(arg, v)| condition(arg, SeccompCmpOp::Eq, v))
-                .collect(),
-        ),
+        When::NoneOf(arg, values) => all(values
+            .iter()
+            .map(|&(_, v)| condition(arg, SeccompCmpOp::Ne, v))
+            .collect()),
+        When::OnSelf(args) => all(args
+            .iter()
+            .map(|&(arg, v)| condition(arg, SeccompCmpOp::Eq, v))
+            .collect()),
         // seccompiler matches a call with no rules on its number alone.
         When::Always => Vec::new(),
         When::AnyFlag(arg, flags) => flags

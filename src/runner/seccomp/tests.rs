@@ -282,7 +282,12 @@ fn what_is_not_granted_is_refused_and_separation_widens_only_what_it_must() {
     }
     let other = 4242u64;
     let on_a_process: &[(&str, c_long, [u64; 6], [u64; 6])] = &[
-        ("prlimit64", libc::SYS_prlimit64, [0; 6], [other, 7, 0, 0, 0, 0]),
+        (
+            "prlimit64",
+            libc::SYS_prlimit64,
+            [0; 6],
+            [other, 7, 0, 0, 0, 0],
+        ),
         (
             "setpriority",
             libc::SYS_setpriority,
@@ -315,20 +320,54 @@ fn what_is_not_granted_is_refused_and_separation_widens_only_what_it_must() {
         ),
     ];
     for &(name, nr, own, others) in on_a_process {
-        assert_eq!(answer_for(Separation::NONE, native, nr, own), ALLOW, "{name}");
-        assert_eq!(answer_for(Separation::NONE, native, nr, others), EPERM, "{name}");
-        assert_eq!(answer_for(Separation::ALL, native, nr, others), ALLOW, "{name}");
+        assert_eq!(
+            answer_for(Separation::NONE, native, nr, own),
+            ALLOW,
+            "{name}"
+        );
+        assert_eq!(
+            answer_for(Separation::NONE, native, nr, others),
+            EPERM,
+            "{name}"
+        );
+        assert_eq!(
+            answer_for(Separation::ALL, native, nr, others),
+            ALLOW,
+            "{name}"
+        );
     }
     // PRIO_USER reaches every process of the user, the runner's among them.
     let user = [2, 0, 5, 0, 0, 0];
-    assert_eq!(answer_for(Separation::NONE, native, libc::SYS_setpriority, user), EPERM);
-    for nr in [libc::SYS_shmget, libc::SYS_msgget, libc::SYS_semget, libc::SYS_mq_open] {
-        assert_eq!(answer_for(Separation::NONE, native, nr, [0; 6]), EPERM, "nr {nr}");
-        assert_eq!(answer_for(Separation::ALL, native, nr, [0; 6]), ALLOW, "nr {nr}");
+    assert_eq!(
+        answer_for(Separation::NONE, native, libc::SYS_setpriority, user),
+        EPERM
+    );
+    for nr in [
+        libc::SYS_shmget,
+        libc::SYS_msgget,
+        libc::SYS_semget,
+        libc::SYS_mq_open,
+    ] {
+        assert_eq!(
+            answer_for(Separation::NONE, native, nr, [0; 6]),
+            EPERM,
+            "nr {nr}"
+        );
+        assert_eq!(
+            answer_for(Separation::ALL, native, nr, [0; 6]),
+            ALLOW,
+            "nr {nr}"
+        );
     }
     let inet = [libc::AF_INET as u64, 1, 0, 0, 0, 0];
-    assert_eq!(answer_for(Separation::NONE, native, libc::SYS_socket, inet), EPERM);
-    assert_eq!(answer_for(Separation::ALL, native, libc::SYS_socket, inet), ALLOW);
+    assert_eq!(
+        answer_for(Separation::NONE, native, libc::SYS_socket, inet),
+        EPERM
+    );
+    assert_eq!(
+        answer_for(Separation::ALL, native, libc::SYS_socket, inet),
+        ALLOW
+    );
 }
 
 #[test]

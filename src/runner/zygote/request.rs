@@ -1,13 +1,15 @@
 //! What one warm start asks of the zygote: the script, its folder, the environment a
-//! cold start would give it, and, sandboxed, the mount steps and Landlock rules its
-//! child applies. Built once per attempt, owned, and lent to [`Zygote::spawn`].
+//! cold start would give it, and, sandboxed, the attempt's confinement (the same
+//! record a cold start hands `__sandbox-exec`, with the view and a PID namespace of
+//! its own), which the child applies through the jax-runner library. Built once per
+//! attempt, owned, and lent to [`Zygote::spawn`].
 
 use std::path::Path;
 
 use super::Zygote;
 use crate::error::ZygoteError;
 use crate::runner::attempt::AttemptSpec;
-use crate::runner::mounts::MountStep;
+use crate::runner::confine::Confinement;
 
 /// What a script needs from the zygote.
 #[derive(Debug, serde::Serialize)]
@@ -17,12 +19,10 @@ pub struct Request<'a> {
     pub env: std::collections::BTreeMap<String, String>,
     pub runner_pid: u32,
     pub cgroup_procs: Vec<String>,
-    /// Sandboxed in a view of its own: the mount steps the child applies before the
-    /// script runs.
-    pub steps: Option<&'a [MountStep]>,
-    /// Sandboxed: Landlock's rules the child holds the script to, where the kernel has
-    /// Landlock.
-    pub landlock: Option<&'a crate::runner::landlock::LandlockPlan>,
+    /// Sandboxed in a view of its own: the child builds it (and waits for the go).
+    pub view: bool,
+    /// Sandboxed: the confinement the child hands the library before the script runs.
+    pub plan: Option<&'a Confinement>,
     /// Sandboxed: the child confines the script (user, Landlock, filter) before it runs.
     pub confined: bool,
 }
@@ -33,9 +33,8 @@ pub struct WarmRequest {
     cwd: String,
     env: std::collections::BTreeMap<String, String>,
     cgroup_procs: Vec<String>,
-    steps: Option<Vec<MountStep>>,
-    landlock: Option<crate::runner::landlock::LandlockPlan>,
-    confined: bool,
+    view: bool,
+    plan: Option<Confinement>,
 }
 
 impl WarmRequest {
@@ -46,61 +45,64 @@ impl WarmRequest {
             env: self.env.clone(),
             runner_pid: std::process::id(),
             cgroup_procs: self.cgroup_procs.clone(),
-            steps: self.steps.as_deref(),
-            landlock: self.landlock.as_ref(),
-            confined: self.confined,
+            view: self.view,
+            plan: self.plan.as_ref(),
+            confined: self.plan.is_some(),
         }
     }
 
     /// Whether the script runs in a view of its own (its cgroup is joined by the runner
     /// and it waits for the runner's go).
     pub fn sandboxed(&self) -> bool {
-        self.steps.is_some()
+        self.view
     }
 }
 
 /// The request for `spec`, or why it cannot start warm from this zygote: one that
 /// serves sandboxed scripts (in views of their own, or not) serves only those.
 pub fn warm_request(spec: &AttemptSpec, zygote: &Zygote) -> Result<WarmRequest, ZygoteError> {
-    let steps = match (&spec.sandbox, zygote.sandboxed) {
+    let view = match (&spec.sandbox, zygote.sandboxed) {
         (Some(_), false) => return Err(ZygoteError::Sandboxed),
         (None, true) => return Err(ZygoteError::NotSandboxed),
-        (Some(sb), true) if zygote.namespaces => {
-            if sb.steps.iter().any(|s| s.path().to_str().is_none()) {
-                return Err(ZygoteError::NotUtf8("sandbox mount path"));
-            }
-            Some(sb.steps.clone())
-        }
-        _ => None,
+        (Some(_), true) => zygote.namespaces,
+        (None, false) => false,
     };
+    let plan = spec
+        .sandbox
+        .as_ref()
+        .map(|sb| sb.confine.for_warm(view.then_some(sb.steps.as_slice())));
+    // The plan travels as JSON: every path in it must be text.
+    if let Some(p) = &plan {
+        let paths = p
+            .steps
+            .iter()
+            .map(|s| s.path())
+            .chain(
+                p.landlock
+                    .iter()
+                    .flat_map(|l| l.rules.iter().map(|r| r.0.as_path())),
+            )
+            .chain(std::iter::once(p.cwd.as_path()));
+        if paths.into_iter().any(|p| p.to_str().is_none()) {
+            return Err(ZygoteError::NotUtf8("sandbox path"));
+        }
+    }
     let utf8 = |p: &Path, what: &'static str| {
         p.to_str()
             .map(str::to_string)
             .ok_or(ZygoteError::NotUtf8(what))
     };
-    let landlock = spec
-        .sandbox
-        .as_ref()
-        .and_then(|sb| sb.confine.landlock.clone());
-    if landlock
-        .iter()
-        .flat_map(|l| &l.rules)
-        .any(|(p, _)| p.to_str().is_none())
-    {
-        return Err(ZygoteError::NotUtf8("Landlock path"));
-    }
     Ok(WarmRequest {
         script: utf8(&spec.script, "script path")?,
         cwd: utf8(&spec.cwd, "working directory path")?,
         env: warm_env(spec)?,
         // Inside a view the cgroup files are out of reach: the runner places it.
-        cgroup_procs: match (&spec.cgroup, &steps) {
-            (Some(c), None) => c.procs_paths(),
+        cgroup_procs: match (&spec.cgroup, view) {
+            (Some(c), false) => c.procs_paths(),
             _ => Vec::new(),
         },
-        steps,
-        landlock,
-        confined: spec.sandbox.is_some(),
+        view,
+        plan,
     })
 }
 
