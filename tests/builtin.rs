@@ -33,12 +33,17 @@ struct How {
     bwrap: bool,
     /// `--sandbox landlock`: the built-in layer alone, whatever else the machine has.
     layer_alone: bool,
+    /// The runner (an ordinary user's) in a user namespace whose
+    /// `user.max_user_namespaces` is 0: a machine without user namespaces (many
+    /// clusters, Ubuntu 24.04 desktops), where bwrap is on PATH but cannot work.
+    no_userns: bool,
 }
 
 const WARM: How = How {
     warm: true,
     bwrap: false,
     layer_alone: false,
+    no_userns: false,
 };
 const COLD: How = How {
     warm: false,
@@ -52,6 +57,12 @@ const COLD_BWRAP: How = How {
     bwrap: true,
     ..COLD
 };
+/// bwrap on PATH, on a machine that has no user namespaces for it.
+const NO_USERNS: How = How {
+    no_userns: true,
+    ..WARM_BWRAP
+};
+
 /// bwrap stays on PATH: the layer alone is asked for, whatever else there is.
 const LAYER_ALONE: How = How {
     layer_alone: true,
@@ -64,10 +75,11 @@ impl How {
             "as {}, {}, {}",
             account.who.name(),
             if self.warm { "warm" } else { "cold" },
-            match (self.layer_alone, self.bwrap) {
-                (true, _) => "--sandbox landlock",
-                (false, true) => "bwrap on PATH",
-                (false, false) => "bwrap hidden",
+            match (self.layer_alone, self.bwrap, self.no_userns) {
+                (true, _, _) => "--sandbox landlock",
+                (false, _, true) => "no user namespaces",
+                (false, true, false) => "bwrap on PATH",
+                (false, false, false) => "bwrap hidden",
             }
         )
     }
@@ -77,7 +89,66 @@ impl How {
     fn bwrap_here(self, case: &str) -> bool {
         !self.bwrap
             || self.layer_alone
+            || self.no_userns
             || prereq::require(prereq::Prereq::Bwrap, prereq::bwrap(), case)
+    }
+
+    /// Runs `cmd` (an ordinary user's runner) as the case asks. With no user
+    /// namespaces: in a user namespace of its own (made by util-linux's `unshare`,
+    /// its maps written from here by root: the host's 0 and the account's ids, each
+    /// to itself) whose limit of further user namespaces is set to 0, dropped to the
+    /// account there by `setpriv`.
+    fn output(self, account: &Account, mut cmd: Command, inherited: &Inherited) -> Output {
+        if !self.no_userns {
+            inherited.hand_to(&mut cmd);
+            return cmd.output().expect("the runner starts");
+        }
+        let mut outer = Command::new("unshare");
+        outer
+            .args(["--user", "--", "/bin/sh", "-c"])
+            // The shell waits for its maps, then execs a new one: an exec as uid 0 of
+            // the namespace gives back the capabilities the first exec (as its
+            // overflow uid) dropped.
+            .arg("read go && inner=$1 && shift && exec /bin/sh -c \"$inner\" sh \"$@\"")
+            .arg("sh")
+            .arg(format!(
+                "echo 0 > /proc/sys/user/max_user_namespaces && \
+                 exec setpriv --reuid={} --regid={} --clear-groups -- \"$@\" </dev/null",
+                account.uid, account.gid
+            ))
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .env_clear()
+            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        inherited.hand_to(&mut outer);
+        let mut child = outer.spawn().expect("unshare starts");
+        let pid = child.id();
+        // The namespace is made once `unshare` execs the shell, which then waits.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let own = std::fs::read_link("/proc/self/ns/user").unwrap();
+        while std::fs::read_link(format!("/proc/{pid}/ns/user"))
+            .ok()
+            .as_ref()
+            == Some(&own)
+        {
+            assert!(Instant::now() < deadline, "unshare made no user namespace");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for (file, id) in [("uid_map", account.uid), ("gid_map", account.gid)] {
+            std::fs::write(
+                format!("/proc/{pid}/{file}"),
+                format!("0 0 1\n{id} {id} 1\n"),
+            )
+            .unwrap_or_else(|e| panic!("write {file}: {e}"));
+        }
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        drop(stdin);
+        child.wait_with_output().expect("the runner ends")
     }
 
     /// Default options but for these.
@@ -144,7 +215,7 @@ fn check_layers(r: &Value, how: How, account: &Account, failures: &mut Vec<Strin
         failures.push(format!("{id} ran without a Landlock layer: {sandbox}"));
     }
     let mut want = vec!["seccomp"];
-    if how.bwrap && !how.layer_alone {
+    if how.bwrap && !how.layer_alone && !how.no_userns {
         want.push("bwrap");
     }
     if account.is_root() {
@@ -156,7 +227,7 @@ fn check_layers(r: &Value, how: How, account: &Account, failures: &mut Vec<Strin
             failures.push(format!("{id} ran as the host's root: {sandbox}"));
         }
     }
-    let unwanted: &[&str] = if how.layer_alone {
+    let unwanted: &[&str] = if how.layer_alone || how.no_userns {
         &["bwrap", "namespaces"]
     } else {
         &[]
@@ -168,7 +239,10 @@ fn check_layers(r: &Value, how: How, account: &Account, failures: &mut Vec<Strin
     }
     for layer in unwanted {
         if layers.contains(layer) {
-            failures.push(format!("{id}: --sandbox landlock gave {layer}: {sandbox}"));
+            failures.push(format!(
+                "{id}: {} gave {layer}: {sandbox}",
+                how.describe(account)
+            ));
         }
     }
 }
@@ -673,8 +747,7 @@ fn catalogue_case(account: Account, how: How) {
     for value in traps.env() {
         cmd.arg("--env").arg(value);
     }
-    traps.inherited.hand_to(&mut cmd);
-    let out = cmd.output().expect("the runner starts");
+    let out = how.output(&account, cmd, &traps.inherited);
     let results = complete_results(&tree, &out, &["hostile_root", "tree_victim"], &case);
     let report = read_json(&data_dir(&results[0]).join("hostile_root.json"));
     let mut failures = Vec::new();
@@ -714,6 +787,34 @@ fn as_user_warm_without_bwrap_the_catalogue_is_blocked() {
 #[test]
 fn as_user_cold_without_bwrap_the_catalogue_is_blocked() {
     catalogue_case(Account::user(), COLD);
+}
+
+/// A machine without user namespaces: bwrap is on PATH but cannot make its sandbox,
+/// so the built-in layer holds the catalogue alone, warm and cold.
+#[test]
+fn as_user_warm_without_user_namespaces_the_catalogue_is_blocked() {
+    if prereq::require(
+        prereq::Prereq::Root,
+        prereq::root(),
+        "no user namespaces, warm",
+    ) {
+        catalogue_case(Account::user(), NO_USERNS);
+    }
+}
+
+#[test]
+fn as_user_cold_without_user_namespaces_the_catalogue_is_blocked() {
+    if prereq::require(
+        prereq::Prereq::Root,
+        prereq::root(),
+        "no user namespaces, cold",
+    ) {
+        let how = How {
+            warm: false,
+            ..NO_USERNS
+        };
+        catalogue_case(Account::user(), how);
+    }
 }
 
 #[test]

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import zipfile
 
 PREFIX = "JAX_RUNNER_RAY_"
