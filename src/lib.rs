@@ -26,4 +26,5 @@ pub mod render;
 pub mod report;
 pub mod retry;
 pub mod runner;
+pub mod sandbox;
 pub mod schema;

@@ -35,12 +35,12 @@ fn main() -> ExitCode {
     // may reach a script: every inherited descriptor closes on exec.
     let _ = jax_runner::runner::sys::cloexec_from(3);
     // The last step of a sandboxed cold start, inside the sandbox (never started by a
-    // user): see `runner::sandbox_exec`.
+    // user): see `sandbox::helper`.
     if std::env::args_os().nth(1).as_deref()
-        == Some(std::ffi::OsStr::new(jax_runner::runner::sandbox::EXEC_ARG))
+        == Some(std::ffi::OsStr::new(jax_runner::sandbox::bwrap::EXEC_ARG))
     {
         let rest: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
-        return ExitCode::from(jax_runner::runner::sandbox_exec::run(&rest) as u8);
+        return ExitCode::from(jax_runner::sandbox::helper::run(&rest) as u8);
     }
     // The runner's own helper process, started by a run (never by a user): see
     // `runner::sentinel`.

@@ -1,6 +1,7 @@
 //! The documentation keeps its promises about itself: `docs/cli.md` is the binary's own
 //! help, and every link in the README, ARCHITECTURE.md, docs/ and bench/README.md leads
-//! to a file that exists and, with `#anchor`, to a heading in it.
+//! to a file that exists and, with `#anchor`, to a heading in it; ARCHITECTURE.md
+//! names every source file under `src/`.
 
 mod common;
 
@@ -179,4 +180,48 @@ fn slugs_are_githubs() {
         "failures-retries-and-the-gpucpu-fallback"
     );
     assert_eq!(slug("`<id>_results.json`"), "id_resultsjson");
+}
+
+/// Every source file under `src/` (`.rs` and `.py`, tests and nested modules
+/// included), as a path from the repository's root.
+fn source_files(dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "__pycache__") {
+                source_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs" || e == "py") {
+            let relative = path.strip_prefix(repo()).unwrap();
+            out.push(relative.to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// ARCHITECTURE.md is the map of the code: it names every file under `src/` by its
+/// path (`src/report/escape.rs`), so a file added without a place in it fails here.
+#[test]
+fn architecture_names_every_source_file() {
+    let map = std::fs::read_to_string(repo().join("ARCHITECTURE.md")).unwrap();
+    let mut files = Vec::new();
+    source_files(&repo().join("src"), &mut files);
+    files.sort();
+    assert!(
+        files.len() > 100,
+        "only {} files found under src/",
+        files.len()
+    );
+    let missing: Vec<&String> = files
+        .iter()
+        .filter(|f| !map.contains(&format!("`{f}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md does not name these files (as `src/…`):\n{}",
+        missing
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }

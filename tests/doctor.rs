@@ -242,20 +242,20 @@ fn layers_here(root: bool, bwrap_ok: bool, namespaces: bool) -> Vec<String> {
     } else if root && namespaces {
         out.push("namespaces".to_string());
     }
-    if let Some(abi) = jax_runner::runner::landlock::abi() {
+    if let Some(abi) = jax_runner::sandbox::landlock::abi() {
         out.push(format!("landlock-v{abi}"));
     }
     if root {
         out.push("uid".to_string());
     }
-    if jax_runner::runner::seccomp::programs().is_some() {
+    if jax_runner::sandbox::seccomp::programs().is_some() {
         out.push("seccomp".to_string());
     }
     out
 }
 
 fn builtin_namespaces() -> bool {
-    jax_runner::runner::sandboxing::namespaces_here()
+    jax_runner::sandbox::layers::namespaces_here()
 }
 
 #[test]
@@ -281,7 +281,7 @@ fn the_sandbox_section_says_what_each_layer_can_do_here() {
             .unwrap()
             .starts_with("bubblewrap "));
     }
-    match jax_runner::runner::landlock::abi() {
+    match jax_runner::sandbox::landlock::abi() {
         Some(abi) => {
             assert_eq!(sb["landlock"]["abi"], abi);
             assert!(layer(&doc, "landlock")["message"]

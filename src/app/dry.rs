@@ -5,7 +5,7 @@ use crate::config::{RunConfig, WarmStart};
 use crate::discovery::Script;
 use crate::model::PlannedScript;
 use crate::plan::Plan;
-use crate::runner::sandbox::Sandboxing;
+use crate::sandbox::layers::Sandboxing;
 
 use super::schedule::Schedule;
 

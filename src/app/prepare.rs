@@ -22,11 +22,13 @@ use crate::model::{Device, Platform, SandboxInfo};
 use crate::plan::{plan, ray_plan, Cluster, Plan};
 use crate::python::{Interpreter, Resolver};
 use crate::report::gnn::GnnEntry;
-use crate::runner::backends::{self, SandboxSetup, Shared};
-use crate::runner::identity::Identity;
+use crate::runner::backends::{self, Shared};
 use crate::runner::ray::RayClient;
-use crate::runner::sandbox::{self, Sandboxing};
 use crate::runner::{telemetry, Backend};
+use crate::sandbox::bwrap;
+use crate::sandbox::layers::Sandboxing;
+use crate::sandbox::policy::SandboxSetup;
+use crate::sandbox::user::Identity;
 
 /// Everything decided before the first script starts.
 #[derive(Debug)]
@@ -304,15 +306,15 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
             let sandbox = sandboxing.ok().map(|sandboxing| SandboxSetup {
                 sandboxing,
                 home: config.environment.var_os("HOME").map(PathBuf::from),
-                python_paths: sandbox::python_paths(&interp.path, &interp.info),
+                python_paths: bwrap::python_paths(&interp.path, &interp.info),
                 seccomp,
                 identity,
-                helper: sandbox::helper(),
+                helper: bwrap::helper(),
                 // Only a run without a view of its own needs one; a failure to make it
                 // fails each attempt with the reason.
                 private_root: match sandboxing_has_view {
                     true => std::env::temp_dir(),
-                    false => crate::runner::sandbox_setup::private_root()
+                    false => crate::sandbox::policy::private_root()
                         .unwrap_or_else(|_| std::env::temp_dir().join("jax-runner-unavailable")),
                 },
             });

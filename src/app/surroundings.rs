@@ -9,9 +9,10 @@ use crate::environment::Environment;
 use crate::error::ConfigError;
 use crate::model::{SandboxInfo, SandboxMode};
 use crate::python::Interpreter;
-use crate::runner::sandbox::{self, Sandboxing};
 use crate::runner::telemetry;
 use crate::runner::zygote::{Zygote, ZygoteSandbox};
+use crate::sandbox::bwrap;
+use crate::sandbox::layers::Sandboxing;
 
 /// How scripts are sandboxed (or why not): `auto` and `on` take every layer this
 /// machine has (bwrap where it works, Landlock where the kernel has it, for a root
@@ -26,15 +27,15 @@ pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Sandboxing, String>, 
     if mode == SandboxMode::Off {
         return Ok(Err("--sandbox off".into()));
     }
-    let landlock = crate::runner::landlock::abi();
+    let landlock = crate::sandbox::landlock::abi();
     let bwrap = match mode {
         SandboxMode::Landlock => Err(crate::error::SandboxError::NotAsked),
-        _ => sandbox::detect(),
+        _ => bwrap::detect(),
     };
     if let (SandboxMode::Bwrap, Err(reason)) = (mode, &bwrap) {
         return Err(ConfigError::SandboxUnavailable {
             reason: reason.to_string(),
-            hint: sandbox::INSTALL_HINT,
+            hint: bwrap::INSTALL_HINT,
         });
     }
     if let (SandboxMode::Landlock, None) = (mode, landlock) {
@@ -48,7 +49,7 @@ pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Sandboxing, String>, 
     // the built-in layer alone (Landlock, the filter, the sandbox uid).
     let namespaces = bwrap.is_none()
         && mode != SandboxMode::Landlock
-        && crate::runner::sandboxing::namespaces_here();
+        && crate::sandbox::layers::namespaces_here();
     Ok(Ok(Sandboxing {
         bwrap,
         namespaces,
@@ -61,7 +62,7 @@ pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Sandboxing, String>, 
 /// them scripts still run with no
 /// capabilities, and the run says the filter is missing.
 pub(super) fn seccomp_filter(sandboxing: &Sandboxing, warnings: &mut Vec<String>) -> Vec<PathBuf> {
-    use crate::runner::seccomp::install_for;
+    use crate::sandbox::seccomp::install_for;
     match install_for(&crate::paths::cache_dir(), sandboxing.separation()) {
         Ok(Some(paths)) => paths,
         Ok(None) => {
@@ -207,7 +208,7 @@ pub(super) fn zygote_env(
 pub(super) fn sandbox_info(
     config: &RunConfig,
     sandboxing: &Result<Sandboxing, String>,
-    identity: &crate::runner::identity::Identity,
+    identity: &crate::sandbox::user::Identity,
     seccomp: bool,
 ) -> SandboxInfo {
     let on = sandboxing.is_ok();

@@ -15,10 +15,10 @@ use crate::model::doctor::{
     BwrapProbe, CgroupProbe, LandlockProbe, SandboxReport, SandboxUserProbe, SeccompProbe,
     UsernsProbe,
 };
-use crate::runner::identity::{FIRST_UID, LAST_UID};
 use crate::runner::limits::AttemptCgroup;
-use crate::runner::sandbox;
-use crate::runner::{landlock, seccomp};
+use crate::sandbox::bwrap;
+use crate::sandbox::user::{FIRST_UID, LAST_UID};
+use crate::sandbox::{landlock, seccomp};
 
 /// Tries every layer and judges each.
 pub fn inspect() -> SandboxReport {
@@ -26,7 +26,7 @@ pub fn inspect() -> SandboxReport {
     let mut report = SandboxReport {
         layers: Vec::new(),
         root,
-        builtin_namespaces: crate::runner::sandboxing::namespaces_here(),
+        builtin_namespaces: crate::sandbox::layers::namespaces_here(),
         bwrap: bwrap(),
         user_namespaces: user_namespaces(),
         landlock: landlock_probe(),
@@ -42,7 +42,7 @@ pub fn inspect() -> SandboxReport {
 /// bwrap as the runner would find and try it.
 fn bwrap() -> BwrapProbe {
     use crate::error::SandboxError;
-    match sandbox::detect() {
+    match bwrap::detect() {
         Ok(b) => BwrapProbe {
             path: Some(b.path.display().to_string()),
             version: Some(b.version),
@@ -85,7 +85,7 @@ fn user_namespaces() -> UsernsProbe {
     // SAFETY: between fork and exec only unshare, open, write and close, on buffers
     // built before the fork.
     let made = unsafe {
-        crate::runner::sandboxing::try_in_child(move || {
+        crate::sandbox::layers::try_in_child(move || {
             rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWUSER)?;
             write_proc(c"/proc/self/setgroups", b"deny")?;
             write_proc(c"/proc/self/gid_map", &gid_map)?;

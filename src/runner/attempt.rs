@@ -1,8 +1,10 @@
 //! The seam between the retry loop and whatever runs an attempt: what an attempt is
 //! asked to do ([`AttemptRequest`]), what a process attempt looks like
-//! ([`AttemptSpec`], pure data), what comes back ([`Attempted`] or [`AttemptError`]),
-//! and the [`Backend`] trait that local processes and Ray jobs implement. The loop in
-//! `script.rs` knows nothing else of how an attempt runs, so a fake backend tests it.
+//! ([`AttemptSpec`]: the command, its environment, limits and sandbox, with the live
+//! handles the attempt needs: its cgroup, the event sink for samples, NVML), what
+//! comes back ([`Attempted`] or [`AttemptError`]), and the [`Backend`] trait that
+//! local processes and Ray jobs implement. The loop in `script.rs` knows nothing else
+//! of how an attempt runs, so a fake backend tests it.
 
 use std::ffi::OsString;
 use std::future::Future;
@@ -121,10 +123,10 @@ pub struct SandboxSpec {
     /// bwrap and its arguments, ending in `--`; `None` for the built-in layer alone.
     pub bwrap: Option<(PathBuf, Vec<OsString>)>,
     /// The view's mounts as steps (for the zygote's child); empty without a view.
-    pub steps: Vec<super::mounts::MountStep>,
+    pub steps: Vec<crate::sandbox::view::MountStep>,
     /// The last steps before the script: `__sandbox-exec`'s cold, the zygote child's
     /// warm.
-    pub confine: super::confine::Confinement,
+    pub confine: crate::sandbox::apply::Confinement,
     /// `jax-runner` itself, which finishes a cold start (`__sandbox-exec`).
     pub helper: PathBuf,
 }
@@ -142,7 +144,7 @@ impl SandboxSpec {
             .steps
             .iter()
             .filter_map(|s| match s {
-                super::mounts::MountStep::Scratch { path, .. } => Some(path.clone()),
+                crate::sandbox::view::MountStep::Scratch { path, .. } => Some(path.clone()),
                 _ => None,
             })
             .collect();

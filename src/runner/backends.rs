@@ -13,11 +13,11 @@ use super::attempt::{
     AttemptError, AttemptFuture, AttemptRequest, AttemptSpec, Attempted, Backend, Enforced,
     SampleSink, Start,
 };
-pub use super::sandbox_setup::SandboxSetup;
 use super::zygote::Zygote;
 use super::{child, env, limits, ray, telemetry, Stop};
 use crate::config::RunConfig;
 use crate::model::Platform;
+use crate::sandbox::policy::SandboxSetup;
 
 /// What both backends share: the run's options and what the run set up for them.
 #[derive(Debug, Clone)]

@@ -103,7 +103,7 @@ pub async fn run_attempt(
         _ => None,
     };
     let exit = if spec.sandbox.as_ref().is_some_and(|sb| sb.bwrap.is_some()) {
-        let (code, signal) = super::sandbox::decode_exit(exit.code, exit.signal);
+        let (code, signal) = crate::sandbox::bwrap::decode_exit(exit.code, exit.signal);
         Exit {
             code,
             signal,

@@ -66,14 +66,14 @@ struct Wire<'a> {
 /// How to start the zygote inside the sandbox.
 #[derive(Debug, Clone)]
 pub struct ZygoteSandbox {
-    /// bwrap and its arguments up to `--` (see `sandbox::zygote_args`); `None` for
+    /// bwrap and its arguments up to `--` (see `bwrap::zygote_args`); `None` for
     /// the built-in sandbox, where a root runner's zygote builds each script's
     /// namespaces from the host's view.
     pub bwrap: Option<(PathBuf, Vec<OsString>)>,
     /// The seccomp programs every script's process installs before its first line.
     pub seccomp: Vec<PathBuf>,
     /// The unprivileged user every script drops to (a root runner's).
-    pub user: Option<super::identity::SandboxUser>,
+    pub user: Option<crate::sandbox::user::SandboxUser>,
     /// Each script gets a view of its own (namespaces and mounts, from its request's
     /// steps); without, each is held by Landlock and the filter on the host's view.
     pub namespaces: bool,
@@ -84,9 +84,9 @@ pub struct ZygoteSandbox {
 impl ZygoteSandbox {
     /// What the zygote's test child tries at start: the namespaces and a fresh
     /// `/proc`, the sandbox user, every capability dropped, the filters.
-    fn probe_plan(&self) -> super::confine::Confinement {
-        super::confine::Confinement {
-            steps: vec![super::mounts::MountStep::Tmpfs("/tmp".into())],
+    fn probe_plan(&self) -> crate::sandbox::apply::Confinement {
+        crate::sandbox::apply::Confinement {
+            steps: vec![crate::sandbox::view::MountStep::Tmpfs("/tmp".into())],
             pid_namespace: true,
             user: self.user,
             cwd: PathBuf::from("/"),

@@ -118,7 +118,7 @@ pub fn root() -> Result<(), String> {
 
 /// Whether bubblewrap works here, as [`require`] wants it.
 pub fn bwrap() -> Result<(), String> {
-    jax_runner::runner::sandbox::detect()
+    jax_runner::sandbox::bwrap::detect()
         .map(|_| ())
         .map_err(|e| e.to_string())
 }

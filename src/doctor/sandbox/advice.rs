@@ -6,7 +6,7 @@ use crate::model::doctor::{
     BwrapProbe, CgroupProbe, LandlockProbe, LayerFinding, LayerState, SandboxLayer, SandboxReport,
     SandboxUserProbe, SeccompProbe, UsernsProbe,
 };
-use crate::runner::landlock;
+use crate::sandbox::landlock;
 
 /// The newest Landlock ABI whose restrictions `landlock::covers` lists, and the kernel
 /// that brings it.
@@ -21,13 +21,7 @@ pub fn expected_layers(
     root: bool,
     seccomp: bool,
 ) -> Vec<String> {
-    crate::runner::sandboxing::layer_names(
-        bwrap_ok,
-        root && namespaces,
-        landlock_abi,
-        root,
-        seccomp,
-    )
+    crate::sandbox::layers::layer_names(bwrap_ok, root && namespaces, landlock_abi, root, seccomp)
 }
 
 /// Fills `layers` and `findings` from the probes.
@@ -74,7 +68,7 @@ fn sudo(root: bool) -> &'static str {
 
 /// The command that installs bubblewrap.
 pub fn install_bwrap(root: bool) -> String {
-    format!("{}{}", sudo(root), crate::runner::sandbox::INSTALL_HINT)
+    format!("{}{}", sudo(root), crate::sandbox::bwrap::INSTALL_HINT)
 }
 
 /// The kernel settings that keep this user from a usable user namespace, as one

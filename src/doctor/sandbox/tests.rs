@@ -345,7 +345,7 @@ fn this_machines_probes_agree_with_the_runner() {
     assert_eq!(r.landlock.abi, landlock::abi());
     assert_eq!(r.landlock.error.is_some(), r.landlock.abi.is_none());
     assert_eq!(r.seccomp.filter, seccomp::programs().is_some());
-    assert_eq!(r.bwrap.works, sandbox::detect().is_ok());
+    assert_eq!(r.bwrap.works, bwrap::detect().is_ok());
     assert_eq!(r.findings.len(), 6);
     assert_eq!(r.layers.contains(&"uid".to_string()), r.root);
 }

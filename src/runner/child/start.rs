@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use crate::error::ZygoteError;
 use crate::runner::attempt::{AttemptError, AttemptSpec, Start};
+use crate::runner::reaper;
 use crate::runner::sys;
 use crate::runner::zygote::{self, Zygote};
-use crate::runner::{reaper, sandbox};
+use crate::sandbox::bwrap;
 
 /// Runs a script whose path is not valid UTF-8 (see the file for why).
 const LAUNCH_ODD_NAME: &str = include_str!("../launch.py");
@@ -37,7 +38,7 @@ fn command(spec: &AttemptSpec) -> Result<(Command, Held), std::io::Error> {
                 }
                 None => Command::new(&sb.helper),
             };
-            c.arg(sandbox::EXEC_ARG);
+            c.arg(bwrap::EXEC_ARG);
             let plan = sb.confine.to_memfd()?;
             c.arg("--plan-fd").arg(plan.as_raw_fd().to_string());
             held.push(plan);

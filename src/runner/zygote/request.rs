@@ -9,7 +9,7 @@ use std::path::Path;
 use super::Zygote;
 use crate::error::ZygoteError;
 use crate::runner::attempt::AttemptSpec;
-use crate::runner::confine::Confinement;
+use crate::sandbox::apply::Confinement;
 
 /// What a script needs from the zygote.
 #[derive(Debug, serde::Serialize)]

@@ -11,7 +11,7 @@
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 
-use super::confine::Confinement;
+use super::apply::Confinement;
 
 /// Exit code when the sandbox could not be completed: the script never started.
 pub const FAILED: i32 = 70;

@@ -4,7 +4,7 @@
 //! rules, the switch to the sandbox user, the capabilities dropped, the seccomp
 //! filters) and the Rust code that applies it. A cold start hands it to `jax-runner
 //! __sandbox-exec` in a memory file; the warm zygote's children hand it to the same
-//! code, loaded from the `jax-runner` library (`confine/ffi.rs`), so no step of it is
+//! code, loaded from the `jax-runner` library (`apply/ffi.rs`), so no step of it is
 //! written twice, and a record this code does not know is refused whole.
 
 use std::io::{Read, Seek, Write};
@@ -13,10 +13,10 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::identity::{become_user, drop_capabilities, SandboxUser};
 use super::landlock::LandlockPlan;
-use super::mountns::MountNamespace;
-use super::mounts::MountStep;
+use super::namespaces::MountNamespace;
+use super::user::{become_user, drop_capabilities, SandboxUser};
+use super::view::MountStep;
 
 /// What one attempt's last steps are.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -139,7 +139,7 @@ impl Confinement {
             return Ok(());
         }
         if self.pid_namespace {
-            super::mountns::fresh_proc().map_err(|e| ("mount a fresh /proc", e))?;
+            super::namespaces::fresh_proc().map_err(|e| ("mount a fresh /proc", e))?;
         }
         if let Some(u) = self.user {
             for dir in &self.own {
@@ -169,7 +169,8 @@ impl Confinement {
         }
         super::seccomp::apply_prepared(seccomp).map_err(|e| ("install the seccomp filter", e))?;
         if phase == Phase::All {
-            super::sys::cloexec_from(3).map_err(|e| ("close the runner's descriptors", e))?;
+            crate::runner::sys::cloexec_from(3)
+                .map_err(|e| ("close the runner's descriptors", e))?;
         }
         Ok(())
     }
@@ -188,7 +189,7 @@ fn give(dir: &std::path::Path, u: SandboxUser) -> std::io::Result<()> {
 /// Dies with `parent`: the death signal set again (a switch of user cleared it), and
 /// an end at once if the parent is already gone.
 fn die_with(parent: u32) -> std::io::Result<()> {
-    super::reaper::die_with_parent(parent as libc::pid_t)
+    crate::runner::reaper::die_with_parent(parent as libc::pid_t)
 }
 
 pub mod ffi;
@@ -237,12 +238,15 @@ mod tests {
     }
 
     /// No step of the sandbox is written in Python: the zygote forks and hands the
-    /// plan to this code (`ffi.rs`); it makes none of the calls that confine.
+    /// plan to this code (`apply/ffi.rs`); it makes none of the calls that confine.
     #[test]
     fn the_zygote_holds_no_step_of_the_policy() {
         for (name, src) in [
-            ("zygote.py", include_str!("zygote.py")),
-            ("zygote_sandbox.py", include_str!("zygote_sandbox.py")),
+            ("zygote.py", include_str!("../runner/zygote.py")),
+            (
+                "zygote_sandbox.py",
+                include_str!("../runner/zygote_sandbox.py"),
+            ),
         ] {
             for call in [
                 ".mount",

@@ -6,16 +6,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::attempt::{AttemptError, AttemptRequest, SandboxSpec};
-use super::backends::Shared;
-use super::confine::Confinement;
+use super::apply::Confinement;
+use super::bwrap;
 use super::grants;
-use super::identity::Identity;
 use super::landlock::{self, Grants};
-use super::mounts::{self, MountStep, Mounts};
-use super::sandbox::{self, Sandboxing};
-use super::zygote::ZygoteSandbox;
+use super::layers::Sandboxing;
+use super::user::Identity;
+use super::view::{self, MountStep, Mounts};
 use crate::model::Platform;
+use crate::runner::attempt::{AttemptError, AttemptRequest, SandboxSpec};
+use crate::runner::backends::Shared;
+use crate::runner::zygote::ZygoteSandbox;
 
 /// What a sandboxed run needs to build each script's sandbox.
 #[derive(Debug, Clone)]
@@ -106,7 +107,7 @@ impl SandboxSetup {
             scratch_size: req.settings.memory_limit,
         };
         let steps = match self.sandboxing.has_view() {
-            true => mounts::steps(&view),
+            true => view::steps(&view),
             false => Vec::new(),
         };
         let scratch: Vec<PathBuf> = steps
@@ -120,7 +121,7 @@ impl SandboxSetup {
             .sandboxing
             .bwrap
             .as_ref()
-            .map(|b| (b.path.clone(), sandbox::args(b, &view)));
+            .map(|b| (b.path.clone(), bwrap::args(b, &view)));
         let builtin_view = bwrap.is_none() && self.sandboxing.namespaces;
         let confine = Confinement {
             steps: if builtin_view {
@@ -162,7 +163,7 @@ impl SandboxSetup {
         write.extend(private.map(Path::to_path_buf));
         let mut devices: Vec<PathBuf> = grants::DEVICES.iter().map(PathBuf::from).collect();
         if view.gpu {
-            devices.extend(sandbox::nvidia_devices());
+            devices.extend(bwrap::nvidia_devices());
         }
         Grants {
             read,
@@ -180,11 +181,11 @@ impl SandboxSetup {
         if let Some(why) = self.sandboxing.no_warm_start() {
             return Err(why.into());
         }
-        let library = sandbox::library().ok_or_else(|| {
+        let library = bwrap::library().ok_or_else(|| {
             format!(
                 "warm start inside the sandbox needs the jax-runner library `{}` beside \
                  the binary (cargo build makes it)",
-                sandbox::LIBRARY
+                bwrap::LIBRARY
             )
         })?;
         let config = &shared.config;
@@ -205,7 +206,7 @@ impl SandboxSetup {
             .sandboxing
             .bwrap
             .as_ref()
-            .map(|b| (b.path.clone(), sandbox::zygote_args(b, &base)));
+            .map(|b| (b.path.clone(), bwrap::zygote_args(b, &base)));
         Ok(ZygoteSandbox {
             bwrap,
             namespaces: self.sandboxing.has_view(),

@@ -5,7 +5,7 @@
 
 use std::process::{Command, Stdio};
 
-use super::sandbox::Bwrap;
+use super::bwrap::Bwrap;
 
 /// The layers a run's scripts get.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,7 +18,7 @@
 use std::path::{Path, PathBuf};
 
 use super::grants;
-use super::identity::SandboxUser;
+use super::user::SandboxUser;
 
 /// What one sandboxed attempt may see, beyond a read-only root.
 #[derive(Debug, Clone, Default)]

@@ -180,7 +180,7 @@ mod tests {
         std::fs::create_dir_all(&no).unwrap();
         std::fs::write(no.join("secret"), "s").unwrap();
         let grants = Grants {
-            read: crate::runner::grants::host_reads(),
+            read: crate::sandbox::grants::host_reads(),
             write: vec![ok.clone()],
             devices: vec!["/dev/null".into()],
         };

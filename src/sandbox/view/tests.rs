@@ -1,5 +1,5 @@
 use super::*;
-use crate::runner::grants;
+use crate::sandbox::grants;
 
 fn dirs(root: &Path, names: &[&str]) -> Vec<PathBuf> {
     names

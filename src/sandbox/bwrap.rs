@@ -13,7 +13,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::mounts::{steps, MountStep, Mounts};
+use super::view::{steps, MountStep, Mounts};
 use crate::error::SandboxError;
 
 /// A working bubblewrap.
@@ -35,18 +35,16 @@ pub struct Bwrap {
     pub tmpfs_size: bool,
 }
 
-pub use super::sandboxing::Sandboxing;
-
 /// The command that installs bubblewrap, for error messages.
 pub const INSTALL_HINT: &str =
     "apt-get install bubblewrap   (Debian/Ubuntu; dnf install bubblewrap on Fedora/RHEL)";
 
 /// The hidden first argument of `jax-runner` that makes it the sandbox's last step
-/// before the script (see [`super::sandbox_exec`]).
+/// before the script (see [`super::helper`]).
 pub const EXEC_ARG: &str = "__sandbox-exec";
 
 /// The jax-runner library's file name: `cargo build` puts it beside the binary, and
-/// the warm zygote loads it to confine each script (`confine/ffi.rs`).
+/// the warm zygote loads it to confine each script (`apply/ffi.rs`).
 pub const LIBRARY: &str = "libjax_runner.so";
 
 /// The jax-runner library beside the running binary, where there is one.
