@@ -198,12 +198,9 @@ pub mod ffi;
 mod tests {
     use super::*;
 
-    /// Warm and cold starts apply one policy: the warm plan is the cold one's, with
-    /// the attempt's whole view built by the child (and a PID namespace of its own).
-    #[test]
-    fn a_warm_start_applies_the_same_policy_as_a_cold_one() {
-        let cold = Confinement {
-            steps: Vec::new(),
+    /// A root runner's cold plan, as `policy.rs` makes one.
+    fn example() -> Confinement {
+        Confinement {
             own: vec!["/tmp".into()],
             user: Some(SandboxUser {
                 uid: 61184,
@@ -211,15 +208,21 @@ mod tests {
             }),
             landlock: Some(LandlockPlan {
                 abi: 7,
-                fs: 3,
+                fs: 1,
                 net: 0,
                 scoped: 0,
                 rules: vec![("/usr".into(), 1)],
             }),
-            cwd: "/tree/m".into(),
-            parent: None,
+            cwd: "/work".into(),
             ..Default::default()
-        };
+        }
+    }
+
+    /// Warm and cold starts apply one policy: the warm plan is the cold one's, with
+    /// the attempt's whole view built by the child (and a PID namespace of its own).
+    #[test]
+    fn a_warm_start_applies_the_same_policy_as_a_cold_one() {
+        let cold = example();
         let view = vec![
             MountStep::Tmpfs("/opt".into()),
             MountStep::ReadOnly("/tree/m".into()),
@@ -288,21 +291,8 @@ mod tests {
                 path: "/tmp".into(),
                 size: None,
             }],
-            own: vec!["/tmp".into()],
-            user: Some(SandboxUser {
-                uid: 61184,
-                gid: 61184,
-            }),
-            landlock: Some(LandlockPlan {
-                abi: 7,
-                fs: 1,
-                net: 0,
-                scoped: 0,
-                rules: vec![("/usr".into(), 1)],
-            }),
-            cwd: "/work".into(),
             parent: Some(42),
-            ..Default::default()
+            ..example()
         };
         let fd = c.to_memfd().unwrap();
         use std::os::fd::IntoRawFd;
