@@ -38,7 +38,10 @@ pub use dirs::{
     list_dir, make_dir, make_dirs, open_dir, remove_file, remove_tree, rename, Made, Planted,
 };
 pub use json::{check_json_in, read_json_in};
-pub use walk::{clear_privilege_bits, list_files, relative_files, tidy, Keep, Tidied, TIDY_LIMIT};
+pub use walk::{
+    clear_privilege_bits, list_files, relative_files, tidy, Keep, Listing, Tidied, COUNT_LIMIT,
+    TIDY_LIMIT,
+};
 
 /// What a path turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

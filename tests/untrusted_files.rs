@@ -514,3 +514,19 @@ fn gnn_simulation_data_holds_only_regular_files_and_folders() {
     let made = leaves_specials(true, &["--sandbox", "off"]);
     assert!(made_paths(&made).contains(&"nested/sock"), "{made:?}");
 }
+
+/// A list a result cuts says so (issue 31): a data folder of 10,001 files gives a
+/// `data_files` of 10,000, and `problems` names the list and its full length.
+#[test]
+fn a_cut_data_files_list_says_so_and_names_its_length() {
+    let tree = Tree::new();
+    tree.fixture("many_files.py", "jax/many_files.py");
+    let ran = run(&tree.root(), &[]);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let r = complete_result(&tree.results_dir(), "many_files");
+    assert_eq!(r["data_files"].as_array().unwrap().len(), 10_000);
+    assert_problem(
+        &r,
+        "data_files: the list names 10000 of 10001 files (it stops at 10000)",
+    );
+}

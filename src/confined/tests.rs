@@ -487,3 +487,27 @@ fn remove_tree_removes_links_never_what_they_point_to() {
     );
     assert!(outside.path().join("keep").is_file());
 }
+
+#[test]
+fn a_listing_names_up_to_its_limit_and_counts_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("sub")).unwrap();
+    for i in 0..12 {
+        let at = if i % 2 == 0 { "sub" } else { "" };
+        std::fs::write(tmp.path().join(at).join(format!("f{i:02}")), "x").unwrap();
+    }
+    let l = relative_files(tmp.path(), 10);
+    assert_eq!((l.files.len(), l.total, l.at_least), (10, 12, false));
+    assert_eq!(
+        l.cut("data_files").as_deref(),
+        Some("data_files: the list names 10 of 12 files (it stops at 10)")
+    );
+    let all = relative_files(tmp.path(), 100);
+    assert_eq!((all.files.len(), all.total), (12, 12));
+    assert_eq!(all.cut("data_files"), None);
+    assert!(
+        all.files.contains(&"sub/f00".to_string()),
+        "{:?}",
+        all.files
+    );
+}

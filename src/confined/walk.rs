@@ -118,15 +118,65 @@ pub fn list_files(dir: &Path, limit: usize) -> (Vec<PathBuf>, bool) {
     (out, cut)
 }
 
-/// [`list_files`] of `dir`, relative to it, as text: what a script left in its data
-/// folder.
-pub fn relative_files(dir: &Path, limit: usize) -> Vec<String> {
-    let (files, _) = list_files(dir, limit);
-    files
-        .iter()
-        .filter_map(|f| f.strip_prefix(dir).ok())
-        .map(|f| f.to_string_lossy().into_owned())
-        .collect()
+/// A folder's files as a list for people and `--resume`: at most `limit` named, and
+/// how many there are in all.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// The first `limit` files, relative to the folder, sorted.
+    pub files: Vec<String>,
+    /// Every file counted, named or not.
+    pub total: usize,
+    /// The count stopped at [`COUNT_LIMIT`] entries: there are at least `total`.
+    pub at_least: bool,
+}
+
+impl Listing {
+    /// What `problems` says of a list cut at its limit, naming its full length; `None`
+    /// when every file is named.
+    pub fn cut(&self, what: &str) -> Option<String> {
+        (self.total > self.files.len()).then(|| {
+            format!(
+                "{what}: the list names {} of {}{} files (it stops at {})",
+                self.files.len(),
+                if self.at_least { "at least " } else { "" },
+                self.total,
+                self.files.len()
+            )
+        })
+    }
+}
+
+/// How many entries a count walks at the most (a script's million files are counted;
+/// a hundred million are "at least").
+pub const COUNT_LIMIT: usize = 2_000_000;
+
+/// The files under `dir` (as [`list_files`]), relative to it, as text: at most `limit`
+/// named, all counted. What a script left in its data folder.
+pub fn relative_files(dir: &Path, limit: usize) -> Listing {
+    let Ok(top) = open_top(dir) else {
+        return Listing::default();
+    };
+    let mut named: Vec<PathBuf> = Vec::new();
+    let mut total = 0usize;
+    let visited = visit(top.as_fd(), COUNT_LIMIT, |rel, _, name, kind| {
+        if name.as_encoded_bytes().starts_with(b".jax-runner-") || kind == Kind::Directory {
+            return true;
+        }
+        total += 1;
+        if named.len() < limit {
+            named.push(rel.join(name));
+        }
+        true
+    });
+    named.sort();
+    Listing {
+        files: named
+            .iter()
+            .map(|f| f.to_string_lossy().into_owned())
+            .collect(),
+        total,
+        at_least: visited.stopped,
+    }
 }
 
 /// What [`tidy`] keeps of what a script left.

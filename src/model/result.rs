@@ -218,7 +218,8 @@ pub struct ScriptResult {
     /// The per-script data folder (`GNN_OUTPUT_DIR`, `JAX_OUTPUT_DIR`).
     pub data_dir: String,
     /// Files in the data folder when the script finished, relative to it (at most
-    /// 10,000): `--resume` keeps a result only while these still exist.
+    /// 10,000; `problems` says when there were more, and how many): `--resume` keeps
+    /// a result only while these still exist.
     #[serde(default)]
     pub data_files: Vec<String>,
     /// What the runner found wrong with what the script left behind, and did not read

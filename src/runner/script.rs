@@ -133,6 +133,9 @@ fn started(script: &Script, number: u32, platform: Platform, slot: usize) -> Run
     }
 }
 
+/// How many of a data folder's files a result names (`data_files`).
+const DATA_FILES_NAMED: usize = 10_000;
+
 /// The script's result made whole (its data files, as the last attempt's tidying
 /// left them, what it left, why it failed), counted and sent.
 fn conclude(
@@ -143,7 +146,11 @@ fn conclude(
 ) -> ScriptSummary {
     finish(&mut result);
     gpu::finish(ctx, &mut result);
-    result.data_files = crate::confined::relative_files(data_dir, 10_000);
+    let listing = crate::confined::relative_files(data_dir, DATA_FILES_NAMED);
+    if let Some(cut) = listing.cut("data_files") {
+        result.note_problem(cut);
+    }
+    result.data_files = listing.files;
     leftovers::check_leftovers(data_dir, &mut result);
     explain(&mut result);
     let summary = ScriptSummary::of(&result);
