@@ -302,6 +302,8 @@ pub enum ZygoteError {
     Cgroup(std::io::Error),
     #[error("the {0} is not UTF-8")]
     NotUtf8(&'static str),
+    #[error("the attempt's leak-tracing token is longer than the zygote's {0} bytes")]
+    TokenTooLong(usize),
 }
 
 /// The messages of `err` and of every error beneath it, outermost first.

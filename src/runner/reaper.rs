@@ -82,11 +82,17 @@ fn is_zombie(pid: u32) -> bool {
 
 /// Finds every live process carrying `token` among `seen` (PIDs sampled from the
 /// script's tree) and the runner's own children (reparented orphans), kills each with
-/// its descendants, reaps those that were reparented to us, and reports them.
-/// Repeats, because a killed leftover's own children are reparented to us in turn.
+/// its descendants, waits until it is gone, reaps those that were reparented to us,
+/// and reports them. Repeats, because a killed leftover's own children are
+/// reparented to us in turn. A warm script's processes carry the token too: the
+/// zygote's child writes it into the environment block they inherit (see
+/// `zygote::TOKEN_SLOT`).
 /// The sandbox's own init (bwrap as PID 1 of the namespace, whose command starts with
 /// `sandbox_init`) may outlive the script by a moment: it is killed and reaped like
 /// the rest, but it is no leak of the script's.
+///
+/// When it returns, every process it killed has exited: nothing it found can still
+/// write into the script's data folder, which is listed only afterwards.
 pub fn sweep(token: &str, seen: &[u32], sandbox_init: Option<&str>) -> Vec<Leak> {
     let entry = format!("{TOKEN_VAR}={token}").into_bytes();
     let mut killed: Vec<Leak> = Vec::new();
@@ -95,27 +101,104 @@ pub fn sweep(token: &str, seen: &[u32], sandbox_init: Option<&str>) -> Vec<Leak>
         candidates.extend_from_slice(seen);
         candidates.sort_unstable();
         candidates.dedup();
-        let found: Vec<u32> = candidates
-            .into_iter()
-            .filter(|pid| !killed.iter().any(|l| l.pid == *pid))
-            .filter(|pid| !is_zombie(*pid) && environ_has(*pid, &entry))
-            .collect();
+        let mut found: Vec<Victim> = Vec::new();
+        for pid in candidates {
+            if killed.iter().any(|l| l.pid == pid) {
+                continue;
+            }
+            // The handle first, then the checks: what they looked at is what is killed,
+            // even if the PID is reused meanwhile.
+            let victim = Victim::open(pid);
+            if !is_zombie(pid) && environ_has(pid, &entry) {
+                found.push(victim);
+            }
+        }
         if found.is_empty() {
             break;
         }
-        for pid in found {
-            let command = command_line(pid);
-            // Its own group too: a leftover that made a new session leads one.
-            sys::kill_group(pid as i32, libc::SIGKILL);
-            sys::kill_pid(pid as i32, libc::SIGKILL);
-            killed.push(Leak { pid, command });
+        for victim in &found {
+            let command = command_line(victim.pid);
+            victim.kill();
+            killed.push(Leak {
+                pid: victim.pid,
+                command,
+            });
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        wait_gone(&mut found, GONE_WAIT);
         reap_orphans(&killed);
     }
     reap_orphans(&killed);
     killed.retain(|l| !sandbox_init.is_some_and(|init| l.command.starts_with(init)));
     killed
+}
+
+/// How long the sweep waits, each round, for what it killed to exit. A SIGKILLed
+/// process is gone within milliseconds unless it sleeps uninterruptibly (a hung
+/// network file system).
+const GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A process to kill, held by a pidfd where the kernel gives one (Linux 5.3 on, and
+/// within the descriptor limit), so the signal and the wait reach this process and no
+/// later one that took its PID; by its PID otherwise.
+struct Victim {
+    pid: u32,
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+impl Victim {
+    fn open(pid: u32) -> Victim {
+        let fd = rustix::process::Pid::from_raw(pid as i32).and_then(|p| {
+            rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+        });
+        Victim { pid, fd }
+    }
+
+    /// SIGKILL to the process and to its group (a leftover that made a new session
+    /// leads one).
+    fn kill(&self) {
+        sys::kill_group(self.pid as i32, libc::SIGKILL);
+        match &self.fd {
+            // Fails only for a process already gone: its PID is not tried again.
+            Some(fd) => {
+                let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+            }
+            None => sys::kill_pid(self.pid as i32, libc::SIGKILL),
+        }
+    }
+
+    /// Whether it has exited (a zombie has: it cannot write any more).
+    fn gone(&self) -> bool {
+        match &self.fd {
+            Some(fd) => {
+                use std::os::fd::AsRawFd;
+                // A pidfd polls readable once the process has exited.
+                let mut poll = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, no timeout.
+                let n = unsafe { libc::poll(&mut poll, 1, 0) };
+                n != 0
+            }
+            None => {
+                !std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+                    || is_zombie(self.pid)
+            }
+        }
+    }
+}
+
+/// Waits, up to `limit`, until every victim has exited.
+fn wait_gone(victims: &mut Vec<Victim>, limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        victims.retain(|v| !v.gone());
+        if victims.is_empty() || std::time::Instant::now() >= deadline {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// Processes still in the attempt's cgroup after the script exited and the sweep ran,

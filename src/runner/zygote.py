@@ -6,7 +6,9 @@
 # descriptors attached (stdin, stdout, stderr of the script); the zygote answers one
 # JSON line: {"pid": N} or {"error": "..."}. Each script runs in a grandchild, so it is
 # reparented to the runner (a child subreaper), which then waits for it, times it out
-# and kills its group exactly as for a cold start.
+# and kills its group exactly as for a cold start. Before anything else each child
+# writes its attempt's token into the slot the runner left in the zygote's
+# environment (see claim_token), so what the script leaves is found as a cold one's.
 #
 # With --sandboxed the zygote runs under bubblewrap with capabilities in its own user
 # namespace only (or, for a root runner, as root in namespaces of its own), and a
@@ -68,6 +70,40 @@ def apply_jax_config(env):
             jax.config.update(name, value)
         except Exception as exc:  # same as an unparseable variable at import
             sys.stderr.write("jax-runner warm start: ignored %s=%r: %s\n" % (key, raw, exc))
+
+
+TOKEN_ENTRY = b"JAX_RUNNER_TOKEN="
+
+
+def claim_token(token):
+    """First thing in a script's forked child: write the attempt's token into this
+    process's copy of the environment block the zygote started with, in the slot the
+    runner left there (JAX_RUNNER_TOKEN=---...). A forked script never execs, so
+    /proc/<pid>/environ, which the kernel reads from that block, shows it: the runner's
+    sweep and its sentinel find the script's processes by the token, however they
+    detach, and every process forked from this one inherits the copy (one that execs
+    gets the token from os.environ). Raises when there is no slot or the token does not
+    fit: the zygote then refuses and the script starts cold."""
+    with open("/proc/self/stat", "rb") as fh:
+        fields = fh.read().rsplit(b")", 1)[1].split()
+    start, end = int(fields[47]), int(fields[48])  # env_start, env_end (50 and 51)
+    if not 0 < start < end:
+        raise OSError("the environment block is not visible in /proc/self/stat")
+    block = ctypes.string_at(start, end - start)
+    if block.startswith(TOKEN_ENTRY):
+        at = 0
+    else:
+        at = block.find(b"\0" + TOKEN_ENTRY)
+        if at < 0:
+            raise OSError("the zygote's environment has no token slot")
+        at += 1
+    at += len(TOKEN_ENTRY)
+    stop = block.find(b"\0", at)
+    slot = (stop if stop >= 0 else len(block)) - at
+    value = token.encode()
+    if block[at:at + slot].strip(b"-") or len(value) > slot:
+        raise OSError("the token does not fit the zygote's slot of %d bytes" % slot)
+    ctypes.memmove(start + at, value + b"\0" * (slot - len(value)), slot)
 
 
 def wait_for_reparent(runner_pid):
@@ -265,6 +301,7 @@ def spawn(req, fds):
         if child == 0:
             os.close(r)
             try:
+                claim_token(req["env"]["JAX_RUNNER_TOKEN"])
                 restore_baseline(req["baseline"])  # the script's process inherits it
             except BaseException as exc:
                 os.write(w, ("!%s" % (exc,)).encode())

@@ -38,6 +38,15 @@ const ZYGOTE: &str = concat!(
     "\n",
     include_str!("zygote_sandbox.py")
 );
+/// The width of the zygote's token slot: `JAX_RUNNER_TOKEN=` and this many `-` in the
+/// environment it starts with. A forked script never execs, so `/proc/<pid>/environ`
+/// (the kernel reads it from the process's own memory, the block the program started
+/// with) shows that block, not the script's `os.environ`. Each child overwrites the
+/// slot in its copy with its attempt's token (NUL-padded) before anything else, and
+/// every process forked from it inherits the copy: the runner's sweep and the sentinel
+/// then find a warm script's processes by their token exactly as a cold script's,
+/// however they detach. A token longer than the slot starts cold.
+pub const TOKEN_SLOT: usize = 256;
 /// Importing jax takes ~0.7 s here; a slow disk or a cold page cache takes longer.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -172,6 +181,8 @@ impl Zygote {
         }
         cmd.env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
+            // Last, so it replaces any token the runner itself inherited.
+            .env(super::reaper::TOKEN_VAR, "-".repeat(TOKEN_SLOT))
             .stdin(Stdio::from(program))
             .stdout(Stdio::null())
             .stderr(Stdio::null())

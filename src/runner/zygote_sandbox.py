@@ -114,6 +114,7 @@ def spawn_sandboxed(req, fds):
             os.close(r)
             try:
                 CONTROL.close()
+                claim_token(req["env"]["JAX_RUNNER_TOKEN"])  # with the host's /proc
                 restore_baseline(req["baseline"])  # before any confinement
                 confine(req["plan"], PHASE_NAMESPACES)
                 init = os.fork()

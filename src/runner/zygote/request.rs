@@ -92,6 +92,10 @@ pub fn warm_request(spec: &AttemptSpec, zygote: &Zygote) -> Result<WarmRequest, 
             .map(str::to_string)
             .ok_or(ZygoteError::NotUtf8(what))
     };
+    // The token goes into the zygote's fixed slot (see `TOKEN_SLOT`).
+    if spec.token.len() > super::TOKEN_SLOT {
+        return Err(ZygoteError::TokenTooLong(super::TOKEN_SLOT));
+    }
     Ok(WarmRequest {
         script: utf8(&spec.script, "script path")?,
         cwd: utf8(&spec.cwd, "working directory path")?,
