@@ -357,3 +357,39 @@ fn a_limit_the_child_cannot_restore_starts_the_script_cold() {
     after["after_attack"] = false.into();
     assert_eq!(after, cold);
 }
+
+/// A binary copied without the jax-runner library beside it cannot confine a warm
+/// script: sandboxed scripts start cold, each says why, and the run warns (default
+/// options), rather than a warm start without the sandbox's last steps.
+#[test]
+fn without_the_library_sandboxed_scripts_start_cold_and_the_run_says_why() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    let alone = tempfile::tempdir().unwrap();
+    let bin = alone.path().join("jax-runner");
+    std::fs::copy(assert_cmd::cargo::cargo_bin("jax-runner"), &bin).unwrap();
+    let out = std::process::Command::new(&bin)
+        .arg("--output-dir")
+        .arg(t.dir.path())
+        .arg("--python")
+        .arg(python())
+        .args(["--compilation-cache", "off", "--device", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("needs the jax-runner library `libjax_runner.so`"),
+        "{}",
+        stderr(&out)
+    );
+    let r = t.result("ok_plain");
+    assert_eq!(r["attempts"][0]["start"], "cold", "{r}");
+    assert!(
+        !r["sandbox"]["layers"].as_array().unwrap().is_empty(),
+        "{r}"
+    );
+    assert!(r["attempts"][0]["cold_start_reason"]
+        .as_str()
+        .unwrap()
+        .contains("libjax_runner.so"));
+}
