@@ -94,61 +94,16 @@ impl How {
     }
 
     /// Runs `cmd` (an ordinary user's runner) as the case asks. With no user
-    /// namespaces: in a user namespace of its own (made by util-linux's `unshare`,
-    /// its maps written from here by root: the host's 0 and the account's ids, each
-    /// to itself) whose limit of further user namespaces is set to 0, dropped to the
-    /// account there by `setpriv`.
+    /// namespaces: see [`Account::spawn_without_user_namespaces`].
     fn output(self, account: &Account, mut cmd: Command, inherited: &Inherited) -> Output {
         if !self.no_userns {
             inherited.hand_to(&mut cmd);
             return cmd.output().expect("the runner starts");
         }
-        let mut outer = Command::new("unshare");
-        outer
-            .args(["--user", "--", "/bin/sh", "-c"])
-            // The shell waits for its maps, then execs a new one: an exec as uid 0 of
-            // the namespace gives back the capabilities the first exec (as its
-            // overflow uid) dropped.
-            .arg("read go && inner=$1 && shift && exec /bin/sh -c \"$inner\" sh \"$@\"")
-            .arg("sh")
-            .arg(format!(
-                "echo 0 > /proc/sys/user/max_user_namespaces && \
-                 exec setpriv --reuid={} --regid={} --clear-groups -- \"$@\" </dev/null",
-                account.uid, account.gid
-            ))
-            .arg(cmd.get_program())
-            .args(cmd.get_args())
-            .env_clear()
-            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        inherited.hand_to(&mut outer);
-        let mut child = outer.spawn().expect("unshare starts");
-        let pid = child.id();
-        // The namespace is made once `unshare` execs the shell, which then waits.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let own = std::fs::read_link("/proc/self/ns/user").unwrap();
-        while std::fs::read_link(format!("/proc/{pid}/ns/user"))
-            .ok()
-            .as_ref()
-            == Some(&own)
-        {
-            assert!(Instant::now() < deadline, "unshare made no user namespace");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        for (file, id) in [("uid_map", account.uid), ("gid_map", account.gid)] {
-            std::fs::write(
-                format!("/proc/{pid}/{file}"),
-                format!("0 0 1\n{id} {id} 1\n"),
-            )
-            .unwrap_or_else(|e| panic!("write {file}: {e}"));
-        }
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(b"go\n").unwrap();
-        drop(stdin);
-        child.wait_with_output().expect("the runner ends")
+        account
+            .spawn_without_user_namespaces(&cmd, |outer| inherited.hand_to(outer))
+            .wait_with_output()
+            .expect("the runner ends")
     }
 
     /// Default options but for these.

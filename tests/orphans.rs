@@ -2,8 +2,10 @@
 //! script ends, times out, or the runner is SIGKILLed, however it detaches (a double
 //! fork, setsid, closed descriptors, never an exec), and the result names what was
 //! ended. Through the binary, as the ordinary test user with bwrap hidden (the
-//! built-in layer alone: no PID namespace to end them), warm and cold, and as root
-//! with bwrap, warm.
+//! built-in layer alone: no PID namespace to end them), warm and cold; as the same
+//! user on a machine without user namespaces (bwrap on PATH but unable to work), warm
+//! and cold; as root with bwrap, warm; and as root with bwrap hidden (the runner's
+//! own namespaces: a PID namespace warm, none cold), warm and cold.
 //!
 //! The fixtures' processes write a marker of the test's into their own command line,
 //! so they are found in `/proc` whatever started them; the test kills only those PIDs,
@@ -12,7 +14,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -24,27 +26,77 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy)]
 struct How {
     warm: bool,
-    /// bwrap on PATH, or hidden from it (`PATH=/nonexistent`: the built-in layer).
+    /// bwrap on PATH, or hidden from it (`PATH=/nonexistent`: the built-in layer,
+    /// and a root runner's own namespaces).
     bwrap: bool,
+    /// The runner (an ordinary user's) in a user namespace whose
+    /// `user.max_user_namespaces` is 0: a machine without user namespaces, where bwrap
+    /// is on PATH but cannot work (see `Account::spawn_without_user_namespaces`).
+    no_userns: bool,
 }
 
 const WARM: How = How {
     warm: true,
     bwrap: false,
+    no_userns: false,
 };
 const COLD: How = How {
     warm: false,
-    bwrap: false,
+    ..WARM
 };
 const WARM_BWRAP: How = How {
-    warm: true,
     bwrap: true,
+    ..WARM
+};
+/// bwrap on PATH, on a machine that has no user namespaces for it.
+const WARM_NO_USERNS: How = How {
+    no_userns: true,
+    ..WARM_BWRAP
+};
+const COLD_NO_USERNS: How = How {
+    warm: false,
+    ..WARM_NO_USERNS
 };
 
 /// The fixture's processes in a PID namespace die with it (the kernel's doing, not
 /// the runner's sweep), so only without one must the result list each as a leak.
+/// bwrap makes one where it works; a root runner's own namespaces make one for a
+/// warm start's init, none for a cold start.
 fn namespaced(how: How, account: &Account) -> bool {
-    how.bwrap || account.is_root()
+    (how.bwrap && !how.no_userns) || (account.is_root() && how.warm)
+}
+
+/// Runs the case's runner to its end.
+fn output(account: &Account, how: How, mut cmd: Command) -> Output {
+    if !how.no_userns {
+        return cmd.output().expect("the runner runs");
+    }
+    account
+        .spawn_without_user_namespaces(&cmd, |_| {})
+        .wait_with_output()
+        .expect("the runner ends")
+}
+
+/// Starts the case's runner, stdio closed; the child's PID is the runner's (see
+/// `Account::spawn_without_user_namespaces`).
+fn spawn(account: &Account, how: How, mut cmd: Command) -> Child {
+    if !how.no_userns {
+        return cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the runner starts");
+    }
+    account.spawn_without_user_namespaces(&cmd, |outer| {
+        outer.stdout(Stdio::null()).stderr(Stdio::null());
+    })
+}
+
+/// Whether the case may run: the no-user-namespace cases need root to make the
+/// namespace (see `common::prereq`).
+fn root_here(how: How, case: &str) -> bool {
+    !how.no_userns || prereq::require(prereq::Prereq::Root, prereq::root(), case)
 }
 
 /// How many children `setsid_swarm.py` starts.
@@ -114,12 +166,17 @@ fn describe(account: &Account, how: How) -> String {
         "as {}, {}, bwrap {}",
         account.who.name(),
         if how.warm { "warm" } else { "cold" },
-        if how.bwrap { "on PATH" } else { "hidden" }
+        match (how.bwrap, how.no_userns) {
+            (_, true) => "on PATH, no user namespaces",
+            (true, false) => "on PATH",
+            (false, false) => "hidden",
+        }
     )
 }
 
-/// The case ran as asked: sandboxed, and warm or cold.
-fn check_start(r: &Value, how: How, case: &str) {
+/// The case ran as asked: sandboxed, warm or cold, without bwrap where there are no
+/// user namespaces, and in a root runner's own namespaces where bwrap is hidden.
+fn check_start(r: &Value, how: How, account: &Account, case: &str) {
     let start = &r["attempts"][0]["start"];
     let expected = if how.warm { "warm" } else { "cold" };
     assert_eq!(
@@ -134,11 +191,23 @@ fn check_start(r: &Value, how: How, case: &str) {
         "{case}: ran unsandboxed: {}",
         r["sandbox"]
     );
+    let has = |layer: &str| {
+        r["sandbox"]["layers"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x == layer))
+    };
+    if how.no_userns {
+        assert!(!has("bwrap"), "{case}: {}", r["sandbox"]);
+    }
+    if account.is_root() && !how.bwrap {
+        assert!(has("namespaces"), "{case}: {}", r["sandbox"]);
+    }
 }
 
 /// Whether bwrap is here when the case needs it (see `common::prereq`).
+/// Without user namespaces bwrap cannot work, whether it is here or not.
 fn bwrap_here(how: How, case: &str) -> bool {
-    !how.bwrap || prereq::require(prereq::Prereq::Bwrap, prereq::bwrap(), case)
+    !how.bwrap || how.no_userns || prereq::require(prereq::Prereq::Bwrap, prereq::bwrap(), case)
 }
 
 /// Every file under `dir` and their total size.
@@ -160,16 +229,16 @@ fn data_dir(r: &Value) -> PathBuf {
 
 fn daemon_case(account: Account, how: How) {
     let case = format!("daemon {}", describe(&account, how));
-    if !bwrap_here(how, &case) {
+    if !root_here(how, &case) || !bwrap_here(how, &case) {
         return;
     }
     let mark = Marked(new_mark());
-    let (tree, mut cmd) = setup(&account, how, "orphan_daemon.py", &mark);
-    let out = cmd.output().expect("the runner runs");
+    let (tree, cmd) = setup(&account, how, "orphan_daemon.py", &mark);
+    let out = output(&account, how, cmd);
     assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
     let r = tree.result("orphan_daemon");
     assert_eq!(r["status"], "succeeded", "{case}: {}", r["stderr_tail"]);
-    check_start(&r, how, &case);
+    check_start(&r, how, &account, &case);
     let left = mark.gone_within(Duration::from_secs(5));
     assert!(
         left.is_empty(),
@@ -215,9 +284,33 @@ fn as_user_cold_without_bwrap_a_double_forked_daemon_is_ended() {
 }
 
 #[test]
+fn as_user_warm_without_user_namespaces_a_double_forked_daemon_is_ended() {
+    daemon_case(Account::user(), WARM_NO_USERNS);
+}
+
+#[test]
+fn as_user_cold_without_user_namespaces_a_double_forked_daemon_is_ended() {
+    daemon_case(Account::user(), COLD_NO_USERNS);
+}
+
+#[test]
 fn as_root_warm_with_bwrap_a_double_forked_daemon_is_ended() {
     if let Some(root) = Account::root("orphan daemon as root, warm, bwrap on PATH") {
         daemon_case(root, WARM_BWRAP);
+    }
+}
+
+#[test]
+fn as_root_warm_without_bwrap_a_double_forked_daemon_is_ended() {
+    if let Some(root) = Account::root("orphan daemon as root, warm, bwrap hidden") {
+        daemon_case(root, WARM);
+    }
+}
+
+#[test]
+fn as_root_cold_without_bwrap_a_double_forked_daemon_is_ended() {
+    if let Some(root) = Account::root("orphan daemon as root, cold, bwrap hidden") {
+        daemon_case(root, COLD);
     }
 }
 
@@ -225,16 +318,16 @@ fn as_root_warm_with_bwrap_a_double_forked_daemon_is_ended() {
 
 fn swarm_timeout_case(account: Account, how: How) {
     let case = format!("swarm timed out {}", describe(&account, how));
-    if !bwrap_here(how, &case) {
+    if !root_here(how, &case) || !bwrap_here(how, &case) {
         return;
     }
     let mark = Marked(new_mark());
     let (tree, mut cmd) = setup(&account, how, "setsid_swarm.py", &mark);
     cmd.args(["--timeout", "3s", "--grace", "1s"]);
-    let out = cmd.output().expect("the runner runs");
+    let out = output(&account, how, cmd);
     assert_eq!(code(&out), 1, "{case}: {}", stderr(&out));
     let r = tree.result("setsid_swarm");
-    check_start(&r, how, &case);
+    check_start(&r, how, &account, &case);
     let attempts = r["attempts"].as_array().unwrap();
     assert_eq!(
         attempts.last().unwrap()["class"],
@@ -284,9 +377,33 @@ fn as_user_cold_without_bwrap_a_timed_out_swarm_is_ended() {
 }
 
 #[test]
+fn as_user_warm_without_user_namespaces_a_timed_out_swarm_is_ended() {
+    swarm_timeout_case(Account::user(), WARM_NO_USERNS);
+}
+
+#[test]
+fn as_user_cold_without_user_namespaces_a_timed_out_swarm_is_ended() {
+    swarm_timeout_case(Account::user(), COLD_NO_USERNS);
+}
+
+#[test]
 fn as_root_warm_with_bwrap_a_timed_out_swarm_is_ended() {
     if let Some(root) = Account::root("swarm timed out as root, warm, bwrap on PATH") {
         swarm_timeout_case(root, WARM_BWRAP);
+    }
+}
+
+#[test]
+fn as_root_warm_without_bwrap_a_timed_out_swarm_is_ended() {
+    if let Some(root) = Account::root("swarm timed out as root, warm, bwrap hidden") {
+        swarm_timeout_case(root, WARM);
+    }
+}
+
+#[test]
+fn as_root_cold_without_bwrap_a_timed_out_swarm_is_ended() {
+    if let Some(root) = Account::root("swarm timed out as root, cold, bwrap hidden") {
+        swarm_timeout_case(root, COLD);
     }
 }
 
@@ -294,16 +411,13 @@ fn as_root_warm_with_bwrap_a_timed_out_swarm_is_ended() {
 
 fn swarm_runner_killed_case(account: Account, how: How) {
     let case = format!("swarm, runner killed, {}", describe(&account, how));
-    if !bwrap_here(how, &case) {
+    if !root_here(how, &case) || !bwrap_here(how, &case) {
         return;
     }
     let mark = Marked(new_mark());
     let (_tree, mut cmd) = setup(&account, how, "setsid_swarm.py", &mark);
-    cmd.args(["--timeout", "300s", "-q"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut runner = cmd.spawn().expect("the runner starts");
+    cmd.args(["--timeout", "300s", "-q"]);
+    let mut runner = spawn(&account, how, cmd);
     let deadline = Instant::now() + Duration::from_secs(120);
     while mark.alive().len() < SWARM {
         if Instant::now() > deadline || runner.try_wait().unwrap().is_some() {
@@ -313,6 +427,15 @@ fn swarm_runner_killed_case(account: Account, how: How) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Our own child, by its PID: the runner itself, the shells and `setpriv` having
+    // exec'd it in their place where there are no user namespaces.
+    let exe = std::fs::read_link(format!("/proc/{}/exe", runner.id()));
+    assert_eq!(
+        exe.as_ref().ok().and_then(|e| e.file_name()),
+        account.bin.file_name(),
+        "{case}: the child {} is {exe:?}, not the runner",
+        runner.id()
+    );
     // SAFETY: a plain kill of our own child, by its PID.
     unsafe { libc::kill(runner.id() as i32, libc::SIGKILL) };
     runner.wait().unwrap();
@@ -335,8 +458,32 @@ fn as_user_cold_without_bwrap_the_sentinel_ends_a_swarm() {
 }
 
 #[test]
+fn as_user_warm_without_user_namespaces_the_sentinel_ends_a_swarm() {
+    swarm_runner_killed_case(Account::user(), WARM_NO_USERNS);
+}
+
+#[test]
+fn as_user_cold_without_user_namespaces_the_sentinel_ends_a_swarm() {
+    swarm_runner_killed_case(Account::user(), COLD_NO_USERNS);
+}
+
+#[test]
 fn as_root_warm_with_bwrap_the_sentinel_ends_a_swarm() {
     if let Some(root) = Account::root("swarm, runner killed, as root, warm, bwrap on PATH") {
         swarm_runner_killed_case(root, WARM_BWRAP);
+    }
+}
+
+#[test]
+fn as_root_warm_without_bwrap_the_sentinel_ends_a_swarm() {
+    if let Some(root) = Account::root("swarm, runner killed, as root, warm, bwrap hidden") {
+        swarm_runner_killed_case(root, WARM);
+    }
+}
+
+#[test]
+fn as_root_cold_without_bwrap_the_sentinel_ends_a_swarm() {
+    if let Some(root) = Account::root("swarm, runner killed, as root, cold, bwrap hidden") {
+        swarm_runner_killed_case(root, COLD);
     }
 }

@@ -7,8 +7,9 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -239,6 +240,75 @@ impl Account {
             .arg(&self.python)
             .args(["--device", "cpu"]);
         cmd
+    }
+}
+
+impl Account {
+    /// Starts `cmd` (this account's runner, as [`Account::runner`] prepares it) on a
+    /// machine without user namespaces, as only root can make one: in a user namespace
+    /// of its own (made by util-linux's `unshare`, its maps written from here by root:
+    /// the host's 0 and the account's ids, each to itself) whose limit of further user
+    /// namespaces is set to 0, dropped to the account there by `setpriv`. `cmd`'s
+    /// program, arguments and environment are taken; its ids and stdio are not.
+    /// `adjust` prepares the outer command (stdin is the handshake's; stdout and
+    /// stderr are piped unless it says otherwise, descriptors it hands on reach the
+    /// runner). The shells and `setpriv` each exec the next, so the child's PID is the
+    /// runner's once it has started.
+    pub fn spawn_without_user_namespaces(
+        &self,
+        cmd: &Command,
+        adjust: impl FnOnce(&mut Command),
+    ) -> Child {
+        let mut outer = Command::new("unshare");
+        outer
+            .args(["--user", "--", "/bin/sh", "-c"])
+            // The shell waits for its maps, then execs a new one: an exec as uid 0 of
+            // the namespace gives back the capabilities the first exec (as its
+            // overflow uid) dropped.
+            .arg("read go && inner=$1 && shift && exec /bin/sh -c \"$inner\" sh \"$@\"")
+            .arg("sh")
+            .arg(format!(
+                "echo 0 > /proc/sys/user/max_user_namespaces && \
+                 exec setpriv --reuid={} --regid={} --clear-groups -- \"$@\" </dev/null",
+                self.uid, self.gid
+            ))
+            .arg(cmd.get_program())
+            .args(cmd.get_args())
+            .env_clear()
+            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        adjust(&mut outer);
+        outer.stdin(Stdio::piped());
+        let mut child = outer.spawn().expect("unshare starts");
+        let pid = child.id();
+        // The namespace is made once `unshare` execs the shell, which then waits.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let own = std::fs::read_link("/proc/self/ns/user").unwrap();
+        while std::fs::read_link(format!("/proc/{pid}/ns/user"))
+            .ok()
+            .as_ref()
+            == Some(&own)
+        {
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("unshare made no user namespace");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for (file, id) in [("uid_map", self.uid), ("gid_map", self.gid)] {
+            std::fs::write(
+                format!("/proc/{pid}/{file}"),
+                format!("0 0 1\n{id} {id} 1\n"),
+            )
+            .unwrap_or_else(|e| panic!("write {file}: {e}"));
+        }
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        drop(stdin);
+        child
     }
 }
 
