@@ -73,6 +73,57 @@ pub fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// Writes `bytes` into `dir` once, as `{stem}-{hash}.{ext}` where the hash is of the
+/// bytes (runs, and binaries of other versions, share the folder), and returns the
+/// path: the seccomp filters, the confinement library. A file of that name with other
+/// bytes (cut short by a crash) is replaced.
+pub fn install_by_hash(
+    dir: &Path,
+    stem: &str,
+    ext: &str,
+    bytes: &[u8],
+) -> std::io::Result<PathBuf> {
+    use sha2::{Digest, Sha256};
+    std::fs::create_dir_all(dir)?;
+    let hash: String = Sha256::digest(bytes)[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let path = dir.join(format!("{stem}-{hash}.{ext}"));
+    if std::fs::read(&path).ok().as_deref() != Some(bytes) {
+        write_atomically(&path, bytes)?;
+    }
+    Ok(path)
+}
+
+/// Writes `bytes` to a new temporary file beside `path` (created exclusively, so no
+/// other writer or planted file is reused) and renames it into place.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut tries = 0;
+    let (tmp, mut file) = loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()));
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp);
+        match opened {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
+            opened => break (tmp, opened?),
+        }
+    };
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    let renamed = written.and_then(|()| std::fs::rename(&tmp, path));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    renamed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

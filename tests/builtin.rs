@@ -795,7 +795,7 @@ fn as_root_the_built_in_layer_alone_blocks_the_catalogue() {
 
 // --- a fresh machine's first command -----------------------------------------------
 
-/// The README's first command, `target/release/jax-runner --output-dir output`, on a
+/// The README's first command, `cargo run --release -- --output-dir output`, on a
 /// machine without bwrap: the committed sample copied to a new tree, default options
 /// (the account's fresh cache folder, so a cold compilation cache and a first probe),
 /// `--python` given and `--device cpu`.

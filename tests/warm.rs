@@ -358,38 +358,40 @@ fn a_limit_the_child_cannot_restore_starts_the_script_cold() {
     assert_eq!(after, cold);
 }
 
-/// A binary copied without the jax-runner library beside it cannot confine a warm
-/// script: sandboxed scripts start cold, each says why, and the run warns (default
-/// options), rather than a warm start without the sandbox's last steps.
+/// The binary needs nothing beside it: copied alone into an empty folder, it still
+/// starts sandboxed scripts warm, with every layer of the sandbox, because it carries
+/// the confinement library the zygote confines each script with and writes it into
+/// its cache folder.
 #[test]
-fn without_the_library_sandboxed_scripts_start_cold_and_the_run_says_why() {
+fn a_binary_copied_alone_still_starts_sandboxed_scripts_warm() {
     let t = Tree::new();
     t.fixture("ok_plain.py", "m/jax/ok_plain.py");
     let alone = tempfile::tempdir().unwrap();
     let bin = alone.path().join("jax-runner");
     std::fs::copy(assert_cmd::cargo::cargo_bin("jax-runner"), &bin).unwrap();
+    let cache = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(&bin)
         .arg("--output-dir")
         .arg(t.dir.path())
         .arg("--python")
         .arg(python())
         .args(["--compilation-cache", "off", "--device", "cpu"])
+        .env("JAX_RUNNER_CACHE_DIR", cache.path())
         .output()
         .unwrap();
     assert_eq!(code(&out), 0, "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("needs the jax-runner library `libjax_runner.so`"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(!stderr(&out).contains("start cold"), "{}", stderr(&out));
     let r = t.result("ok_plain");
-    assert_eq!(r["attempts"][0]["start"], "cold", "{r}");
+    assert_eq!(r["attempts"][0]["start"], "warm", "{r}");
     assert!(
         !r["sandbox"]["layers"].as_array().unwrap().is_empty(),
         "{r}"
     );
-    assert!(r["attempts"][0]["cold_start_reason"]
-        .as_str()
+    let written: Vec<String> = std::fs::read_dir(cache.path())
         .unwrap()
-        .contains("libjax_runner.so"));
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("libjax_runner_confine-") && n.ends_with(".so"))
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert!(std::fs::read_dir(alone.path()).unwrap().count() == 1);
 }

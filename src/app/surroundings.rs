@@ -142,8 +142,8 @@ pub(super) async fn warm_start(
     }
     let sandbox = match sandbox {
         Some(Err(reason)) => {
-            // A missing library is the user's to fix (build with `cargo build`, or copy
-            // it beside the binary): said under `auto` too.
+            // A library that could not be written into the cache folder is the user's
+            // to fix (the folder's permissions, a full disk): said under `auto` too.
             let fixable = reason.contains(crate::sandbox::bwrap::LIBRARY);
             if config.warm_start == WarmStart::On || fixable {
                 warnings.push(format!("warm start is off, scripts start cold: {reason}"));

@@ -20,20 +20,9 @@ pub fn become_subreaper() -> std::io::Result<()> {
     )?)
 }
 
-/// In the child, between fork and exec: die with the parent. The parent's PID is
-/// checked afterwards because the parent may already be gone.
-///
-/// The death signal fires when the *thread* that forked exits, so children must be
-/// spawned from threads that live as long as the run (tokio's worker threads).
-pub fn die_with_parent(parent: libc::pid_t) -> std::io::Result<()> {
-    // rustix's calls here are raw system calls: async-signal-safe, no allocation.
-    use rustix::process::{getppid, set_parent_process_death_signal, Signal};
-    set_parent_process_death_signal(Some(Signal::KILL))?;
-    if getppid().map(|p| p.as_raw_nonzero().get()) != Some(parent) {
-        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-    }
-    Ok(())
-}
+/// Dying with the parent lives with the code that applies the confinement
+/// (`crates/confine`, `process.rs`).
+pub use jax_runner_confine::process::die_with_parent;
 
 /// Our own direct children, from `/proc/self/task/*/children`.
 fn own_children() -> Vec<u32> {

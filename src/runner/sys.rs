@@ -93,42 +93,9 @@ pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
-/// Marks every descriptor from `first` up close-on-exec: what the runner's parent left
-/// open (a CI harness's fd 251, a file, a folder) never reaches a script. One
-/// `close_range` call (Linux 5.11+); older kernels get each open descriptor marked.
-pub fn cloexec_from(first: u32) -> std::io::Result<()> {
-    let Err(err) = cloexec_range(first) else {
-        return Ok(());
-    };
-    if !matches!(err.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EINVAL)) {
-        return Err(err);
-    }
-    for entry in std::fs::read_dir("/proc/self/fd")?.flatten() {
-        let Ok(fd) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if fd >= first as i32 {
-            // SAFETY: borrowed only for this call; a descriptor closed meanwhile gives
-            // EBADF, which is ignored.
-            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-            let _ = rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC);
-        }
-    }
-    Ok(())
-}
-
-/// The one `close_range(first, ~0, CLOSE_RANGE_CLOEXEC)` call: no allocation, safe
-/// between fork and exec (where an older kernel's `ENOSYS` is left to the marks the
-/// runner made at start).
-pub fn cloexec_range(first: u32) -> std::io::Result<()> {
-    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: close_range with integer arguments only; it marks, it closes nothing.
-    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) };
-    match rc {
-        0 => Ok(()),
-        _ => Err(std::io::Error::last_os_error()),
-    }
-}
+/// The descriptors marked close-on-exec: with the code that applies the confinement
+/// (`crates/confine`, `process.rs`).
+pub use jax_runner_confine::process::{cloexec_from, cloexec_range};
 
 #[cfg(test)]
 mod tests {
@@ -144,16 +111,6 @@ mod tests {
         let exit = wait4(child.id() as i32).unwrap();
         assert_eq!((exit.code, exit.signal), (Some(7), None));
         assert!(exit.max_rss_bytes > 0);
-    }
-
-    #[test]
-    fn descriptors_left_open_do_not_survive_an_exec() {
-        use rustix::io::{fcntl_getfd, fcntl_setfd, FdFlags};
-        let file = tempfile::tempfile().unwrap();
-        // As a parent that forgot CLOEXEC would leave it.
-        fcntl_setfd(&file, FdFlags::empty()).unwrap();
-        cloexec_from(3).unwrap();
-        assert!(fcntl_getfd(&file).unwrap().contains(FdFlags::CLOEXEC));
     }
 
     #[test]

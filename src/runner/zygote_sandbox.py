@@ -1,11 +1,11 @@
 # jax-runner's warm-start zygote, its sandbox half: appended to zygote.py (one
 # program, read by `python -` from stdin). No step of the sandbox is written here:
-# each child hands the attempt's plan, as the runner built it, to the jax-runner
-# library (`jax_runner_confine`, the same Rust code a cold start runs), naming the
-# phase its forks have reached. A child takes the script's namespaces and view
-# (phase 1); the grandchild, init of the script's PID namespace, waits for the
-# runner's go, takes the rest (phase 2: a fresh /proc, Landlock, the user, the
-# capabilities, the filters) and forks the script, then waits for it as the
+# each child hands the attempt's plan, as the runner built it, to the confinement
+# library the binary carries (`jax_runner_confine`, the same Rust code a cold start
+# runs), naming the phase its forks have reached. A child takes the script's
+# namespaces and view (phase 1); the grandchild, init of the script's PID namespace,
+# waits for the runner's go, takes the rest (phase 2: a fresh /proc, Landlock, the
+# user, the capabilities, the filters) and forks the script, then waits for it as the
 # namespace's init. A plan the library does not know is refused whole, and the child
 # exits 70 without running the script.
 PHASE_NAMESPACES, PHASE_PROCESS = 1, 2

@@ -43,14 +43,30 @@ pub const INSTALL_HINT: &str =
 /// before the script (see [`super::helper`]).
 pub const EXEC_ARG: &str = "__sandbox-exec";
 
-/// The jax-runner library's file name: `cargo build` puts it beside the binary, and
-/// the warm zygote loads it to confine each script (`apply/ffi.rs`).
-pub const LIBRARY: &str = "libjax_runner.so";
+/// The confinement library's name (the start of its file's): the `jax-runner-confine`
+/// crate's cdylib, which build.rs builds and the binary carries, and the warm zygote
+/// loads to confine each script (`crates/confine`, `ffi.rs`).
+pub const LIBRARY: &str = "libjax_runner_confine";
 
-/// The jax-runner library beside the running binary, where there is one.
-pub fn library() -> Option<PathBuf> {
-    let lib = helper().parent()?.join(LIBRARY);
-    lib.is_file().then_some(lib)
+/// The library's bytes, as build.rs built them.
+static LIBRARY_BYTES: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libjax_runner_confine.so"));
+
+/// The confinement library, written once into the user's cache folder (under a name
+/// that holds a hash of its bytes, so binaries of other versions keep theirs), or why
+/// it could not be.
+pub fn library() -> Result<PathBuf, String> {
+    let dir = crate::paths::cache_dir();
+    install_library(&dir).map_err(|e| {
+        format!(
+            "failed to write the jax-runner confinement library `{LIBRARY}` into {}: {e}",
+            dir.display()
+        )
+    })
+}
+
+/// [`library`], written into `dir`.
+pub fn install_library(dir: &Path) -> std::io::Result<PathBuf> {
+    crate::paths::install_by_hash(dir, LIBRARY, "so", LIBRARY_BYTES)
 }
 
 /// `jax-runner` itself (its real path), which finishes each cold start inside bwrap

@@ -9,15 +9,14 @@
 //! - `view.rs`: what a script sees, as one list of mount steps ([`view::MountStep`]).
 //! - `grants.rs`: what a script may read of the host; the view and Landlock both read it.
 //! - `bwrap.rs`: bubblewrap: finding it, and the view as its arguments.
-//! - `namespaces.rs`: the view made by our own code, without bwrap (mount, network,
-//!   IPC, UTS and PID namespaces, the same mount steps).
 //! - `landlock.rs`: the Landlock layer: the kernel's ABI and the rules.
 //! - `seccomp.rs`, `seccomp/`: the seccomp filters (the allow-list, the refusals, their
 //!   compilation).
 //! - `user.rs`: the sandbox user: who a script is on the host, never root.
-//! - `apply.rs`: applies a policy, in phases: the one implementation of the last steps
-//!   before a script's first line.
-//! - `apply/ffi.rs`: `jax_runner_confine`, the library's door to `apply.rs` for the warm
+//! - `apply.rs`: the [`apply::Confinement`] record, whose applying (in phases: the one
+//!   implementation of the last steps before a script's first line, the view made
+//!   without bwrap included) lives in the workspace's `jax-runner-confine` crate
+//!   (`crates/confine`), with `jax_runner_confine`, its library's door for the warm
 //!   zygote.
 //! - `helper.rs`: `jax-runner __sandbox-exec`, the cold start's last step before exec.
 //!
@@ -29,7 +28,8 @@
 //! Landlock's rules ([`landlock`], from the same grants) and the
 //! [`apply::Confinement`] record. [`apply`] then makes it, the filters included: cold
 //! in [`helper`] (inside bwrap or in its place), warm in the zygote's child through
-//! `apply/ffi.rs` (`runner/zygote_sandbox.py` calls it).
+//! the confinement library the binary carries ([`bwrap::library`];
+//! `runner/zygote_sandbox.py` calls it).
 
 pub mod apply;
 pub mod bwrap;
@@ -37,7 +37,6 @@ pub mod grants;
 pub mod helper;
 pub mod landlock;
 pub mod layers;
-mod namespaces;
 pub mod policy;
 pub mod seccomp;
 pub mod user;

@@ -181,13 +181,8 @@ impl SandboxSetup {
         if let Some(why) = self.sandboxing.no_warm_start() {
             return Err(why.into());
         }
-        let library = bwrap::library().ok_or_else(|| {
-            format!(
-                "warm start inside the sandbox needs the jax-runner library `{}` beside \
-                 the binary (cargo build makes it)",
-                bwrap::LIBRARY
-            )
-        })?;
+        let library = bwrap::library()
+            .map_err(|why| format!("warm start inside the sandbox needs its library: {why}"))?;
         let config = &shared.config;
         let mut readable = self.readable(shared);
         readable.push(config.output_dir.clone());

@@ -45,11 +45,8 @@
 //! none of those numbers is granted.
 
 use std::fmt;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
-
-use sha2::{Digest, Sha256};
 
 #[cfg(any(
     target_arch = "x86_64",
@@ -79,8 +76,9 @@ pub struct Program {
     pub bytes: Vec<u8>,
 }
 
-/// The size of one BPF instruction (`struct sock_filter`).
-pub const INSTRUCTION_LEN: usize = std::mem::size_of::<libc::sock_filter>();
+/// The size of one BPF instruction, and the filters' installing, live with the code
+/// that applies the confinement (`crates/confine`, `seccomp.rs`).
+pub use jax_runner_confine::seccomp::{apply_prepared, INSTRUCTION_LEN};
 
 /// A call the filters refuse, for the README and `doctor`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,34 +192,6 @@ pub fn denied() -> Vec<Denial> {
     Vec::new()
 }
 
-/// Sets `no_new_privs` and installs `progs` (each a [`Program::bytes`]) into the
-/// calling thread, in order. It allocates nothing and makes only `prctl` calls, so a
-/// `pre_exec` closure may call it between fork and exec; children inherit the filters.
-pub fn apply_prepared(progs: &[Vec<u8>]) -> io::Result<()> {
-    // SAFETY: prctl with integer arguments only.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    for bytes in progs {
-        let len = bytes.len() / INSTRUCTION_LEN;
-        if len == 0 || bytes.len() % INSTRUCTION_LEN != 0 || len > usize::from(u16::MAX) {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        let prog = libc::sock_fprog {
-            len: len as u16,
-            // The kernel copies the instructions in; it never writes through this.
-            filter: bytes.as_ptr() as *mut libc::sock_filter,
-        };
-        let mode = libc::SECCOMP_MODE_FILTER as libc::c_ulong;
-        // SAFETY: `prog` points at `len` whole instructions that outlive the call.
-        let rc = unsafe { libc::prctl(libc::PR_SET_SECCOMP, mode, &prog as *const _) };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 /// [`apply_prepared`] with this processor's [`programs`]; `Unsupported` where there
 /// are none. It allocates: call [`apply_prepared`] after a fork.
 pub fn apply() -> io::Result<()> {
@@ -248,45 +218,15 @@ pub fn install_for(dir: &Path, separation: Separation) -> io::Result<Option<Vec<
         return Ok(None);
     };
     let tag = separation.tag();
-    std::fs::create_dir_all(dir)?;
     let mut paths = Vec::with_capacity(programs.len());
     for program in &programs {
-        let hash: String = Sha256::digest(&program.bytes)[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let path = dir.join(format!("seccomp-{}-{tag}-{hash}.bpf", program.name));
-        // A file of that name with other bytes (cut short by a crash) is replaced.
-        if std::fs::read(&path).ok().as_deref() != Some(program.bytes.as_slice()) {
-            write_atomically(&path, &program.bytes)?;
-        }
-        paths.push(path);
+        let stem = format!("seccomp-{}-{tag}", program.name);
+        paths.push(crate::paths::install_by_hash(
+            dir,
+            &stem,
+            "bpf",
+            &program.bytes,
+        )?);
     }
     Ok(Some(paths))
-}
-
-/// Writes `bytes` to a new temporary file beside `path` (created exclusively, so no
-/// other writer or planted file is reused) and renames it into place.
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let mut tries = 0;
-    let (tmp, mut file) = loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let tmp = path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()));
-        let opened = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp);
-        match opened {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
-            opened => break (tmp, opened?),
-        }
-    };
-    let written = file.write_all(bytes).and_then(|()| file.sync_all());
-    let renamed = written.and_then(|()| std::fs::rename(&tmp, path));
-    if renamed.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    renamed
 }

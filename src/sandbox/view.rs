@@ -20,6 +20,10 @@ use std::path::{Path, PathBuf};
 use super::grants;
 use super::user::SandboxUser;
 
+/// One step of the view, and its form on the wire, live with the code that applies
+/// them (`crates/confine`, `mount.rs`).
+pub use jax_runner_confine::mount::MountStep;
+
 /// What one sandboxed attempt may see, beyond a read-only root.
 #[derive(Debug, Clone, Default)]
 pub struct Mounts {
@@ -54,45 +58,6 @@ const HOST_DETAILS: &[&str] = &["/sys/class/net", "/sys/devices/virtual/net"];
 
 /// Private scratch space, a fresh writable tmpfs for each script.
 const SCRATCH: &[&str] = &["/tmp", "/dev/shm"];
-
-/// One step, applied in order: later mounts land on top of earlier ones.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(into = "wire::Step", try_from = "wire::Step")]
-pub enum MountStep {
-    /// An empty tmpfs over the folder, hiding what is there (read-only at the end).
-    Tmpfs(PathBuf),
-    /// An empty tmpfs the script may write (`/tmp`, `/dev/shm`, `$HOME`): the sandbox
-    /// user's own (mode 0700) when the runner is root, else mode 1777; at most `size`
-    /// bytes when there is a memory limit.
-    Scratch { path: PathBuf, size: Option<u64> },
-    /// A folder made (mode 0755) inside a tmpfs, on the way to a bind below it.
-    Dir(PathBuf),
-    /// The path, hidden by an earlier tmpfs, bound back onto itself read-only.
-    ReadOnly(PathBuf),
-    /// The path bound onto itself writable.
-    Writable(PathBuf),
-    /// An empty device bound over a file (one at the host's top level), so it reads as
-    /// nothing.
-    Mask(PathBuf),
-    /// A tmpfs made read-only once everything under it is in place: a write there
-    /// would only vanish with the sandbox, so it is refused instead.
-    RemountReadOnly(PathBuf),
-}
-
-impl MountStep {
-    /// The folder the step applies to.
-    pub fn path(&self) -> &Path {
-        match self {
-            MountStep::Tmpfs(p)
-            | MountStep::Scratch { path: p, .. }
-            | MountStep::Dir(p)
-            | MountStep::ReadOnly(p)
-            | MountStep::Writable(p)
-            | MountStep::Mask(p)
-            | MountStep::RemountReadOnly(p) => p,
-        }
-    }
-}
 
 /// The covers of a view: hidden folders (read-only at the end) and scratch ones.
 struct Covers {
@@ -337,77 +302,6 @@ fn dedup(mut v: Vec<PathBuf>) -> Vec<PathBuf> {
     v.sort();
     v.dedup();
     v
-}
-
-/// The steps as the zygote reads them: `{"op": "scratch", "path": "/tmp", "size": N}`,
-/// `size` only on a bounded scratch step.
-mod wire {
-    use std::path::PathBuf;
-
-    use super::MountStep;
-
-    #[derive(serde::Serialize, serde::Deserialize)]
-    #[serde(rename_all = "snake_case")]
-    pub enum Op {
-        Tmpfs,
-        Scratch,
-        Dir,
-        ReadOnly,
-        Writable,
-        Mask,
-        RemountReadOnly,
-    }
-
-    #[derive(serde::Serialize, serde::Deserialize)]
-    pub struct Step {
-        op: Op,
-        path: PathBuf,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        size: Option<u64>,
-    }
-
-    impl From<MountStep> for Step {
-        fn from(s: MountStep) -> Step {
-            let size = match &s {
-                MountStep::Scratch { size, .. } => *size,
-                _ => None,
-            };
-            let op = match &s {
-                MountStep::Tmpfs(_) => Op::Tmpfs,
-                MountStep::Scratch { .. } => Op::Scratch,
-                MountStep::Dir(_) => Op::Dir,
-                MountStep::ReadOnly(_) => Op::ReadOnly,
-                MountStep::Writable(_) => Op::Writable,
-                MountStep::Mask(_) => Op::Mask,
-                MountStep::RemountReadOnly(_) => Op::RemountReadOnly,
-            };
-            let path = s.path().to_path_buf();
-            Step { op, path, size }
-        }
-    }
-
-    impl TryFrom<Step> for MountStep {
-        type Error = &'static str;
-
-        fn try_from(s: Step) -> Result<MountStep, Self::Error> {
-            if s.size.is_some() && !matches!(s.op, Op::Scratch) {
-                return Err("only a scratch step has a size");
-            }
-            let p = s.path;
-            Ok(match s.op {
-                Op::Tmpfs => MountStep::Tmpfs(p),
-                Op::Scratch => MountStep::Scratch {
-                    path: p,
-                    size: s.size,
-                },
-                Op::Dir => MountStep::Dir(p),
-                Op::ReadOnly => MountStep::ReadOnly(p),
-                Op::Writable => MountStep::Writable(p),
-                Op::Mask => MountStep::Mask(p),
-                Op::RemountReadOnly => MountStep::RemountReadOnly(p),
-            })
-        }
-    }
 }
 
 #[cfg(test)]

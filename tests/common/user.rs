@@ -129,22 +129,19 @@ impl Account {
     }
 
     /// A hard link to the built binary (a copy across file systems) in a folder the
-    /// user may enter, the checkout may sit where only root can; and beside it the
-    /// jax-runner library the warm zygote confines each script with.
+    /// user may enter, the checkout may sit where only root can. It needs nothing
+    /// beside it: it carries the library the warm zygote confines each script with.
     fn install_binary(&self) -> PathBuf {
         let dir = self.space.path().join("bin");
         std::fs::create_dir(&dir).unwrap();
         set_mode(&dir, 0o755);
         let built = assert_cmd::cargo::cargo_bin("jax-runner");
-        let library = built.with_file_name("libjax_runner.so");
-        for (from, name) in [(&built, "jax-runner"), (&library, "libjax_runner.so")] {
-            let to = dir.join(name);
-            if std::fs::hard_link(from, &to).is_err() {
-                std::fs::copy(from, &to).expect("copy the jax-runner binary and library");
-            }
-            set_mode(&to, 0o755);
+        let to = dir.join("jax-runner");
+        if std::fs::hard_link(&built, &to).is_err() {
+            std::fs::copy(&built, &to).expect("copy the jax-runner binary");
         }
-        dir.join("jax-runner")
+        set_mode(&to, 0o755);
+        to
     }
 
     pub fn is_root(&self) -> bool {

@@ -1,8 +1,8 @@
 //! A view made by the runner's own code: the script's process takes mount, network,
 //! IPC and UTS namespaces of its own (and a PID namespace, for a warm start's init)
-//! and applies the same mount steps bwrap would be given (see `view.rs`). A root
+//! and applies the same mount steps bwrap would be given (see `mount.rs`). A root
 //! runner's cold start without bwrap applies them in `__sandbox-exec`; every warm
-//! start in a view, in the zygote's child, through the library (`apply/ffi.rs`).
+//! start in a view, in the zygote's child, through the library (`ffi.rs`).
 //! Remounts keep the flags the kernel locked on an inherited mount, so the same steps
 //! work inside a user namespace (an ordinary user's zygote under bwrap).
 
@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use rustix::fs::{Mode, OFlags, CWD};
 use rustix::mount::{MountFlags, MountPropagationFlags};
 
-use super::view::MountStep;
+use crate::mount::MountStep;
 
 /// One step, its path (and a scratch tmpfs's options) ready for the kernel.
 #[derive(Debug)]
@@ -41,7 +41,7 @@ impl MountNamespace {
     pub fn new(
         steps: &[MountStep],
         cwd: &std::path::Path,
-        user: Option<super::user::SandboxUser>,
+        user: Option<crate::user::SandboxUser>,
         pid: bool,
     ) -> std::io::Result<MountNamespace> {
         let c = |p: &std::path::Path| {

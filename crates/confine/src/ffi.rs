@@ -1,12 +1,13 @@
-//! The library's door for the warm zygote: the zygote (Python) loads the `jax-runner`
-//! library (`libjax_runner.so`, built beside the binary) and, in each script's child,
+//! The library's door for the warm zygote: the zygote (Python) loads this crate's
+//! library (`libjax_runner_confine.so`, which jax-runner carries inside its binary
+//! and writes into its cache folder) and, in each script's child,
 //! calls [`jax_runner_confine`] with the attempt's [`Confinement`] as the runner built
 //! it. The steps are then the very code a cold start runs (`Confinement::apply_phase`);
 //! the zygote only says which phase, where its forks fall.
 
 use std::io;
 
-use super::{Confinement, Phase};
+use crate::{Confinement, Phase};
 
 /// The seccomp programs as the zygote holds them: each a native-endian `u32` length,
 /// then that many bytes.
