@@ -121,25 +121,28 @@ fn run_at(output_dir: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A plain tree (one script) whose `rel` is a link to a root-only folder, given to
+/// the test user; `rel`'s parent folders are made real first.
+fn tree_with_link(rel: &str) -> (tempfile::TempDir, Tree, PathBuf) {
+    let target = root_only_folder();
+    let tree = Tree::outside_tmp();
+    tree.fixture("ok_plain.py", "jax/s.py");
+    let link = tree.root().join(rel);
+    std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(target.path(), &link).unwrap();
+    give_to_user(&tree.root());
+    (target, tree, link)
+}
+
+const FIX: &str = "Remove the link, or name the folder with --results-dir if you mean it";
+
 #[test]
 fn execution_results_as_a_link_is_refused_and_nothing_is_written() {
     if !as_root("execution_results as a link") {
         return;
     }
-    let target = root_only_folder();
-    let tree = Tree::outside_tmp();
-    tree.fixture("ok_plain.py", "jax/s.py");
-    let link = tree.root().join("execution_results");
-    std::os::unix::fs::symlink(target.path(), &link).unwrap();
-    give_to_user(&tree.root());
-    assert_refused(
-        &tree,
-        &tree.root(),
-        target.path(),
-        &link,
-        "Remove the link, or name the folder with --results-dir if you mean it",
-        &[],
-    );
+    let (target, tree, link) = tree_with_link("execution_results");
+    assert_refused(&tree, &tree.root(), target.path(), &link, FIX, &[]);
 }
 
 #[test]
@@ -147,29 +150,17 @@ fn execution_results_jax_as_a_link_is_refused_and_nothing_is_written() {
     if !as_root("execution_results/jax as a link") {
         return;
     }
-    let target = root_only_folder();
-    let tree = Tree::outside_tmp();
-    tree.fixture("ok_plain.py", "jax/s.py");
-    std::fs::create_dir(tree.root().join("execution_results")).unwrap();
-    let link = tree.root().join("execution_results/jax");
-    std::os::unix::fs::symlink(target.path(), &link).unwrap();
-    give_to_user(&tree.root());
-    assert_refused(
-        &tree,
-        &tree.root(),
-        target.path(),
-        &link,
-        "Remove the link, or name the folder with --results-dir if you mean it",
-        &[],
-    );
+    let (target, tree, link) = tree_with_link("execution_results/jax");
+    assert_refused(&tree, &tree.root(), target.path(), &link, FIX, &[]);
     // A dry run writes nothing either, and says the same.
+    let dry = ["--dry-run"];
     assert_refused(
         &tree,
         &tree.root(),
         target.path(),
         &link,
         "--results-dir",
-        &["--dry-run"],
+        &dry,
     );
 }
 

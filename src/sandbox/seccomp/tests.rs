@@ -307,6 +307,12 @@ fn what_is_not_granted_is_refused_and_separation_widens_only_what_it_must() {
             [other, 5, 0, 0, 0, 0],
         ),
         (
+            "sched_setparam",
+            libc::SYS_sched_setparam,
+            [0; 6],
+            [other, 0, 0, 0, 0, 0],
+        ),
+        (
             "sched_setattr",
             libc::SYS_sched_setattr,
             [0; 6],
