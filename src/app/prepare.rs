@@ -323,7 +323,7 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
                 // Made without following a link planted on its path since the check.
                 let _ = crate::confined::make_dir(&config.step12_dir);
             }
-            let inside = sandbox.as_ref().map(|sb| sb.zygote(&shared));
+            let inside = sandbox.as_ref().map(|sb| sb.zygote(shared.place()));
             let warm = warm_start(config, interp, inside, shim_dir, warnings).await;
             let sentinel = crate::runner::sentinel::start(
                 &format!("{}:", shared.run_token),

@@ -115,43 +115,22 @@ pub struct AttemptSpec {
     pub gpu: Option<crate::gpu::sample::GpuWatch>,
 }
 
-/// A sandboxed attempt: bwrap's command for a cold start (or none: the built-in layer
-/// alone), the view's mounts as steps for a warm one, and the last steps before the
-/// script for either.
-#[derive(Debug, Clone)]
-pub struct SandboxSpec {
-    /// bwrap and its arguments, ending in `--`; `None` for the built-in layer alone.
-    pub bwrap: Option<(PathBuf, Vec<OsString>)>,
-    /// The view's mounts as steps (for the zygote's child); empty without a view.
-    pub steps: Vec<crate::sandbox::view::MountStep>,
-    /// The last steps before the script: `__sandbox-exec`'s cold, the zygote child's
-    /// warm.
-    pub confine: crate::sandbox::apply::Confinement,
-    /// `jax-runner` itself, which finishes a cold start (`__sandbox-exec`).
-    pub helper: PathBuf,
-}
+pub use crate::sandbox::policy::SandboxSpec;
 
-impl SandboxSpec {
-    /// bwrap's path, when bwrap sandboxes the attempt.
-    pub fn bwrap_path(&self) -> Option<&Path> {
-        self.bwrap.as_ref().map(|(p, _)| p.as_path())
-    }
-
-    /// Where the script's scratch is: the view's scratch mounts, or else `private`,
-    /// the attempt's private temporary folder.
-    pub fn scratch(&self, private: Option<&Path>) -> Option<super::scratch::Place> {
-        let mounts: Vec<PathBuf> = self
-            .steps
-            .iter()
-            .filter_map(|s| match s {
-                crate::sandbox::view::MountStep::Scratch { path, .. } => Some(path.clone()),
-                _ => None,
-            })
-            .collect();
-        match mounts.is_empty() {
-            false => Some(super::scratch::Place::Mounts(mounts)),
-            true => private.map(|p| super::scratch::Place::Folder(p.to_path_buf())),
-        }
+/// Where a sandboxed attempt's scratch is: the view's scratch mounts, or else
+/// `private`, the attempt's private temporary folder.
+pub fn scratch_of(spec: &SandboxSpec, private: Option<&Path>) -> Option<super::scratch::Place> {
+    let mounts: Vec<PathBuf> = spec
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            crate::sandbox::view::MountStep::Scratch { path, .. } => Some(path.clone()),
+            _ => None,
+        })
+        .collect();
+    match mounts.is_empty() {
+        false => Some(super::scratch::Place::Mounts(mounts)),
+        true => private.map(|p| super::scratch::Place::Folder(p.to_path_buf())),
     }
 }
 

@@ -32,6 +32,15 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// What every attempt's sandbox is cut from.
+    pub fn place(&self) -> crate::sandbox::policy::RunPlace<'_> {
+        crate::sandbox::policy::RunPlace {
+            config: &self.config,
+            shim_dir: self.shim_dir.as_deref(),
+            compilation_cache: self.compilation_cache.as_deref(),
+        }
+    }
+
     /// The attempt's environment: sandboxed runs start from the allowlist and
     /// `--env-pass`; both get the runner's settings, then `--env`, which win.
     fn env(
@@ -180,11 +189,13 @@ impl Local {
         let sandbox = self
             .sandbox
             .as_ref()
-            .map(|sb| sb.attempt(&self.shared, req, &cwd, private));
+            .map(|sb| sb.attempt(self.shared.place(), place(req), &cwd, private));
         let spec = AttemptSpec {
             python: self.python.clone(),
             script: req.script.path.clone(),
-            scratch: sandbox.as_ref().and_then(|sb| sb.scratch(private)),
+            scratch: sandbox
+                .as_ref()
+                .and_then(|sb| super::attempt::scratch_of(sb, private)),
             sandbox,
             seccomp: self
                 .sandbox
@@ -227,7 +238,9 @@ impl Backend for Local {
     ) -> AttemptFuture<'a> {
         Box::pin(async move {
             let private = match &self.sandbox {
-                Some(sb) => sb.prepare(&req)?,
+                Some(sb) => sb
+                    .prepare(place(&req))
+                    .map_err(|(path, source)| AttemptError::Prepare { path, source })?,
                 None => None,
             };
             let (spec, enforced) = self.spec(&req, private.as_deref());
@@ -329,4 +342,15 @@ fn sanitize(name: &str) -> String {
         out.push_str(&format!("-{:012x}", h.finish() & 0xffff_ffff_ffff));
     }
     out
+}
+
+/// `req` as its sandbox needs to know it.
+fn place<'a>(req: &AttemptRequest<'a>) -> crate::sandbox::policy::AttemptPlace<'a> {
+    crate::sandbox::policy::AttemptPlace {
+        id: &req.script.id,
+        number: req.number,
+        data_dir: req.data_dir,
+        gpu: req.platform == Platform::Gpu,
+        memory_limit: req.settings.memory_limit,
+    }
 }

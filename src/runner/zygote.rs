@@ -19,7 +19,6 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use crate::error::ZygoteError;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -72,37 +71,7 @@ struct Wire<'a> {
     baseline: &'a Baseline,
 }
 
-/// How to start the zygote inside the sandbox.
-#[derive(Debug, Clone)]
-pub struct ZygoteSandbox {
-    /// bwrap and its arguments up to `--` (see `bwrap::zygote_args`); `None` for
-    /// the built-in sandbox, where a root runner's zygote builds each script's
-    /// namespaces from the host's view.
-    pub bwrap: Option<(PathBuf, Vec<OsString>)>,
-    /// The seccomp programs every script's process installs before its first line.
-    pub seccomp: Vec<PathBuf>,
-    /// The unprivileged user every script drops to (a root runner's).
-    pub user: Option<crate::sandbox::user::SandboxUser>,
-    /// Each script gets a view of its own (namespaces and mounts, from its request's
-    /// steps); without, each is held by Landlock and the filter on the host's view.
-    pub namespaces: bool,
-    /// The jax-runner library, whose `jax_runner_confine` applies each request's plan.
-    pub library: PathBuf,
-}
-
-impl ZygoteSandbox {
-    /// What the zygote's test child tries at start: the namespaces and a fresh
-    /// `/proc`, the sandbox user, every capability dropped, the filters.
-    fn probe_plan(&self) -> crate::sandbox::apply::Confinement {
-        crate::sandbox::apply::Confinement {
-            steps: vec![crate::sandbox::view::MountStep::Tmpfs("/tmp".into())],
-            pid_namespace: true,
-            user: self.user,
-            cwd: PathBuf::from("/"),
-            ..Default::default()
-        }
-    }
-}
+pub use crate::sandbox::policy::ZygoteSandbox;
 
 /// The zygote's first line: ready, and (sandboxed) whether a test child could build
 /// a script's namespaces, mounts and filter here.

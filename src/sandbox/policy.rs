@@ -13,10 +13,87 @@ use super::landlock::{self, Grants};
 use super::layers::Sandboxing;
 use super::user::Identity;
 use super::view::{self, MountStep, Mounts};
-use crate::model::Platform;
-use crate::runner::attempt::{AttemptError, AttemptRequest, SandboxSpec};
-use crate::runner::backends::Shared;
-use crate::runner::zygote::ZygoteSandbox;
+use std::ffi::OsString;
+
+use crate::config::RunConfig;
+
+/// What of the run a sandbox is cut from: its configuration and what the runner made
+/// for every script (the telemetry shim, the compilation cache).
+#[derive(Debug, Clone, Copy)]
+pub struct RunPlace<'a> {
+    pub config: &'a RunConfig,
+    pub shim_dir: Option<&'a Path>,
+    pub compilation_cache: Option<&'a Path>,
+}
+
+/// One attempt, as its sandbox needs to know it.
+#[derive(Debug, Clone, Copy)]
+pub struct AttemptPlace<'a> {
+    /// The script's id and the attempt's number, naming its private folder.
+    pub id: &'a str,
+    pub number: u32,
+    /// Its data folder, writable.
+    pub data_dir: &'a Path,
+    /// A GPU attempt: the GPU's device nodes are granted.
+    pub gpu: bool,
+    /// `--memory-limit` (after overrides), which bounds each scratch tmpfs.
+    pub memory_limit: Option<u64>,
+}
+
+/// A sandboxed attempt: bwrap's command for a cold start (or none: the built-in layer
+/// alone), the view's mounts as steps for a warm one, and the last steps before the
+/// script for either.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// bwrap and its arguments, ending in `--`; `None` for the built-in layer alone.
+    pub bwrap: Option<(PathBuf, Vec<OsString>)>,
+    /// The view's mounts as steps (for the zygote's child); empty without a view.
+    pub steps: Vec<MountStep>,
+    /// The last steps before the script: `__sandbox-exec`'s cold, the zygote child's
+    /// warm.
+    pub confine: Confinement,
+    /// `jax-runner` itself, which finishes a cold start (`__sandbox-exec`).
+    pub helper: PathBuf,
+}
+
+impl SandboxSpec {
+    /// bwrap's path, when bwrap sandboxes the attempt.
+    pub fn bwrap_path(&self) -> Option<&Path> {
+        self.bwrap.as_ref().map(|(p, _)| p.as_path())
+    }
+}
+
+/// How to start the zygote inside the sandbox.
+#[derive(Debug, Clone)]
+pub struct ZygoteSandbox {
+    /// bwrap and its arguments up to `--` (see `bwrap::zygote_args`); `None` for
+    /// the built-in sandbox, where a root runner's zygote builds each script's
+    /// namespaces from the host's view.
+    pub bwrap: Option<(PathBuf, Vec<OsString>)>,
+    /// The seccomp programs every script's process installs before its first line.
+    pub seccomp: Vec<PathBuf>,
+    /// The unprivileged user every script drops to (a root runner's).
+    pub user: Option<super::user::SandboxUser>,
+    /// Each script gets a view of its own (namespaces and mounts, from its request's
+    /// steps); without, each is held by Landlock and the filter on the host's view.
+    pub namespaces: bool,
+    /// The confinement library, whose `jax_runner_confine` applies each request's plan.
+    pub library: PathBuf,
+}
+
+impl ZygoteSandbox {
+    /// What the zygote's test child tries at start: the namespaces and a fresh
+    /// `/proc`, the sandbox user, every capability dropped, the filters.
+    pub fn probe_plan(&self) -> Confinement {
+        Confinement {
+            steps: vec![MountStep::Tmpfs("/tmp".into())],
+            pid_namespace: true,
+            user: self.user,
+            cwd: PathBuf::from("/"),
+            ..Default::default()
+        }
+    }
+}
 
 /// What a sandboxed run needs to build each script's sandbox.
 #[derive(Debug, Clone)]
@@ -41,12 +118,12 @@ impl SandboxSetup {
     /// Folders every sandboxed script reads: the interpreter's, the shim's, the
     /// parent's `PYTHONPATH` (which passes in, so its folders must stay visible), and
     /// the helper that finishes a cold start.
-    fn readable(&self, shared: &Shared) -> Vec<PathBuf> {
+    fn readable(&self, run: RunPlace<'_>) -> Vec<PathBuf> {
         let mut readable = self.python_paths.clone();
-        if let Some(pp) = shared.config.environment.var_os("PYTHONPATH") {
+        if let Some(pp) = run.config.environment.var_os("PYTHONPATH") {
             readable.extend(std::env::split_paths(&pp).filter(|p| p.is_absolute()));
         }
-        readable.extend(shared.shim_dir.clone());
+        readable.extend(run.shim_dir.map(Path::to_path_buf));
         readable.push(self.helper.clone());
         readable
     }
@@ -54,18 +131,22 @@ impl SandboxSetup {
     /// Before an attempt: its data folder given to the sandbox user, and, where the
     /// script gets no view of its own, its private temporary folder made (returned,
     /// for `TMPDIR` and `HOME`, and to remove after the attempt).
-    pub fn prepare(&self, req: &AttemptRequest<'_>) -> Result<Option<PathBuf>, AttemptError> {
+    /// An error names the path it failed on.
+    pub fn prepare(
+        &self,
+        at: AttemptPlace<'_>,
+    ) -> Result<Option<PathBuf>, (PathBuf, std::io::Error)> {
         let failed = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| AttemptError::Prepare { path, source }
+            move |source| (path, source)
         };
         self.identity
-            .own(req.data_dir)
-            .map_err(failed(req.data_dir))?;
+            .own(at.data_dir)
+            .map_err(failed(at.data_dir))?;
         if self.sandboxing.has_view() {
             return Ok(None);
         }
-        let name = format!("{}-{}", sanitize_id(&req.script.id), req.number);
+        let name = format!("{}-{}", sanitize_id(at.id), at.number);
         let dir = self.private_root.join(name);
         let _ = std::fs::remove_dir_all(&dir);
         use std::os::unix::fs::DirBuilderExt;
@@ -82,29 +163,29 @@ impl SandboxSetup {
     /// writable, every other script's folder and the run's outputs hidden.
     pub fn attempt(
         &self,
-        shared: &Shared,
-        req: &AttemptRequest<'_>,
+        run: RunPlace<'_>,
+        at: AttemptPlace<'_>,
         cwd: &Path,
         private: Option<&Path>,
     ) -> SandboxSpec {
-        let config = &shared.config;
-        let mut readable = self.readable(shared);
+        let config = run.config;
+        let mut readable = self.readable(run);
         readable.push(cwd.to_path_buf());
-        let mut writable = vec![req.data_dir.to_path_buf()];
-        writable.extend(shared.compilation_cache.clone());
+        let mut writable = vec![at.data_dir.to_path_buf()];
+        writable.extend(run.compilation_cache.map(Path::to_path_buf));
         let user = self.identity.switched_to();
         let view = Mounts {
             home: self.home.clone(),
             readable,
             writable,
             cwd: cwd.to_path_buf(),
-            gpu: req.platform == Platform::Gpu,
+            gpu: at.gpu,
             outputs: vec![config.results_dir.clone(), config.step12_dir.clone()],
             sources: vec![config.output_dir.clone()],
             user,
             // Each scratch tmpfs holds at most the memory limit (what it holds also
             // counts against the limit: see `scratch.rs`).
-            scratch_size: req.settings.memory_limit,
+            scratch_size: at.memory_limit,
         };
         let steps = match self.sandboxing.has_view() {
             true => view::steps(&view),
@@ -177,18 +258,18 @@ impl SandboxSetup {
     /// scripts' folders, the outputs (writable, for the data folders) and the
     /// interpreter) and each script's view is cut from it; without one it runs on the
     /// host's and each script is held by Landlock and the filter alone.
-    pub fn zygote(&self, shared: &Shared) -> Result<ZygoteSandbox, String> {
+    pub fn zygote(&self, run: RunPlace<'_>) -> Result<ZygoteSandbox, String> {
         if let Some(why) = self.sandboxing.no_warm_start() {
             return Err(why.into());
         }
         let library = bwrap::library()
             .map_err(|why| format!("warm start inside the sandbox needs its library: {why}"))?;
-        let config = &shared.config;
-        let mut readable = self.readable(shared);
+        let config = run.config;
+        let mut readable = self.readable(run);
         readable.push(config.output_dir.clone());
         readable.push(library.clone());
         let mut writable = vec![config.results_dir.clone(), config.step12_dir.clone()];
-        writable.extend(shared.compilation_cache.clone());
+        writable.extend(run.compilation_cache.map(Path::to_path_buf));
         let base = Mounts {
             home: self.home.clone(),
             readable,
