@@ -275,20 +275,35 @@ pub fn capture(cmd: Command, limit: Duration) -> std::io::Result<(String, String
 }
 
 /// [`capture`], with `input` written to the command's standard input.
+/// Spawns `cmd`, trying again for up to a second while the kernel answers `ETXTBSY`:
+/// an interpreter (or wrapper script) written a moment ago can still be open for
+/// writing in a process another thread forked meanwhile, until that child execs.
+fn spawn_when_not_busy(cmd: &mut Command) -> std::io::Result<std::process::Child> {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 fn capture_input(
     mut cmd: Command,
     input: Option<&'static [u8]>,
     limit: Duration,
 ) -> std::io::Result<(String, String, String)> {
-    let mut child = cmd
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+    cmd.stdin(if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = spawn_when_not_busy(&mut cmd)?;
     if let (Some(data), Some(mut stdin)) = (input, child.stdin.take()) {
         // On a thread: a program that never reads its input must not block the timer.
         std::thread::spawn(move || {

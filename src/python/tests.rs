@@ -116,3 +116,25 @@ fn shell_quote_only_when_needed() {
     );
     assert_eq!(shell_quote(Path::new("/my env/python")), "'/my env/python'");
 }
+
+/// A program still open for writing somewhere (here, in this very process) is
+/// `ETXTBSY` to exec; the probe's spawn waits for it to be closed rather than fail.
+#[test]
+fn a_program_still_open_for_writing_starts_once_it_is_closed() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("python");
+    let mut file = std::fs::File::create(&path).unwrap();
+    file.write_all(b"#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let busy = std::process::Command::new(&path).status().unwrap_err();
+    assert_eq!(busy.raw_os_error(), Some(libc::ETXTBSY));
+    let closer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        drop(file);
+    });
+    let mut cmd = std::process::Command::new(&path);
+    let status = super::spawn_when_not_busy(&mut cmd).unwrap().wait().unwrap();
+    closer.join().unwrap();
+    assert!(status.success());
+}
