@@ -6,11 +6,13 @@
 #           so build elsewhere and carry the binary)
 #   PYTHON  an interpreter with jax for CUDA (default /opt/torch/.venv/bin/python3)
 #
-# What it measures (scripts run unsandboxed, `--sandbox off`: the GPU machine has no
-# bubblewrap; wall time with `date +%s.%N`, one run each):
+# What it measures (default options, so the default sandbox: the built-in layer where
+# the machine has no bubblewrap; wall time with `date +%s.%N`, one run each):
 #   1. doctor: `nvidia-smi -q` and `nvidia-smi --query-gpu=…` beside
 #      `jax-runner doctor --device gpu --json` (driver, CUDA, GPUs, memory);
-#   2. the sample tree `output/` with `--device gpu` (device_used "gpu", GPU memory);
+#   2. the sample tree `output/` with `--device gpu` (device_used "gpu", GPU memory),
+#      sandboxed as by default and again with `--sandbox off` (the sandbox must not
+#      cost the GPU: a GPU lost to it shows as fallbacks);
 #   3. 32 scripts rendered from templates/ (`jax-runner render-workload`, as
 #      bench/compare.sh does) with `--device gpu`: one script per GPU, then
 #      `--gpu-share 4` (throughput and peak GPU memory);
@@ -49,7 +51,7 @@ run() {
     local t0 t1 rc=0
     t0=$(date +%s.%N)
     "$bin" --output-dir "$dir" --results-dir "$out/$name" --python "$PY" \
-        --sandbox off --compilation-cache "$out/cache-$name" -q "$@" \
+        --compilation-cache "$out/cache-$name" -q "$@" \
         >"$out/$name.log" 2>&1 || rc=$?
     t1=$(date +%s.%N)
     printf '%s\t%s\t%s\n' "$name" "$(elapsed "$t0" "$t1")" "$rc" >>"$out/times.tsv"
@@ -64,6 +66,7 @@ nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total,memory.used,m
 
 log "2. the sample tree on the GPU"
 run sample-gpu "$root/output" --device gpu
+run sample-gpu-unsandboxed "$root/output" --device gpu --sandbox off
 
 log "3-4. $count rendered scripts"
 work=$(mktemp -d "${TMPDIR:-/tmp}/jax-runner-gpu.XXXXXX")
@@ -100,18 +103,19 @@ try:
               "nvidia-smi: see nvidia-smi.csv", ""]
 except (OSError, ValueError) as e:
     lines += [f"doctor: no report ({e})", ""]
-lines += ["| run | wall s | exit | succeeded | jobs | device_used gpu | fallbacks | max peak GPU MiB | sum peak GPU MiB | scripts/s |",
-          "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+lines += ["| run | sandbox | wall s | exit | succeeded | jobs | device_used gpu | fallbacks | max peak GPU MiB | sum peak GPU MiB | scripts/s |",
+          "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
 for name, (seconds, rc) in times.items():
     m = metrics(name)
     if m is None:
-        lines.append(f"| {name} | {seconds:.2f} | {rc} | - | - | - | - | - | - | - |")
+        lines.append(f"| {name} | - | {seconds:.2f} | {rc} | - | - | - | - | - | - | - |")
         continue
     s = m["scripts"]
     gpu_peaks = [x["peak_gpu_memory_mb"] for x in s if x.get("peak_gpu_memory_mb") is not None]
     on_gpu = sum(1 for x in s if x.get("device_used") == "gpu")
     lines.append(
-        f"| {name} | {seconds:.2f} | {rc} | {m['totals']['succeeded']}/{m['totals']['total_scripts']} "
+        f"| {name} | {'+'.join(m['run'].get('sandbox_layers') or ['off'])} "
+        f"| {seconds:.2f} | {rc} | {m['totals']['succeeded']}/{m['totals']['total_scripts']} "
         f"| {m['run']['jobs']} | {on_gpu} | {m['totals']['fallbacks']} "
         f"| {max(gpu_peaks) if gpu_peaks else '-'} | {sum(gpu_peaks) if gpu_peaks else '-'} "
         f"| {len(s) / seconds:.2f} |")

@@ -47,6 +47,14 @@ pub enum ConfigError {
     ResultsLocked { path: PathBuf, holder: String },
     #[error("--sandbox on, but {reason}: install it with `{hint}`, or run with --sandbox off")]
     SandboxUnavailable { reason: String, hint: &'static str },
+    #[error("the sandbox user (uid {uid}) cannot reach {what} {needed}: {closed} (mode {mode:04o}) is closed to it, and without mount namespaces here nothing can open a way for it; run jax-runner as an ordinary user, let others pass through with `chmod o+x {closed}`, keep {what} elsewhere, or run with --sandbox off")]
+    SandboxCannotReach {
+        uid: u32,
+        what: &'static str,
+        needed: PathBuf,
+        closed: PathBuf,
+        mode: u32,
+    },
     #[error("invalid value {value:?} for {option}: {reason}")]
     Invalid {
         option: &'static str,

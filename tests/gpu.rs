@@ -242,6 +242,36 @@ fn auto_takes_the_cpu_for_a_script_the_history_says_is_faster_there() {
     );
 }
 
+/// The user's own `CUDA_VISIBLE_DEVICES` reaches a sandboxed GPU script, though the
+/// sandbox passes no other variable of theirs unasked: as given where it names no GPU
+/// of the host (a script told to see none sees none), as the GPU's UUID where it
+/// names one.
+#[test]
+fn the_users_cuda_visible_devices_reaches_sandboxed_scripts() {
+    let t = Tree::new();
+    t.fixture("gpu_probe.py", "m/jax/probe.py");
+    let nvml = fake_gpus(&t, 1);
+    for (given, seen) in [("999", "999"), ("0", "GPU-fake-0")] {
+        let out = t
+            .cmd()
+            .env("JAX_RUNNER_FAKE_NVML", &nvml)
+            .env_remove("JAX_RUNNER_GPU_COUNT")
+            .env("CUDA_VISIBLE_DEVICES", given)
+            .args(["--device", "gpu", "--no-preflight", "--fallback", "none"])
+            .args(["--env", "GPU_PROBE_SECONDS=0"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{given}: {}", stderr(&out));
+        let r = t.result("probe");
+        assert_eq!(r["sandbox"]["environment"], "allowlist", "{r}");
+        assert_eq!(
+            env_of(&t, "probe", 1)["CUDA_VISIBLE_DEVICES"],
+            seen,
+            "{given}"
+        );
+    }
+}
+
 #[test]
 fn nvml_errors_during_the_run_leave_the_gpu_figures_out() {
     let t = Tree::new();

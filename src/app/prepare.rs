@@ -135,7 +135,13 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
             (None, Some(dry))
         }
         Some(inputs) => {
-            let setup = setup(config, sandboxing, &compilation_cache, &mut warnings)?;
+            let setup = setup(
+                config,
+                inputs.interp,
+                sandboxing,
+                &compilation_cache,
+                &mut warnings,
+            )?;
             let exec = execution(inputs, setup, &mut warnings).await;
             (Some(exec), None)
         }
@@ -208,6 +214,7 @@ fn plan_run(
 /// an unused uid for the run (never for a dry run, which holds nothing).
 fn setup(
     config: &RunConfig,
+    interp: &Interpreter,
     sandboxing: Result<Sandboxing, String>,
     compilation_cache: &Option<PathBuf>,
     warnings: &mut Vec<String>,
@@ -221,8 +228,22 @@ fn setup(
         })?,
         false => Identity::current(),
     };
+    let no_view = sandboxing.as_ref().is_ok_and(|s| !s.has_view());
+    if no_view {
+        reachable(config, interp, &identity)?;
+    }
     let compilation_cache = match (compilation_cache, sandboxing.is_ok()) {
-        (Some(dir), true) => give_cache(dir, &identity, warnings),
+        (Some(dir), true) => match identity.closed_on_the_way(dir).filter(|_| no_view) {
+            Some((closed, mode)) => {
+                warnings.push(format!(
+                    "compilation cache disabled: the sandbox user cannot pass through {} (mode {mode:04o}) to {}; pass --compilation-cache with a folder outside it",
+                    closed.display(),
+                    dir.display()
+                ));
+                None
+            }
+            None => give_cache(dir, &identity, warnings),
+        },
         (cache, _) => cache.clone(),
     };
     Ok(Setup {
@@ -230,6 +251,33 @@ fn setup(
         identity: Arc::new(identity),
         compilation_cache,
     })
+}
+
+/// For a root runner whose scripts get no view of their own (nothing bridges a
+/// folder closed to the sandbox user, such as `/root`): that the user reaches the
+/// interpreter's installation, the tree and the results, else why not and what to do.
+fn reachable(config: &RunConfig, interp: &Interpreter, identity: &Identity) -> Result<(), Error> {
+    let needed = bwrap::python_paths(&interp.path, &interp.info)
+        .into_iter()
+        .map(|p| ("the interpreter's installation", p))
+        .chain([
+            ("the tree", config.output_dir.clone()),
+            ("the results folder", config.results_dir.clone()),
+        ]);
+    for (what, path) in needed {
+        if let Some((closed, mode)) = identity.closed_on_the_way(&path) {
+            return Err(Error::Config(
+                crate::error::ConfigError::SandboxCannotReach {
+                    uid: identity.uid,
+                    what,
+                    needed: path,
+                    closed,
+                    mode,
+                },
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The compilation cache given to the sandbox user, who writes it; `None` (and a
@@ -281,7 +329,7 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
         }
     };
     let seccomp = match (&sandboxing, &config.ray) {
-        (Ok(s), None) => seccomp_filter(s, warnings),
+        (Ok(s), None) => seccomp_filter(s, config.may_use_gpu(), warnings),
         _ => Vec::new(),
     };
     let sandbox_info = sandbox_info(config, &sandboxing, &identity, !seccomp.is_empty());

@@ -58,12 +58,16 @@ pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Sandboxing, String>, 
 }
 
 /// The seccomp programs for sandboxed scripts (granting calls on other processes, host
-/// IPC and the network's sockets only where namespaces separate the scripts); without
-/// them scripts still run with no
-/// capabilities, and the run says the filter is missing.
-pub(super) fn seccomp_filter(sandboxing: &Sandboxing, warnings: &mut Vec<String>) -> Vec<PathBuf> {
+/// IPC and the network's sockets only where namespaces separate the scripts, and the
+/// CUDA driver's socket only to a run that may use a GPU); without them scripts still
+/// run with no capabilities, and the run says the filter is missing.
+pub(super) fn seccomp_filter(
+    sandboxing: &Sandboxing,
+    gpu: bool,
+    warnings: &mut Vec<String>,
+) -> Vec<PathBuf> {
     use crate::sandbox::seccomp::install_for;
-    match install_for(&crate::paths::cache_dir(), sandboxing.separation()) {
+    match install_for(&crate::paths::cache_dir(), sandboxing.separation(), gpu) {
         Ok(Some(paths)) => paths,
         Ok(None) => {
             warnings.push(

@@ -134,7 +134,10 @@ fn a_program_still_open_for_writing_starts_once_it_is_closed() {
         drop(file);
     });
     let mut cmd = std::process::Command::new(&path);
-    let status = super::spawn_when_not_busy(&mut cmd).unwrap().wait().unwrap();
+    let status = super::spawn_when_not_busy(&mut cmd)
+        .unwrap()
+        .wait()
+        .unwrap();
     closer.join().unwrap();
     assert!(status.success());
 }

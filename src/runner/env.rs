@@ -12,11 +12,15 @@ use crate::model::Platform;
 pub const REMOVED: &[&str] = &["JAX_PLATFORM_NAME"];
 
 /// Whether a parent variable passes into a sandboxed script: PATH, HOME, LANG,
-/// LC_*, TZ and PYTHON*. The runner's own JAX/XLA/CUDA/GNN settings are added on top,
-/// and `--env`/`--env-pass` add more.
+/// LC_*, TZ, PYTHON*, and `CUDA_VISIBLE_DEVICES`, the GPUs the user chose (a GPU
+/// slot's pin and a CPU attempt's empty list, set by the runner on top, win over it).
+/// The runner's own JAX/XLA/CUDA/GNN settings are added on top, and
+/// `--env`/`--env-pass` add more.
 pub fn allowlisted(name: &str) -> bool {
-    matches!(name, "PATH" | "HOME" | "LANG" | "TZ")
-        || name.starts_with("LC_")
+    matches!(
+        name,
+        "PATH" | "HOME" | "LANG" | "TZ" | "CUDA_VISIBLE_DEVICES"
+    ) || name.starts_with("LC_")
         || name.starts_with("PYTHON")
 }
 

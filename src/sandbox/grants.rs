@@ -74,6 +74,18 @@ pub const DEVICES: &[&str] = &[
     "/dev/urandom",
 ];
 
+/// What a GPU attempt also writes, in place (never making or removing a file): the
+/// CUDA driver's `cuInit` names its threads through `/proc/<pid>/task/<tid>/comm`
+/// and fails with `CUDA_ERROR_OPERATING_SYSTEM` (304) when it cannot, so jax loses
+/// the GPU. Landlock binds a rule to a folder's inode and each thread's folder is
+/// made after the rules, so the grant is on `/proc` itself. What else a write there
+/// could reach stays closed by the other layers: the script's user owns none of the
+/// host's processes (root's runner switches to a user of its own), a fresh `/proc`
+/// keeps its knobs (`/proc/sys`, `sysrq-trigger`) read-only, and the files of another
+/// process that matter (`mem`, `environ`) pass the ptrace check, which Landlock holds
+/// to the script's own processes.
+pub const GPU_WRITES_IN_PLACE: &[&str] = &["/proc"];
+
 /// The host's top-level folders a view keeps as they are (read-only): the granted
 /// folders that sit directly under `/`. Every other top-level folder is hidden
 /// behind an empty one, and what is granted inside it (`/etc`'s files, a store, an

@@ -75,6 +75,9 @@ pub struct Grants {
     pub write: Vec<PathBuf>,
     /// Devices it reads, writes and sends ioctls to: `grants::DEVICES`, a GPU's nodes.
     pub devices: Vec<PathBuf>,
+    /// Files written in place beneath these, none made or removed:
+    /// `grants::GPU_WRITES_IN_PLACE` for a GPU attempt.
+    pub in_place: Vec<PathBuf>,
 }
 
 /// The plan for `grants` at `abi`: every right Landlock knows there handled, reads,
@@ -89,6 +92,8 @@ pub fn plan(abi: u8, grants: &Grants) -> LandlockPlan {
     let mut rules: Vec<(PathBuf, u64)> = grants.read.iter().map(|p| (p.clone(), read)).collect();
     rules.extend(grants.write.iter().map(|p| (p.clone(), all)));
     rules.extend(grants.devices.iter().map(|p| (p.clone(), device)));
+    let in_place = (AccessFs::WriteFile | AccessFs::Truncate).bits() & all;
+    rules.extend(grants.in_place.iter().map(|p| (p.clone(), in_place)));
     let net = match abi >= 4 {
         true => AccessNet::from_all(at).bits(),
         false => 0,
@@ -109,6 +114,23 @@ pub fn plan(abi: u8, grants: &Grants) -> LandlockPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    /// Runs `script` in `/bin/sh`, in `cwd`, held to `grants`: its stdout and stderr.
+    fn held(v: u8, grants: &Grants, cwd: &Path, script: &str) -> (String, String) {
+        let mut ruleset = Some(prepare(&plan(v, grants)).unwrap());
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", script]).current_dir(cwd);
+        // SAFETY: the ruleset was made before the fork; the child only restricts itself.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                restrict(ruleset.take().expect("once"))
+            });
+        }
+        let out = cmd.output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (text(&out.stdout), text(&out.stderr))
+    }
 
     /// A child held to a plan writes only where granted and reads nothing it was not
     /// granted: a folder beside a granted one is as closed as a hidden one.
@@ -127,27 +149,42 @@ mod tests {
             read: crate::sandbox::grants::host_reads(),
             write: vec![ok.clone()],
             devices: vec!["/dev/null".into()],
+            in_place: Vec::new(),
         };
-        let mut ruleset = Some(prepare(&plan(v, &grants)).unwrap());
         let script = "echo x > ok/f && ! cat no/secret 2>/dev/null && \
             ! (echo y > no/g) 2>/dev/null && ! (echo z > f2) 2>/dev/null && echo fine";
-        let mut cmd = std::process::Command::new("/bin/sh");
-        cmd.args(["-c", script]).current_dir(tmp.path());
-        // SAFETY: the ruleset was made before the fork; the child only restricts itself.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-                restrict(ruleset.take().expect("once"))
-            });
-        }
-        let out = cmd.output().unwrap();
-        let said = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            said.contains("fine"),
-            "{said} {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (said, err) = held(v, &grants, tmp.path(), script);
+        assert!(said.contains("fine"), "{said} {err}");
         assert!(ok.join("f").exists());
         assert!(!no.join("g").exists() && !tmp.path().join("f2").exists());
+    }
+
+    /// The boundary of the GPU's grant: a thread's name (what CUDA's `cuInit` writes)
+    /// is writable with it and not without it, and it makes nothing writable that
+    /// was not: `/proc` stays closed to a new file, the granted folders as before.
+    #[test]
+    fn a_gpu_attempt_names_its_threads_and_nothing_more() {
+        let Some(v) = abi() else {
+            eprintln!("skipped: this kernel has no Landlock");
+            return;
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let mut grants = Grants {
+            read: crate::sandbox::grants::host_reads(),
+            devices: vec!["/dev/null".into()],
+            ..Grants::default()
+        };
+        let script = "(printf cuda-init > /proc/thread-self/comm) 2>/dev/null \
+            && echo named; (echo x > f) 2>/dev/null || echo closed";
+        let (said, err) = held(v, &grants, tmp.path(), script);
+        assert_eq!(said, "closed\n", "without the grant: {err}");
+        grants.in_place = crate::sandbox::grants::GPU_WRITES_IN_PLACE
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        let (said, err) = held(v, &grants, tmp.path(), script);
+        assert_eq!(said, "named\nclosed\n", "with the grant: {err}");
+        assert!(!tmp.path().join("f").exists());
     }
 
     #[test]

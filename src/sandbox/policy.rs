@@ -235,7 +235,8 @@ impl SandboxSetup {
     /// What Landlock grants in `view`: reads of the host's granted paths
     /// (`grants::host_reads`) and the view's readable folders, writes of the writable
     /// folders and the view's scratch or else the private temporary folder, the
-    /// granted devices and a GPU's nodes. The same list the view is built from.
+    /// granted devices and a GPU's nodes, and what a GPU attempt writes in place
+    /// under `/proc`. The same list the view is built from.
     fn grants(&self, view: &Mounts, scratch: &[PathBuf], private: Option<&Path>) -> Grants {
         let mut read = grants::host_reads();
         read.extend(view.readable.iter().cloned());
@@ -243,13 +244,16 @@ impl SandboxSetup {
         write.extend(scratch.iter().cloned());
         write.extend(private.map(Path::to_path_buf));
         let mut devices: Vec<PathBuf> = grants::DEVICES.iter().map(PathBuf::from).collect();
+        let mut in_place = Vec::new();
         if view.gpu {
             devices.extend(bwrap::nvidia_devices());
+            in_place.extend(grants::GPU_WRITES_IN_PLACE.iter().map(PathBuf::from));
         }
         Grants {
             read,
             write,
             devices,
+            in_place,
         }
     }
 

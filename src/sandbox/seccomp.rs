@@ -23,6 +23,8 @@
 //! - **Host sockets:** `socket(AF_UNIX)`, since a socket file on the read-only root
 //!   (docker, dbus, a database) still accepts a connection; any socket family but
 //!   inet and netlink, and those only inside a network namespace of the script's own.
+//!   A run that may use a GPU is granted the one Unix socket the CUDA driver makes at
+//!   `cuInit`, of type `SOCK_SEQPACKET`, which cannot connect to a stream socket.
 //!   `socketpair`, which only makes a connected pair, stays granted.
 //! - **The terminal:** `ioctl(TIOCSTI)` and `TIOCLINUX` type into the terminal.
 //! - **The kernel's own state and its riskiest code:** the keyring, modules, `kexec`,
@@ -132,14 +134,15 @@ impl Separation {
         net: false,
     };
 
-    /// A short name for the programs' file names.
-    fn tag(self) -> String {
+    /// A short name for the programs' file names (`g`: a run that may use a GPU).
+    fn tag(self, gpu: bool) -> String {
         let bit = |b: bool, c: char| if b { c } else { '-' };
         format!(
-            "{}{}{}",
+            "{}{}{}{}",
             bit(self.pid, 'p'),
             bit(self.ipc, 'i'),
-            bit(self.net, 'n')
+            bit(self.net, 'n'),
+            bit(gpu, 'g')
         )
     }
 }
@@ -147,12 +150,12 @@ impl Separation {
 /// The filters for this processor where scripts have every namespace of their own,
 /// to install in this order; `None` where there are none.
 pub fn programs() -> Option<Vec<Program>> {
-    programs_for(Separation::ALL)
+    programs_for(Separation::ALL, false)
 }
 
-/// The filters for scripts with `separation`: the allow-list, then `clone3` and
-/// `openat2` answering `ENOSYS`.
-pub fn programs_for(separation: Separation) -> Option<Vec<Program>> {
+/// The filters for scripts with `separation` (and `gpu`, a run that may use a GPU):
+/// the allow-list, then `clone3` and `openat2` answering `ENOSYS`.
+pub fn programs_for(separation: Separation, gpu: bool) -> Option<Vec<Program>> {
     #[cfg(any(
         target_arch = "x86_64",
         target_arch = "aarch64",
@@ -160,13 +163,13 @@ pub fn programs_for(separation: Separation) -> Option<Vec<Program>> {
     ))]
     {
         return Some(vec![
-            rules::compile_allowed("allow", &allowed::rules(separation), libc::EPERM),
+            rules::compile_allowed("allow", &allowed::rules(separation, gpu), libc::EPERM),
             rules::compile("clone3-enosys", rules::ENOSYS, libc::ENOSYS),
         ]);
     }
     #[allow(unreachable_code)]
     {
-        let _ = separation;
+        let _ = (separation, gpu);
         None
     }
 }
@@ -209,15 +212,19 @@ pub fn apply() -> io::Result<()> {
 /// (runs share them), and returns their paths in install order; `None` where there
 /// is no filter for this processor.
 pub fn install(dir: &Path) -> io::Result<Option<Vec<PathBuf>>> {
-    install_for(dir, Separation::ALL)
+    install_for(dir, Separation::ALL, false)
 }
 
-/// [`install`] of [`programs_for`] `separation`.
-pub fn install_for(dir: &Path, separation: Separation) -> io::Result<Option<Vec<PathBuf>>> {
-    let Some(programs) = programs_for(separation) else {
+/// [`install`] of [`programs_for`] `separation` and `gpu`.
+pub fn install_for(
+    dir: &Path,
+    separation: Separation,
+    gpu: bool,
+) -> io::Result<Option<Vec<PathBuf>>> {
+    let Some(programs) = programs_for(separation, gpu) else {
         return Ok(None);
     };
-    let tag = separation.tag();
+    let tag = separation.tag(gpu);
     let mut paths = Vec::with_capacity(programs.len());
     for program in &programs {
         let stem = format!("seccomp-{}-{tag}", program.name);

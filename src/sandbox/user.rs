@@ -71,6 +71,20 @@ impl Identity {
         })
     }
 
+    /// Where a script without a view of its own (nothing bridges a closed folder for
+    /// it) cannot reach `path`: the first folder on the way, from `/`, that the
+    /// switched-to user may not pass through, with its mode. `None` for a runner that
+    /// does not switch, or where the way is open.
+    pub fn closed_on_the_way(&self, path: &Path) -> Option<(PathBuf, u32)> {
+        let user = self.switched_to()?;
+        let mut way: Vec<&Path> = path.ancestors().skip(1).collect();
+        way.reverse();
+        way.into_iter().find_map(|dir| {
+            let meta = std::fs::metadata(dir).ok()?;
+            (!user.can_enter(&meta)).then(|| (dir.to_path_buf(), meta.mode() & 0o7777))
+        })
+    }
+
     /// Gives a folder the runner made for a script (its data folder, the compilation
     /// cache) to the sandbox user, without following a link planted in its place.
     pub fn own(&self, dir: &Path) -> std::io::Result<()> {
@@ -195,6 +209,33 @@ fn try_lock(path: &Path) -> std::io::Result<Option<File>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first folder the switched-to user cannot pass through is named with its
+    /// mode; an open way, and a runner that does not switch, name none.
+    #[test]
+    fn the_first_closed_folder_on_the_way_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let (open, shut) = (tmp.path().join("open"), tmp.path().join("shut"));
+        for (dir, mode) in [(&open, 0o755), (&shut, 0o700)] {
+            std::fs::create_dir_all(dir.join("inner")).unwrap();
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let switched = Identity {
+            uid: LAST_UID,
+            gid: LAST_UID,
+            switched: true,
+            _lock: None,
+        };
+        let target = shut.join("inner").join("python");
+        assert_eq!(switched.closed_on_the_way(&target), Some((shut, 0o700)));
+        assert_eq!(
+            switched.closed_on_the_way(&open.join("inner").join("x")),
+            None
+        );
+        assert_eq!(Identity::current().closed_on_the_way(&target), None);
+    }
 
     /// The uid at `start`, `n` places on, wrapping round the range.
     fn nth(start: u32, n: u32) -> u32 {

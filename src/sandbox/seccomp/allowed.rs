@@ -365,6 +365,18 @@ const OWN_NETWORK: &[(&str, u64)] = &[
     ("AF_NETLINK", libc::AF_NETLINK as u64),
 ];
 
+/// What the CUDA driver's `cuInit` makes: a Unix socket of type `SOCK_SEQPACKET`
+/// (driver 580 on an H200, under strace: refused, `cuInit` fails with
+/// `CUDA_ERROR_OPERATING_SYSTEM` and jax loses the GPU). Granted to runs that may use
+/// a GPU, and of the Unix family only this type: a sequenced-packet socket cannot
+/// connect to the stream sockets that agents and daemons listen on (ssh-agent, dbus,
+/// docker, a database), and under a view of its own nothing of the host's listens.
+const CUDA_SOCKET: When = When::Masked(&[
+    (0, 0xffff_ffff, libc::AF_UNIX as u64),
+    // The type's low bits; SOCK_CLOEXEC and SOCK_NONBLOCK may be set above them.
+    (1, 0xf, libc::SOCK_SEQPACKET as u64),
+]);
+
 /// SysV IPC and POSIX message queues: the host's own, unless an IPC namespace
 /// separates the script.
 const IPC: &[Rule] = &[
@@ -441,8 +453,9 @@ const IOCTL: Rule = when(
     When::NoneOf(1, super::rules::TERMINAL_INPUT),
 );
 
-/// Every call a script is granted where `separation` holds.
-pub(super) fn rules(separation: Separation) -> Vec<Rule> {
+/// Every call a script is granted where `separation` holds; `gpu` for a run that may
+/// use a GPU ([`CUDA_SOCKET`]).
+pub(super) fn rules(separation: Separation, gpu: bool) -> Vec<Rule> {
     let mut out: Vec<Rule> = [FILES, MEMORY, PROCESSES, TIME, MACHINE, SOCKETS, LEGACY]
         .concat()
         .into_iter()
@@ -459,13 +472,13 @@ pub(super) fn rules(separation: Separation) -> Vec<Rule> {
     if separation.ipc {
         out.extend(IPC.iter().cloned());
     }
-    if separation.net {
-        out.push(when(
-            "socket",
-            libc::SYS_socket,
-            When::OneOf(0, OWN_NETWORK),
-        ));
-    }
+    let socket = match (separation.net, gpu) {
+        (true, true) => Some(When::Either(&[When::OneOf(0, OWN_NETWORK), CUDA_SOCKET])),
+        (true, false) => Some(When::OneOf(0, OWN_NETWORK)),
+        (false, true) => Some(CUDA_SOCKET),
+        (false, false) => None,
+    };
+    out.extend(socket.map(|w| when("socket", libc::SYS_socket, w)));
     out
 }
 

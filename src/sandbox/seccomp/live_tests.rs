@@ -356,7 +356,7 @@ fn python_still_works_under_the_filters() {
 /// `socketpair` stays allowed either way.
 #[test]
 fn without_a_network_namespace_the_network_is_refused() {
-    let host: Vec<Vec<u8>> = programs_for(Separation::NONE)
+    let host: Vec<Vec<u8>> = programs_for(Separation::NONE, false)
         .unwrap()
         .into_iter()
         .map(|p| p.bytes)
@@ -389,6 +389,44 @@ fn without_a_network_namespace_the_network_is_refused() {
     assert!(in_child(Some(&host), pair) >= 0);
 }
 
+/// The boundary of a GPU run's grant, in each separation: the CUDA driver's Unix
+/// `SOCK_SEQPACKET` socket (with `SOCK_CLOEXEC`, as the driver asks) is made; a Unix
+/// stream or datagram socket, which could reach an agent or a daemon, is not; and a
+/// run that may not use a GPU makes none.
+#[test]
+fn a_gpu_run_makes_the_cuda_socket_and_no_other_unix_socket() {
+    let filters = |separation, gpu| -> Vec<Vec<u8>> {
+        programs_for(separation, gpu)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.bytes)
+            .collect()
+    };
+    let cuda = || socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC);
+    let stream = || socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC);
+    let datagram = || socket(libc::AF_UNIX, libc::SOCK_DGRAM);
+    assert!(
+        in_child(None, cuda) >= 0,
+        "this machine makes no such socket"
+    );
+    for separation in [Separation::ALL, Separation::NONE] {
+        let gpu = filters(separation, true);
+        let cpu = filters(separation, false);
+        assert_eq!(in_child(Some(&gpu), cuda), 0, "{separation:?}");
+        for other in [stream, datagram] {
+            assert_eq!(in_child(Some(&gpu), other), -i64::from(libc::EPERM));
+        }
+        assert_eq!(in_child(Some(&cpu), cuda), -i64::from(libc::EPERM));
+    }
+    // The grant adds to a namespace's own network, never takes from it.
+    let inet = || socket(libc::AF_INET, libc::SOCK_DGRAM);
+    assert_eq!(in_child(Some(&filters(Separation::ALL, true)), inet), 0);
+    assert_eq!(
+        in_child(Some(&filters(Separation::NONE, true)), inet),
+        -i64::from(libc::EPERM)
+    );
+}
+
 /// Where no PID namespace separates scripts, the calls that change a process's limits
 /// and scheduling reach the caller alone: Python's `os.nice`, `resource.setrlimit`
 /// and `os.sched_setaffinity(0, …)` keep working, while the same calls on the
@@ -396,7 +434,7 @@ fn without_a_network_namespace_the_network_is_refused() {
 /// where no IPC namespace separates the script from the host's.
 #[test]
 fn without_a_pid_namespace_calls_on_a_process_reach_only_the_caller() {
-    let none: Vec<Vec<u8>> = programs_for(Separation::NONE)
+    let none: Vec<Vec<u8>> = programs_for(Separation::NONE, false)
         .unwrap()
         .into_iter()
         .map(|p| p.bytes)

@@ -38,6 +38,10 @@ pub(super) enum When {
     /// Every one of these arguments is 0: the call acts on the caller itself (a PID
     /// of 0, `PRIO_PROCESS` of 0, `IOPRIO_WHO_PROCESS`'s who of 0).
     OnSelf(&'static [(u8, u64)]),
+    /// For every `(arg, mask, value)`, argument `arg` masked with `mask` is `value`.
+    Masked(&'static [(u8, u64, u64)]),
+    /// Any of these holds.
+    Either(&'static [When]),
 }
 
 #[derive(Clone)]
@@ -273,6 +277,12 @@ fn conditions(when: When) -> Vec<SeccompRule> {
             .iter()
             .map(|&(_, value)| rule(arg, SeccompCmpOp::Eq, value))
             .collect(),
+        When::Masked(args) => all(args
+            .iter()
+            .map(|&(arg, mask, value)| condition(arg, SeccompCmpOp::MaskedEq(mask), value))
+            .collect()),
+        // seccompiler grants a call when any of its rules holds.
+        When::Either(whens) => whens.iter().flat_map(|w| conditions(*w)).collect(),
     }
 }
 
@@ -327,7 +337,7 @@ pub(super) fn denials(rules: &[Rule], errno: &'static str) -> Vec<Denial> {
     let denial = |rule: &Rule| Denial {
         call: rule.call,
         only_with: match rule.when {
-            When::Always | When::OnSelf(_) => Vec::new(),
+            When::Always | When::OnSelf(_) | When::Masked(_) | When::Either(_) => Vec::new(),
             When::AnyFlag(_, list)
             | When::OneOf(_, list)
             | When::NoFlag(_, list)

@@ -76,7 +76,7 @@ fn answer(arch: u32, nr: c_long, args: [u64; 6]) -> u32 {
 }
 
 fn answer_for(separation: Separation, arch: u32, nr: c_long, args: [u64; 6]) -> u32 {
-    let programs = programs_for(separation).unwrap();
+    let programs = programs_for(separation, false).unwrap();
     let verdicts: Vec<u32> = programs
         .iter()
         .map(|p| verdict(&p.bytes, arch, nr, args))
