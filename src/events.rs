@@ -48,7 +48,8 @@ pub enum RunEvent {
         attempt: u32,
         /// Seconds since the attempt started.
         elapsed_s: f64,
-        /// Resident memory of the process tree, MiB.
+        /// Memory of the process tree as the attempt's `memory_source` counts it
+        /// (the cgroup's charge, or proportional set sizes summed), MiB.
         rss_mb: f64,
         /// Processes in the tree.
         processes: usize,

@@ -28,8 +28,8 @@ pub use result::{lossless_hex, results_file_name, Attempt, Fallback, ScriptResul
 pub use settings::Setting;
 pub use timestamp::Timestamp;
 pub use vocab::{
-    Device, ExceptionInfo, FailureClass, GpuMemorySource, Leak, Platform, RayJob, Reuse,
-    SandboxMode, XlaPreset,
+    Device, ExceptionInfo, FailureClass, GpuMemorySource, Leak, MemorySource, Platform, RayJob,
+    Reuse, SandboxMode, XlaPreset,
 };
 
 /// Bumped whenever a field changes meaning or disappears (additions keep it).

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Device, DeviceTimes, DiscoveredBy, ExceptionInfo, FailureClass, GpuUse, JaxTelemetry, Leak,
-    Platform, RayJob, SandboxInfo, Setting, Status, TimeBreakdown, Timestamp, XlaPreset,
+    MemorySource, Platform, RayJob, SandboxInfo, Setting, Status, TimeBreakdown, Timestamp,
+    XlaPreset,
 };
 
 /// One execution of a script.
@@ -28,8 +29,14 @@ pub struct Attempt {
     pub return_code: Option<i32>,
     /// Terminating signal number when the process was killed by a signal.
     pub signal: Option<i32>,
-    /// Peak resident memory of the whole process tree, MiB.
+    /// Peak memory of the whole process tree, MiB (`memory_source` says what it
+    /// counts).
     pub peak_memory_mb: f64,
+    /// What `peak_memory_mb` counts: `cgroup` (the attempt's memory cgroup), `pss`
+    /// (proportional set sizes summed: shared pages once) or `rss` (resident sizes
+    /// summed, where a proportional one could not be read: an upper bound).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub memory_source: Option<MemorySource>,
     /// What the attempt used of its GPU (`gpu_index`, `peak_gpu_memory_mb`,
     /// `gpu_memory_source`, `gpu_utilization_pct`), at the top level of the attempt.
     #[serde(flatten)]
@@ -175,8 +182,11 @@ pub struct ScriptResult {
     pub attempts: Vec<Attempt>,
     /// Wall-clock seconds summed over attempts.
     pub execution_time_s: f64,
-    /// Highest tree RSS of any attempt, MiB.
+    /// Highest tree memory of any attempt, MiB (`memory_source` says what it counts).
     pub peak_memory_mb: f64,
+    /// What `peak_memory_mb` counts, as that attempt's `memory_source` says.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub memory_source: Option<MemorySource>,
     /// What the script used of its GPU, at the top level of the result: the final
     /// attempt's GPU and utilisation, the highest peak of any attempt and what that
     /// peak counts.

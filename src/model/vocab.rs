@@ -233,6 +233,22 @@ pub enum Reuse {
     RerunFailed,
 }
 
+/// What a script's `peak_memory_mb` counts (docs/execution.md says which each mode
+/// records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MemorySource {
+    /// The attempt's memory cgroup (`memory.current`): the kernel's own count, pages
+    /// shared between the script's processes once, its page cache and tmpfs included.
+    Cgroup,
+    /// The proportional set sizes of the script's processes, summed (`Pss` of
+    /// `/proc/<pid>/smaps_rollup`): a page shared by n processes counts 1/n in each.
+    Pss,
+    /// Resident set sizes, summed, where some process's proportional size could not be
+    /// read: a shared page counts once per process, so the figure is an upper bound.
+    Rss,
+}
+
 /// Where a script's GPU memory figure comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -162,10 +162,12 @@ pub struct AttemptOutcome {
     pub duration: Duration,
     pub exit: Exit,
     pub stopped_by: Option<StoppedBy>,
-    /// Peak memory of the tree: sampled RSS and scratch together, or the process's own
-    /// RSS (kernel), or the attempt's cgroup's peak when the kernel killed it at the
-    /// limit, whichever is highest.
+    /// Peak memory of the tree: sampled memory (`memory_source`) and scratch together,
+    /// or the attempt's cgroup's peak when the kernel killed it at the limit and that
+    /// is higher, or the process's own resident size when no sample was taken.
     pub peak_rss_bytes: u64,
+    /// What `peak_rss_bytes` counts.
+    pub memory_source: crate::model::MemorySource,
     /// What the scratch held at the highest sample (part of `peak_rss_bytes`).
     pub peak_scratch_bytes: u64,
     pub stdout: Drained,

@@ -20,7 +20,7 @@ use super::zygote::Zygote;
 use super::Stop;
 use crate::events::Stream;
 use crate::gpu::sample::GpuSampler;
-use crate::model::Leak;
+use crate::model::{Leak, MemorySource};
 
 /// Samples go out every this many memory samples (100 ms each).
 const SAMPLES_PER_EVENT: u32 = 10;
@@ -122,14 +122,19 @@ pub async fn run_attempt(
             command: "an unknown process outside the script's tree held its output open".into(),
         });
     }
+    // The kernel's figures where the samples fall short: the cgroup's own peak, and
+    // for a script too short to be sampled, the largest process's resident size.
+    let sampled = sampler.peak.total();
+    let (peak, memory_source) = match (cgroup_peak, sampled) {
+        (Some(p), _) if p > sampled => (p, MemorySource::Cgroup),
+        (_, 0) if exit.max_rss_bytes > 0 => (exit.max_rss_bytes, MemorySource::Rss),
+        _ => (sampled, sampler.peak_source),
+    };
     Ok(AttemptOutcome {
         started_at,
         duration,
-        peak_rss_bytes: sampler
-            .peak
-            .total()
-            .max(exit.max_rss_bytes)
-            .max(cgroup_peak.unwrap_or(0)),
+        peak_rss_bytes: peak,
+        memory_source,
         peak_scratch_bytes: sampler.peak.scratch,
         exit,
         stopped_by,
@@ -182,6 +187,7 @@ async fn supervise(
 ) -> Result<Supervised, AttemptError> {
     let mut sampler = TreeSampler::default();
     sampler.scratch = spec.scratch.clone().map(ScratchGauge::new);
+    sampler.cgroup = spec.cgroup.clone();
     let mut gpu = spec.gpu.clone().map(GpuSampler::start);
     let mut gpu_now = None;
     sampler.plumbing = plumbing;

@@ -220,6 +220,22 @@ impl AttemptCgroup {
             .unwrap_or(0)
     }
 
+    /// What the cgroup is charged now (`memory.usage_in_bytes` on v1, `memory.current`
+    /// on v2): the kernel's own count of the attempt's memory, pages shared between its
+    /// processes once, tmpfs pages included. `None` without a memory controller.
+    pub fn memory_current(&self) -> Option<u64> {
+        let (dir, v1) = self.memory.as_ref()?;
+        let file = match v1 {
+            true => "memory.usage_in_bytes",
+            false => "memory.current",
+        };
+        std::fs::read_to_string(dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     /// The most memory the cgroup was ever charged (`memory.max_usage_in_bytes` on v1,
     /// `memory.peak` on v2, where the kernel has it), tmpfs pages included.
     pub fn memory_peak(&self) -> Option<u64> {

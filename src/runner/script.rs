@@ -359,6 +359,7 @@ pub fn base_result(
         attempts: Vec::new(),
         execution_time_s: 0.0,
         peak_memory_mb: 0.0,
+        memory_source: None,
         cpu_user_s: 0.0,
         cpu_system_s: 0.0,
         timeout_s: settings.timeout.as_secs_f64(),

@@ -1,10 +1,13 @@
-//! The process tree of a running script and its memory: resident, and what its scratch
-//! holds (see `scratch.rs`). Only the tree's own PIDs are refreshed, so sampling costs
-//! the same on a busy host as on an idle one.
+//! The process tree of a running script and its memory as the kernel counts it (the
+//! attempt's cgroup where it has one, else its processes' proportional set sizes), and
+//! what its scratch holds (see `scratch.rs`). Only the tree's own PIDs are read, so
+//! sampling costs the same on a busy host as on an idle one.
 
-use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+use std::sync::Arc;
 
+use super::limits::AttemptCgroup;
 use super::scratch::{Held, ScratchGauge};
+use crate::model::MemorySource;
 
 /// A cap on the tree walked, so a fork bomb cannot make sampling itself expensive.
 const MAX_TREE: usize = 4096;
@@ -34,11 +37,17 @@ pub fn tree_pids(root: u32) -> Vec<u32> {
     out
 }
 
-/// Samples a tree's total RSS and its scratch, and keeps the peak.
+/// Samples a tree's memory and its scratch, and keeps the peak.
 pub struct TreeSampler {
-    system: System,
-    /// The sample with the highest total (RSS and scratch).
+    /// The sample with the highest total (memory and scratch).
     pub peak: Held,
+    /// What the peak sample's memory counts.
+    pub peak_source: MemorySource,
+    /// The last sample as read, for the next one's steadiness.
+    previous: Option<Held>,
+    /// The attempt's cgroup: where it has a memory controller, its charge is the
+    /// figure.
+    pub cgroup: Option<Arc<AttemptCgroup>>,
     /// The script's scratch, when it has one to measure.
     pub scratch: Option<ScratchGauge>,
     /// Every PID seen in the tree (bounded), for finding leftovers after exit.
@@ -62,8 +71,10 @@ pub struct TreeSampler {
 impl Default for TreeSampler {
     fn default() -> Self {
         TreeSampler {
-            system: System::new(),
             peak: Held::default(),
+            peak_source: MemorySource::Pss,
+            previous: None,
+            cgroup: None,
             scratch: None,
             seen: Vec::new(),
             last_count: 0,
@@ -77,8 +88,8 @@ impl Default for TreeSampler {
 }
 
 impl TreeSampler {
-    /// Refreshes the tree under `root` and returns its total RSS and what its scratch
-    /// holds, in bytes.
+    /// Reads the tree under `root` and returns its memory and what its scratch holds,
+    /// in bytes.
     pub fn sample(&mut self, root: u32) -> Held {
         let raw = tree_pids(root);
         self.last_count = raw.len();
@@ -94,32 +105,98 @@ impl TreeSampler {
                 self.seen.push(*pid);
             }
         }
-        let pids: Vec<Pid> = raw.iter().copied().map(Pid::from_u32).collect();
         self.last_pids = raw;
-        self.system.refresh_processes_specifics(
-            ProcessesToUpdate::Some(&pids),
-            true,
-            ProcessRefreshKind::nothing().with_memory(),
-        );
-        let total: u64 = pids
-            .iter()
-            .filter(|p| Some(p.as_u32()) != self.plumbing)
-            .filter_map(|p| self.system.process(*p))
-            .map(|p| p.memory())
-            .sum();
         let scratch = match self.scratch.as_mut() {
             Some(g) => g.measure(&self.last_pids),
             None => 0,
         };
-        let held = Held {
-            rss: total,
+        let charged = self.cgroup.as_ref().and_then(|c| c.memory_current());
+        let (memory, source) = match charged {
+            // A scratch mounted in the script's view is charged to the cgroup too:
+            // counted once, as the scratch.
+            Some(bytes) => {
+                let in_charge =
+                    (self.scratch.as_ref()).is_some_and(|g| g.place().charged_to_cgroup());
+                let memory = match in_charge {
+                    true => bytes.saturating_sub(scratch),
+                    false => bytes,
+                };
+                (memory, MemorySource::Cgroup)
+            }
+            None => self.processes_memory(),
+        };
+        let now = Held {
+            rss: memory,
             scratch,
         };
+        // Proportional sizes are read one process after another: while the tree's
+        // processes map the same pages (children of a fork touching a shared block),
+        // those read first count a page at a share the later ones already split, and
+        // the sum runs over what the tree holds. The figure kept (the peak, the
+        // watchdog's) is the lower of two samples in a row, so a count that rides on
+        // that skew for one sample is not taken for memory held.
+        let held = match source {
+            MemorySource::Cgroup => now,
+            _ => steady(self.previous, now),
+        };
+        self.previous = Some(now);
         if held.total() > self.peak.total() {
             self.peak = held;
+            self.peak_source = source;
         }
         held
     }
+
+    /// The last sample's processes' memory summed (the runner's plumbing left out):
+    /// proportional set sizes, or resident sizes where one could not be read.
+    fn processes_memory(&self) -> (u64, MemorySource) {
+        let mut all_proportional = true;
+        let total = (self.last_pids.iter())
+            .filter(|p| Some(**p) != self.plumbing)
+            .filter_map(|p| process_memory(*p))
+            .map(|(bytes, proportional)| {
+                all_proportional &= proportional;
+                bytes
+            })
+            .sum();
+        match all_proportional {
+            true => (total, MemorySource::Pss),
+            false => (total, MemorySource::Rss),
+        }
+    }
+}
+
+/// The figure kept of `now`: no more than the sample before it, so a rise must show
+/// in two samples in a row to count.
+fn steady(before: Option<Held>, now: Held) -> Held {
+    match before {
+        Some(b) if b.total() < now.total() => Held {
+            rss: b.rss.min(now.rss),
+            scratch: b.scratch.min(now.scratch),
+        },
+        _ => now,
+    }
+}
+
+/// One process's memory as the kernel counts it: its proportional set size (`Pss` of
+/// `/proc/<pid>/smaps_rollup`: a page it shares with n processes counts 1/n) where the
+/// runner may read that (the ptrace check), else its resident set size (`statm`),
+/// `false` beside it. `None` for a process already gone.
+fn process_memory(pid: u32) -> Option<(u64, bool)> {
+    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
+        let kb = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Pss:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if let Some(kb) = kb {
+            return Some((kb * 1024, true));
+        }
+    }
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // A process with nothing resident (a zombie) holds nothing to share or count.
+    Some((pages * rustix::param::page_size() as u64, pages == 0))
 }
 
 impl TreeSampler {
@@ -173,6 +250,20 @@ fn cpu_ticks(pid: u32) -> Option<(u64, u64)> {
 mod tests {
     use super::*;
     use std::process::Command;
+
+    /// A rise counts from its second sample; a fall counts at once.
+    #[test]
+    fn a_rise_counts_once_two_samples_show_it() {
+        let held = |rss| Held { rss, scratch: 0 };
+        assert_eq!(steady(None, held(500)), held(500));
+        let mut kept = Vec::new();
+        let mut before = None;
+        for sample in [100, 900, 100, 400, 450, 300] {
+            kept.push(steady(before, held(sample)).rss);
+            before = Some(held(sample));
+        }
+        assert_eq!(kept, [100, 100, 100, 100, 400, 300]);
+    }
 
     #[test]
     fn finds_grandchildren_and_sums_their_memory() {

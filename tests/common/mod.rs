@@ -14,6 +14,7 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 pub mod catalogue;
+pub mod modes;
 pub mod prereq;
 pub mod snapshot;
 pub mod user;

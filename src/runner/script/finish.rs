@@ -49,11 +49,9 @@ pub(super) fn finish(r: &mut ScriptResult) {
     r.execution_time_s = r.attempts.iter().map(|a| a.duration_s).sum();
     r.cpu_user_s = r.attempts.iter().map(|a| a.cpu_user_s).sum();
     r.cpu_system_s = r.attempts.iter().map(|a| a.cpu_system_s).sum();
-    r.peak_memory_mb = r
-        .attempts
-        .iter()
-        .map(|a| a.peak_memory_mb)
-        .fold(0.0, f64::max);
+    let highest = (r.attempts.iter()).max_by(|a, b| a.peak_memory_mb.total_cmp(&b.peak_memory_mb));
+    r.peak_memory_mb = highest.map_or(0.0, |a| a.peak_memory_mb);
+    r.memory_source = highest.and_then(|a| a.memory_source);
     r.started_at = r.attempts.first().map(|a| a.started_at);
     r.finished_at = Some(last.started_at.after(last.duration_s));
 }

@@ -108,6 +108,7 @@ fn record(
         return_code: o.exit.code,
         signal: o.exit.signal,
         peak_memory_mb: o.peak_rss_bytes as f64 / (1024.0 * 1024.0),
+        memory_source: Some(o.memory_source),
         // wait4 is exact when the runner waits for the script itself; sandboxed it only
         // sees bwrap, so Python's own report and /proc sampling set floors.
         cpu_user_s: [o.exit.user_cpu.as_secs_f64(), o.sampled_cpu.0]

@@ -111,6 +111,7 @@ impl Backend for Fake {
                 },
                 stopped_by: None,
                 peak_rss_bytes: 0,
+                memory_source: crate::model::MemorySource::Pss,
                 peak_scratch_bytes: 0,
                 stdout,
                 stderr,

@@ -65,6 +65,7 @@ pub(super) fn spawn_failure(
         return_code: None,
         signal: None,
         peak_memory_mb: 0.0,
+        memory_source: None,
         cpu_user_s: 0.0,
         cpu_system_s: 0.0,
         class,

@@ -1,0 +1,133 @@
+//! Memory as the kernel counts it (issue 31): a script whose twenty forked children
+//! share one large block records about the block, not twenty-one of it, in every mode
+//! (as the ordinary test user and as root; warm and cold; bwrap, bwrap hidden, no
+//! user namespaces), and the `--memory-limit` watchdog does not kill it for memory it
+//! does not hold. The fixture reads the kernel's own figure for its tree (its
+//! processes' proportional set sizes, summed, once they all hold the block) and the
+//! recorded peak must lie within 20% of it.
+
+mod common;
+
+use common::modes::*;
+use common::user::*;
+use common::*;
+use serde_json::Value;
+
+/// The block the fixture's children share, MiB.
+const BLOCK_MB: f64 = 1024.0;
+
+/// Runs `shared_block.py` as `how` says with `args` added; the result and what the
+/// fixture read of the kernel.
+fn run(account: &Account, how: How, args: &[&str], case: &str) -> Option<(Value, Value)> {
+    if !root_here(how, case) || !bwrap_here(how, case) {
+        return None;
+    }
+    let (tree, mut cmd) = setup(account, how, "shared_block.py");
+    cmd.args(args);
+    let out = output(account, how, cmd);
+    assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
+    let r = tree.result("shared_block");
+    assert_eq!(r["status"], "succeeded", "{case}: {}", r["stderr_tail"]);
+    check_start(&r, how, account, case);
+    let data = std::path::PathBuf::from(r["data_dir"].as_str().unwrap());
+    let kernel = read_json(&data.join("kernel.json"));
+    assert_eq!(kernel["children_failed"], 0, "{case}: {kernel}");
+    assert_eq!(kernel["block_mb"], BLOCK_MB, "{case}");
+    Some((r, kernel))
+}
+
+/// The recorded peak is the kernel's figure give or take 20%, and says what it is.
+fn check_peak(r: &Value, kernel: &Value, sources: &[&str], case: &str) {
+    let peak = r["peak_memory_mb"].as_f64().unwrap();
+    let pss = kernel["pss_mb"].as_f64().unwrap();
+    let source = r["memory_source"].as_str().unwrap_or("none");
+    assert!(
+        sources.contains(&source),
+        "{case}: the figure is {source}, expected one of {sources:?}"
+    );
+    assert!(
+        (peak - pss).abs() <= 0.2 * pss,
+        "{case}: recorded {peak:.0} MiB against the kernel's {pss:.0} MiB \
+         (resident sizes summed: {} MiB)",
+        kernel["rss_mb"]
+    );
+    assert!(peak < 2.0 * BLOCK_MB, "{case}: {peak:.0} MiB");
+    assert_eq!(r["attempts"][0]["memory_source"], source, "{case}");
+}
+
+fn case(account: Account, how: How) {
+    let case = format!("shared block {}", describe(&account, how));
+    if let Some((r, kernel)) = run(&account, how, &[], &case) {
+        check_peak(&r, &kernel, &["pss"], &case);
+    }
+}
+
+#[test]
+fn as_user_warm_without_bwrap_a_shared_block_counts_once() {
+    case(Account::user(), WARM);
+}
+
+#[test]
+fn as_user_cold_without_bwrap_a_shared_block_counts_once() {
+    case(Account::user(), COLD);
+}
+
+#[test]
+fn as_user_warm_with_bwrap_a_shared_block_counts_once() {
+    case(Account::user(), WARM_BWRAP);
+}
+
+#[test]
+fn as_user_warm_without_user_namespaces_a_shared_block_counts_once() {
+    case(Account::user(), WARM_NO_USERNS);
+}
+
+#[test]
+fn as_root_warm_with_bwrap_a_shared_block_counts_once() {
+    if let Some(root) = Account::root("shared block as root, warm, bwrap on PATH") {
+        case(root, WARM_BWRAP);
+    }
+}
+
+#[test]
+fn as_root_warm_without_bwrap_a_shared_block_counts_once() {
+    if let Some(root) = Account::root("shared block as root, warm, bwrap hidden") {
+        case(root, WARM);
+    }
+}
+
+#[test]
+fn as_root_cold_without_bwrap_a_shared_block_counts_once() {
+    if let Some(root) = Account::root("shared block as root, cold, bwrap hidden") {
+        case(root, COLD);
+    }
+}
+
+/// Under `--memory-limit` above the block: the kernel's cgroup where the host gives
+/// one (root), else the watchdog; either way the script is not killed for the
+/// twenty-one blocks its processes' resident sizes add up to.
+fn limit_case(account: Account, how: How) {
+    let case = format!(
+        "shared block under --memory-limit 2G {}",
+        describe(&account, how)
+    );
+    if let Some((r, kernel)) = run(&account, how, &["--memory-limit", "2G"], &case) {
+        let sources: &[&str] = match account.is_root() {
+            true => &["cgroup"],
+            false => &["cgroup", "pss"],
+        };
+        check_peak(&r, &kernel, sources, &case);
+    }
+}
+
+#[test]
+fn as_user_under_a_memory_limit_a_shared_block_is_not_killed() {
+    limit_case(Account::user(), WARM);
+}
+
+#[test]
+fn as_root_under_a_memory_limit_the_cgroup_counts_a_shared_block_once() {
+    if let Some(root) = Account::root("shared block as root under --memory-limit") {
+        limit_case(root, WARM_BWRAP);
+    }
+}
