@@ -26,7 +26,7 @@ const SOMETIMES: [&str; 2] = ["capabilities", "uid"];
 
 /// Keys whose values change from run to run: redacted wherever they are, to their
 /// type (see [`redact`]).
-const VARYING: [&str; 37] = [
+const VARYING: [&str; 38] = [
     // What confines a script depends on the machine: its kernel's Landlock ABI,
     // bubblewrap, whether the runner is root.
     "layers",
@@ -59,6 +59,9 @@ const VARYING: [&str; 37] = [
     "wall_time_s",
     "wall_time",
     "peak_memory_mb",
+    // `pss` where a sample was taken, `rss` (the kernel's `ru_maxrss`) for a script
+    // that ended before the first.
+    "memory_source",
     "cpu_user_s",
     "cpu_system_s",
     "runner_peak_rss_mb",

@@ -1,11 +1,12 @@
 //! No orphans (issue 31): every process a script starts is found and ended when the
-//! script ends, times out, or the runner is SIGKILLed, however it detaches (a double
-//! fork, setsid, closed descriptors, never an exec), and the result names what was
-//! ended. Through the binary, as the ordinary test user with bwrap hidden (the
-//! built-in layer alone: no PID namespace to end them), warm and cold; as the same
-//! user on a machine without user namespaces (bwrap on PATH but unable to work), warm
-//! and cold; as root with bwrap, warm; and as root with bwrap hidden (the runner's
-//! own namespaces: a PID namespace warm, none cold), warm and cold.
+//! script ends, times out, is interrupted (Ctrl-C), or the runner is SIGKILLed,
+//! however it detaches (a double fork, setsid, closed descriptors, never an exec),
+//! and the result names what was ended. Through the binary, as the ordinary test user
+//! with bwrap hidden (the built-in layer alone: no PID namespace to end them), warm
+//! and cold; as the same user on a machine without user namespaces (bwrap on PATH but
+//! unable to work), warm and cold; as root with bwrap, warm; and as root with bwrap
+//! hidden (the runner's own namespaces: a PID namespace warm, none cold), warm and
+//! cold. The modes live in `common/modes.rs`.
 //!
 //! The fixtures' processes write a marker of the test's into their own command line,
 //! so they are found in `/proc` whatever started them; the test kills only those PIDs,
@@ -272,16 +273,24 @@ fn as_root_cold_without_bwrap_a_timed_out_swarm_is_ended() {
     }
 }
 
-// --- the same swarm, the runner SIGKILLed mid-run: the sentinel ----------------------
+// --- the same swarm, the runner stopped mid-run: Ctrl-C, or SIGKILL and the sentinel --
 
-fn swarm_runner_killed_case(account: Account, how: How) {
-    let case = format!("swarm, runner killed, {}", describe(&account, how));
+/// Starts the swarm under a runner, waits until every child is up, and sends the
+/// runner `signal`: SIGINT (Ctrl-C: the runner ends the script and sweeps what
+/// escaped its group, then exits 130 with the result written) or SIGKILL (the
+/// runner's sentinel ends them). Either way no child outlives it.
+fn swarm_stopped_case(account: Account, how: How, signal: i32) {
+    let by = match signal {
+        libc::SIGINT => "Ctrl-C",
+        _ => "runner killed",
+    };
+    let case = format!("swarm, {by}, {}", describe(&account, how));
     if !root_here(how, &case) || !bwrap_here(how, &case) {
         return;
     }
     let mark = Marked(new_mark());
-    let (_tree, mut cmd) = marked_setup(&account, how, "setsid_swarm.py", &mark);
-    cmd.args(["--timeout", "300s", "-q"]);
+    let (tree, mut cmd) = marked_setup(&account, how, "setsid_swarm.py", &mark);
+    cmd.args(["--timeout", "300s", "--grace", "1s", "-q"]);
     let mut runner = spawn(&account, how, cmd);
     let deadline = Instant::now() + Duration::from_secs(120);
     while mark.alive().len() < SWARM {
@@ -301,15 +310,74 @@ fn swarm_runner_killed_case(account: Account, how: How) {
         "{case}: the child {} is {exe:?}, not the runner",
         runner.id()
     );
-    // SAFETY: a plain kill of our own child, by its PID.
-    unsafe { libc::kill(runner.id() as i32, libc::SIGKILL) };
-    runner.wait().unwrap();
+    // SAFETY: a plain signal to our own child, by its PID.
+    unsafe { libc::kill(runner.id() as i32, signal) };
+    let status = runner.wait().unwrap();
     let left = mark.gone_within(Duration::from_secs(10));
     assert!(
         left.is_empty(),
         "{case}: {} children outlived the runner by 10 s",
         left.len()
     );
+    if signal != libc::SIGINT {
+        return;
+    }
+    assert_eq!(status.code(), Some(130), "{case}: {status:?}");
+    let r = tree.result("setsid_swarm");
+    assert_eq!(r["status"], "interrupted", "{case}: {r}");
+    if !namespaced(how, &account) {
+        let leaks = r["leaks"].as_array().unwrap().len();
+        assert!(leaks >= SWARM, "{case}: {leaks} leaks named, not {SWARM}");
+    }
+}
+
+fn swarm_runner_killed_case(account: Account, how: How) {
+    swarm_stopped_case(account, how, libc::SIGKILL);
+}
+
+fn swarm_interrupted_case(account: Account, how: How) {
+    swarm_stopped_case(account, how, libc::SIGINT);
+}
+
+#[test]
+fn as_user_warm_without_bwrap_ctrl_c_ends_a_swarm() {
+    swarm_interrupted_case(Account::user(), WARM);
+}
+
+#[test]
+fn as_user_cold_without_bwrap_ctrl_c_ends_a_swarm() {
+    swarm_interrupted_case(Account::user(), COLD);
+}
+
+#[test]
+fn as_user_warm_without_user_namespaces_ctrl_c_ends_a_swarm() {
+    swarm_interrupted_case(Account::user(), WARM_NO_USERNS);
+}
+
+#[test]
+fn as_user_cold_without_user_namespaces_ctrl_c_ends_a_swarm() {
+    swarm_interrupted_case(Account::user(), COLD_NO_USERNS);
+}
+
+#[test]
+fn as_root_warm_with_bwrap_ctrl_c_ends_a_swarm() {
+    if let Some(root) = Account::root("swarm, Ctrl-C, as root, warm, bwrap on PATH") {
+        swarm_interrupted_case(root, WARM_BWRAP);
+    }
+}
+
+#[test]
+fn as_root_warm_without_bwrap_ctrl_c_ends_a_swarm() {
+    if let Some(root) = Account::root("swarm, Ctrl-C, as root, warm, bwrap hidden") {
+        swarm_interrupted_case(root, WARM);
+    }
+}
+
+#[test]
+fn as_root_cold_without_bwrap_ctrl_c_ends_a_swarm() {
+    if let Some(root) = Account::root("swarm, Ctrl-C, as root, cold, bwrap hidden") {
+        swarm_interrupted_case(root, COLD);
+    }
 }
 
 #[test]

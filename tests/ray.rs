@@ -108,6 +108,9 @@ const VARYING: &[&str] = &[
     "cpu_user_s",
     "cpu_system_s",
     "peak_memory_mb",
+    // `pss` where a sample was taken, `rss` (the kernel's resident peak) for a script
+    // that ended before the first: which depends on timing, here as there.
+    "memory_source",
     "time_breakdown",
     // Seconds per device (what `--device auto` learns from) are times too.
     "device_times",

@@ -297,7 +297,7 @@ pub async fn run_attempt(
         },
         stopped_by,
         peak_rss_bytes: 0,
-        // The wrapper on the cluster sums its tree's resident sizes.
+        // Until the wrapper's report says what it counted.
         memory_source: crate::model::MemorySource::Rss,
         peak_scratch_bytes: 0,
         stdout: Drained::default(),

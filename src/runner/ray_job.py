@@ -42,8 +42,25 @@ def holds_gpu_device(pid):
     return False
 
 
+def memory(pid, page):
+    """One process's memory as the kernel counts it, as the runner reads it locally:
+    its proportional set size where smaps_rollup can be read (True beside it), else
+    its resident size (True too when nothing is resident)."""
+    try:
+        with open("/proc/%d/smaps_rollup" % pid, "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024, True
+    except (OSError, ValueError, IndexError):
+        pass
+    with open("/proc/%d/statm" % pid, "rb") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * page, pages == 0
+
+
 def tree(root):
-    """Resident bytes of `root` and every process below it, and their PIDs, from /proc."""
+    """The memory of `root` and every process below it, whether every figure was a
+    proportional one, and their PIDs, from /proc."""
     children = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -55,17 +72,18 @@ def tree(root):
             continue
         children.setdefault(ppid, []).append(int(name))
     page = os.sysconf("SC_PAGE_SIZE")
-    total, todo, pids = 0, [root], []
+    total, proportional, todo, pids = 0, True, [root], []
     while todo:
         pid = todo.pop()
         pids.append(pid)
         todo.extend(children.get(pid, []))
         try:
-            with open("/proc/%d/statm" % pid, "rb") as fh:
-                total += int(fh.read().split()[1]) * page
+            size, pss = memory(pid, page)
         except (OSError, ValueError, IndexError):
-            pass
-    return total, pids
+            continue
+        total += size
+        proportional = proportional and pss
+    return total, proportional, pids
 
 
 def pump(src, sink, echo, lock):
@@ -191,7 +209,10 @@ def run(script, env, work):
         t.start()
         streams.append(sink)
         pumps.append(t)
-    peak = [0]
+    # The peak, what it counts, and the sample before: as locally, a rise counts once
+    # two samples in a row show it (proportional sizes read one process after another
+    # run over while processes map the same pages).
+    peak = [0, "pss", None]
     # Whether a process of the script held a GPU device open: None until first looked.
     gpu = [None]
     done = threading.Event()
@@ -199,8 +220,11 @@ def run(script, env, work):
     def sample():
         while not done.is_set():
             try:
-                rss, pids = tree(child.pid)
-                peak[0] = max(peak[0], rss)
+                now, proportional, pids = tree(child.pid)
+                kept = now if peak[2] is None else min(now, peak[2])
+                peak[2] = now
+                if kept > peak[0]:
+                    peak[0], peak[1] = kept, "pss" if proportional else "rss"
                 if not gpu[0]:
                     gpu[0] = any(holds_gpu_device(p) for p in pids)
             except OSError:
@@ -226,6 +250,7 @@ def run(script, env, work):
         "system_cpu_s": usage.ru_stime,
         "max_rss_bytes": usage.ru_maxrss * 1024,
         "peak_rss_bytes": peak[0],
+        "memory_source": peak[1],
         "gpu_device_opened": gpu[0],
         "stopped": bool(stopped),
     }

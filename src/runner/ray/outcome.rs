@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::returned::Returned;
 use super::JobSpec;
-use crate::model::{JaxTelemetry, RayJob};
+use crate::model::{JaxTelemetry, MemorySource, RayJob};
 use crate::runner::attempt::AttemptOutcome;
 use crate::runner::output::Drained;
 use crate::runner::sys::Exit;
@@ -30,7 +30,12 @@ pub fn reported(
         system_cpu: Duration::from_secs_f64(rep.system_cpu_s.max(0.0)),
         max_rss_bytes: rep.max_rss_bytes,
     };
-    outcome.peak_rss_bytes = rep.peak_rss_bytes.max(rep.max_rss_bytes);
+    // As locally: the samples' figure, or for a script too short for a sample the
+    // kernel's resident peak of its largest process.
+    (outcome.peak_rss_bytes, outcome.memory_source) = match rep.peak_rss_bytes {
+        0 if rep.max_rss_bytes > 0 => (rep.max_rss_bytes, MemorySource::Rss),
+        peak => (peak, rep.memory_source.unwrap_or(MemorySource::Rss)),
+    };
     outcome.gpu_device_opened = rep.gpu_device_opened;
     let _ = write_log(spec.stdout_log, &r.stdout);
     let _ = write_log(spec.stderr_log, &r.stderr);

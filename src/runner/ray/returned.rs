@@ -28,9 +28,12 @@ pub struct WrapperReport {
     /// The kernel's peak RSS of the script process, bytes.
     #[serde(default)]
     pub max_rss_bytes: u64,
-    /// The sampled peak RSS of the script's process tree, bytes.
+    /// The sampled peak memory of the script's process tree, bytes.
     #[serde(default)]
     pub peak_rss_bytes: u64,
+    /// What `peak_rss_bytes` counts (`pss` or `rss`); missing from an older wrapper.
+    #[serde(default)]
+    pub memory_source: Option<crate::model::MemorySource>,
     /// Whether a process of the script held a GPU device open when the wrapper looked
     /// (`None`: it never looked, the script ended first).
     #[serde(default)]
