@@ -117,7 +117,8 @@ fn a_junit_consumer_reads_the_counts_retries_and_output() {
     );
     let hangs = case("hangs");
     assert_eq!(
-        hangs["failure"], "no exit within 2s (timed out): still thinking",
+        hangs["failure"],
+        "no exit within 2s (timed out) at 11_render_output/m/jax/hangs.py:3 in <module>",
         "{xml}"
     );
     assert_eq!(

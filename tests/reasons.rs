@@ -1,7 +1,8 @@
 //! A reason for every failure, in the same words everywhere: the terminal summary,
 //! the HTML, Markdown and JUnit reports, the results and the events all say
-//! "exit code 3", "killed by SIGABRT", "no exit within 2s (timed out)", followed by
-//! the last lines of stderr, or of stdout when stderr is empty.
+//! "exit code 3", "killed by SIGABRT", "no exit within 2s (timed out)", then the
+//! user's own line where a traceback or a stack dump names one, then the last lines
+//! of stderr, or of stdout when stderr is empty.
 
 mod common;
 
@@ -36,15 +37,26 @@ fn every_report_gives_the_same_reason() {
     let junit = std::fs::read_to_string(results.join("junit.xml")).unwrap();
     let events = std::fs::read_to_string(events).unwrap();
 
+    // A timed-out script's Python stack is dumped before it is stopped: its reason
+    // names the line it hung at, where the others quote their last output line.
     let expected = [
-        ("exits", "exit code 3", "computed 42"),
-        ("aborts", "killed by SIGABRT", "about to abort"),
-        ("hangs", "no exit within 2s (timed out)", "waiting forever"),
+        ("exits", "exit code 3", ": computed 42"),
+        ("aborts", "killed by SIGABRT", ": about to abort"),
+        (
+            "hangs",
+            "no exit within 2s (timed out)",
+            " at m/jax/hangs.py:3 in <module>",
+        ),
     ];
     for (id, words, output) in expected {
         let result = tree.result(id);
         let reason = result["reason"].as_str().unwrap_or_default();
-        assert_eq!(reason, format!("{words}: {output}"), "{id}");
+        assert_eq!(reason, format!("{words}{output}"), "{id}");
+        // As every report shows it (HTML escapes `<module>`).
+        let output = (output.strip_prefix(": "))
+            .or_else(|| output.strip_prefix(" at "))
+            .unwrap();
+        let output = output.split(" in <").next().unwrap();
         let line = tree.metrics()["scripts"]
             .as_array()
             .unwrap()
@@ -138,4 +150,50 @@ fn a_hostile_exception_and_name_render_as_text_in_the_markdown() {
         html.contains("&lt;img src=x onerror=alert(1)&gt;"),
         "{html}"
     );
+}
+
+/// The user's own line first (issue 32): a jax shape error inside `jit` and
+/// `lax.scan` names the script's line, not jax's, and a timed-out script names the
+/// line it hung at (its stack is dumped before it is stopped); warm and cold. The
+/// tail every report shows leads with that line, and the full log stays whole.
+#[test]
+fn a_jax_error_and_a_hang_name_the_users_own_line() {
+    for warm in ["auto", "off"] {
+        let tree = Tree::new();
+        tree.fixture("scan_shape.py", "m/jax/scan_shape.py");
+        tree.fixture("hang_in_function.py", "m/jax/hangs.py");
+        let out = tree.run(&["--timeout", "3s", "--grace", "2s", "--warm-start", warm]);
+        assert_eq!(code(&out), 1, "{warm}: {}", stderr(&out));
+        let shape = tree.result("scan_shape");
+        assert_eq!(shape["user_frame"]["line"], 13, "{warm}: {shape}");
+        assert_eq!(shape["user_frame"]["function"], "efe");
+        assert_eq!(shape["user_frame"]["source"], "y = jnp.dot(carry, x)");
+        let reason = shape["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("exit code 1 at m/jax/scan_shape.py:13 in efe: TypeError: "),
+            "{warm}: {reason}"
+        );
+        let hang = tree.result("hangs");
+        assert_eq!(hang["class"], "timed_out", "{warm}: {hang}");
+        assert_eq!(
+            hang["reason"], "no exit within 3s (timed out) at m/jax/hangs.py:10 in spin",
+            "{warm}: {hang}"
+        );
+        // The Markdown report's tail leads with the user's line and its source.
+        let md = std::fs::read_to_string(tree.results_dir().join("execution_report.md")).unwrap();
+        assert!(
+            md.contains(
+                "```text\nm/jax/scan_shape.py:13 in efe\n    y = jnp.dot(carry, x)\nTypeError: "
+            ),
+            "{warm}: {md}"
+        );
+        // The log itself is untouched: jax's frames are all there.
+        let log = std::fs::read_to_string(shape["stderr_log"].as_str().unwrap()).unwrap();
+        assert!(log.contains("site-packages/jax/"), "{warm}");
+        let terminal = stderr(&out) + &String::from_utf8_lossy(&out.stdout);
+        assert!(
+            terminal.contains("scan_shape.py:13 in efe"),
+            "{warm}: {terminal}"
+        );
+    }
 }

@@ -96,7 +96,10 @@ fn every_file_a_run_writes_matches_its_schema_and_the_reports_are_there() {
     let junit = std::fs::read_to_string(t.results_dir().join("junit.xml")).unwrap();
     assert_eq!(junit.matches("<testcase ").count(), 2);
     assert!(
-        junit.contains("message=\"exit code 1: ValueError: deliberate failure for tests\""),
+        junit.contains(
+            "message=\"exit code 1 at m/jax/fail.py:7 in &lt;module&gt;: \
+             ValueError: deliberate failure for tests\""
+        ),
         "{junit}"
     );
     assert!(junit.contains("type=\"script_error\""), "{junit}");

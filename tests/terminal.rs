@@ -92,7 +92,9 @@ fn a_run_says_each_ending_once_then_the_failures_then_one_summary() {
     let results = t.results_dir();
     assert!(said.contains("\nfailures:\n"), "{said}");
     assert!(
-        said.contains("] b_bad: exit code 1: ValueError: deliberate"),
+        said.contains(
+            "] b_bad: exit code 1 at b_bad/jax/b_bad.py:1 in <module>: ValueError: deliberate"
+        ),
         "{said}"
     );
     assert!(

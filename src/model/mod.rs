@@ -29,7 +29,7 @@ pub use settings::Setting;
 pub use timestamp::Timestamp;
 pub use vocab::{
     Device, ExceptionInfo, FailureClass, GpuMemorySource, Leak, MemorySource, Platform, RayJob,
-    Reuse, SandboxMode, XlaPreset,
+    Reuse, SandboxMode, SourceFrame, XlaPreset,
 };
 
 /// Bumped whenever a field changes meaning or disappears (additions keep it).

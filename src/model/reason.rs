@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::{Attempt, FailureClass, ScriptResult, Status};
+use super::{Attempt, FailureClass, ScriptResult, SourceFrame, Status};
 
 /// Lines of standard output kept when standard error is empty.
 pub const STDOUT_TAIL_LINES: usize = 20;
@@ -80,14 +80,22 @@ impl Ending {
     }
 }
 
-/// A failed script's reason: the words, then the output that explains them.
+/// A failed script's reason: the words, where in the user's own code, then the
+/// output that explains them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailureReason {
     /// How it ended ("exit code 3", …).
     pub words: String,
-    /// The last lines of standard error, or of standard output when stderr is empty.
+    /// The user's own line it failed or was stopped at (`m/jax/model.py:6 in efe`),
+    /// and that line's source, when a traceback or a stack dump named one.
+    pub place: Option<(String, Option<String>)>,
+    /// Whether the runner stopped it (a timeout, Ctrl-C): its output ends with a stack
+    /// dump, not with the reason.
+    pub stopped: bool,
+    /// The user's line first (where there is one), then the last lines of standard
+    /// error, or of standard output when stderr is empty.
     pub tail: Vec<String>,
-    /// `stderr` or `stdout`: where `tail` comes from.
+    /// `stderr` or `stdout`: where the tail's output comes from.
     pub stream: &'static str,
 }
 
@@ -103,20 +111,68 @@ impl FailureReason {
         } else {
             (last_lines(&r.stdout_log, STDOUT_TAIL_LINES), "stdout")
         };
+        let place = r.user_frame.as_ref().map(|f| {
+            let at = format!("{}:{} in {}", shown_file(r, f), f.line, f.function);
+            (at, f.source.clone())
+        });
+        let stopped = matches!(r.status, Status::TimedOut | Status::Interrupted)
+            || r.class == FailureClass::TimedOut;
+        // The user's line leads: jax's frames can fill the whole tail above it.
+        let mut lead: Vec<String> = Vec::new();
+        if let Some((at, source)) = &place {
+            lead.push(at.clone());
+            lead.extend(source.as_ref().map(|s| format!("    {s}")));
+            lead.extend(r.exception.as_ref().map(|x| match x.message.is_empty() {
+                true => x.kind.clone(),
+                false => format!("{}: {}", x.kind, x.message),
+            }));
+            lead.push("…".into());
+        }
+        lead.extend(tail);
         Some(FailureReason {
             words,
-            tail,
+            place,
+            stopped,
+            tail: lead,
             stream,
         })
     }
 
-    /// One line: the words and the last non-blank line of output
-    /// (`exit code 1: ValueError: bad`).
+    /// One line: the words, the user's line where known, and the last non-blank line
+    /// of output (`exit code 1 at m/jax/model.py:6 in efe: ValueError: bad`); a stopped
+    /// script's output ends with its stack dump, so its line ends at the place.
     pub fn line(&self) -> String {
-        match self.tail.iter().rev().find(|l| !l.trim().is_empty()) {
-            Some(last) => format!("{}: {}", self.words, last.trim()),
+        let words = match &self.place {
+            Some((at, _)) => format!("{} at {at}", self.words),
             None => self.words.clone(),
+        };
+        if self.stopped && self.place.is_some() {
+            return words;
         }
+        match self.tail.iter().rev().find(|l| !l.trim().is_empty()) {
+            Some(last) => format!("{words}: {}", last.trim()),
+            None => words,
+        }
+    }
+}
+
+/// A frame's file as reports name the script: relative to the tree when it lies in
+/// it (the script's own path shown as `relative_path`), else as Python printed it.
+fn shown_file(r: &ScriptResult, f: &SourceFrame) -> String {
+    let script = std::path::Path::new(&r.script_path);
+    let relative = std::path::Path::new(&r.relative_path);
+    let root = (script.components().count() >= relative.components().count())
+        .then(|| {
+            let mut root = script.to_path_buf();
+            for _ in relative.components() {
+                root.pop();
+            }
+            root
+        })
+        .filter(|root| script.starts_with(root));
+    match root.and_then(|root| std::path::Path::new(&f.file).strip_prefix(root).ok()) {
+        Some(inside) => inside.display().to_string(),
+        None => f.file.clone(),
     }
 }
 

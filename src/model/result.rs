@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Device, DeviceTimes, DiscoveredBy, ExceptionInfo, FailureClass, GpuUse, JaxTelemetry, Leak,
-    MemorySource, Platform, RayJob, SandboxInfo, Setting, Status, TimeBreakdown, Timestamp,
-    XlaPreset,
+    MemorySource, Platform, RayJob, SandboxInfo, Setting, SourceFrame, Status, TimeBreakdown,
+    Timestamp, XlaPreset,
 };
 
 /// One execution of a script.
@@ -56,6 +56,11 @@ pub struct Attempt {
     /// The uncaught exception, when a traceback ended the script.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub exception: Option<ExceptionInfo>,
+    /// The innermost frame of the user's own code where it failed: in the uncaught
+    /// exception's traceback, or, for a script the runner stopped (a timeout, Ctrl-C),
+    /// in the stack dump it printed first.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub user_frame: Option<SourceFrame>,
     /// What jax reported about itself (absent when the process died before exit handlers).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub jax: Option<JaxTelemetry>,
@@ -146,6 +151,10 @@ pub struct ScriptResult {
     /// The uncaught exception of the final attempt.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub exception: Option<ExceptionInfo>,
+    /// Where in the user's own code the final attempt failed or was stopped (see
+    /// the attempt's `user_frame`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub user_frame: Option<SourceFrame>,
     /// Exit code of the final attempt, when it exited normally.
     pub return_code: Option<i32>,
     /// Terminating signal of the final attempt, when killed by one.

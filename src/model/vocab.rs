@@ -146,6 +146,21 @@ pub struct ExceptionInfo {
     pub message: String,
 }
 
+/// A place in the user's own code (a file outside the interpreter's installation):
+/// where an uncaught exception was raised, or where a stopped script was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SourceFrame {
+    /// The file, as Python printed it.
+    pub file: String,
+    /// The line number in it.
+    pub line: u32,
+    /// The function (`<module>` at the top level).
+    pub function: String,
+    /// The source line, as the traceback printed it (a stack dump prints none).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub source: Option<String>,
+}
+
 /// A process a script left behind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Leak {

@@ -3,7 +3,7 @@
 //! below is the one place stderr patterns live.
 
 use super::scratch::Held;
-use crate::model::{ExceptionInfo, FailureClass, Platform};
+use crate::model::{ExceptionInfo, FailureClass, Platform, SourceFrame};
 
 /// The scratch a memory reason names.
 const SCRATCH: &str = "/tmp, /dev/shm, $HOME";
@@ -60,6 +60,17 @@ pub struct StderrScan {
     traceback_in_xla_bridge: bool,
     /// The last exception and whether its traceback went through jax's xla_bridge.
     pub exception: Option<(ExceptionInfo, bool)>,
+    /// The innermost frame of the user's own code in the traceback being read, and
+    /// whether its source line is the next line.
+    frame_now: Option<SourceFrame>,
+    source_next: bool,
+    /// The innermost user frame of the last traceback that ended in an exception.
+    pub user_frame: Option<SourceFrame>,
+    /// In a stack dump (faulthandler's, printed before the runner stops a script):
+    /// whether the block is the current thread's, and whether its user frame is taken.
+    dump: Option<(bool, bool)>,
+    /// The innermost user frame of the last stack dump, the current thread's first.
+    pub hung_at: Option<SourceFrame>,
 }
 
 impl StderrScan {
@@ -76,6 +87,11 @@ impl StderrScan {
         if line.starts_with("Traceback (most recent call last)") {
             self.in_traceback = true;
             self.traceback_in_xla_bridge = false;
+            self.frame_now = None;
+            self.source_next = false;
+            return;
+        }
+        if self.stack_dump_line(line) {
             return;
         }
         let indented = line.starts_with(' ') || line.starts_with('\t');
@@ -83,6 +99,7 @@ impl StderrScan {
             if line.contains("xla_bridge.py") {
                 self.traceback_in_xla_bridge = true;
             }
+            self.traceback_frame_line(line);
             return;
         }
         if indented || line.is_empty() {
@@ -92,8 +109,54 @@ impl StderrScan {
         // SyntaxError report has no header, so any `…Error: …` line counts.
         if let Some(info) = parse_exception_line(line, self.in_traceback) {
             self.exception = Some((info, self.in_traceback && self.traceback_in_xla_bridge));
+            if let Some(frame) = self.frame_now.take() {
+                self.user_frame = Some(frame);
+            }
         }
         self.in_traceback = false;
+    }
+
+    /// A traceback's indented line: a frame (`File "f.py", line 6, in efe`), kept when
+    /// it is the user's, or the source line printed under the user's frame.
+    fn traceback_frame_line(&mut self, line: &str) {
+        if let Some(frame) = parse_frame(line.trim(), ", in ") {
+            self.source_next = is_users(&frame.file);
+            if self.source_next {
+                self.frame_now = Some(frame);
+            }
+            return;
+        }
+        if std::mem::take(&mut self.source_next) {
+            if let Some(f) = self.frame_now.as_mut() {
+                f.source = Some(line.trim().to_string());
+            }
+        }
+    }
+
+    /// A line of faulthandler's stack dump: a thread's header (`Current thread 0x…
+    /// (most recent call first):`), its frames, most recent first (`File "f.py", line
+    /// 9 in spin`), or the blank line that ends it. False for any other line.
+    fn stack_dump_line(&mut self, line: &str) -> bool {
+        let header = (line.starts_with("Thread 0x") || line.starts_with("Current thread 0x"))
+            && line.ends_with("(most recent call first):");
+        if header {
+            self.dump = Some((line.starts_with("Current"), false));
+            return true;
+        }
+        let Some((current, taken)) = self.dump else {
+            return false;
+        };
+        let Some(frame) = parse_frame(line.trim(), " in ") else {
+            self.dump = None;
+            return line.trim().is_empty();
+        };
+        if !taken && is_users(&frame.file) {
+            if current || self.hung_at.is_none() {
+                self.hung_at = Some(frame);
+            }
+            self.dump = Some((current, true));
+        }
+        true
     }
 
     /// The strongest matched signature, with its line.
@@ -111,6 +174,30 @@ impl StderrScan {
             .min_by_key(|(i, _)| *i)
             .map(|(_, l)| l.as_str())
     }
+}
+
+/// `File "PATH", line N, in FUNC` (a traceback; `sep` is `", in "`) or `File "PATH",
+/// line N in FUNC` (faulthandler; `" in "`).
+fn parse_frame(line: &str, sep: &str) -> Option<SourceFrame> {
+    let rest = line.strip_prefix("File \"")?;
+    let (file, rest) = rest.rsplit_once("\", line ")?;
+    let (number, function) = rest.split_once(sep)?;
+    Some(SourceFrame {
+        file: file.to_string(),
+        line: number.trim().parse().ok()?,
+        function: function.trim().to_string(),
+        source: None,
+    })
+}
+
+/// Whether a frame's file is the user's own code: not the interpreter's (`<frozen …>`,
+/// `<stdin>`, the standard library under `lib/pythonX.Y`), not an installed package
+/// (`site-packages`, `dist-packages`), not the runner's shim (`sitecustomize.py`).
+fn is_users(file: &str) -> bool {
+    let installed = ["/site-packages/", "/dist-packages/", "/lib/python"]
+        .iter()
+        .any(|p| file.contains(p));
+    !(file.starts_with('<') || installed || file.ends_with("/sitecustomize.py"))
 }
 
 fn parse_exception_line(line: &str, after_traceback: bool) -> Option<ExceptionInfo> {

@@ -345,6 +345,7 @@ pub fn base_result(
         class: FailureClass::Interrupted,
         matched_line: None,
         exception: None,
+        user_frame: None,
         return_code: None,
         signal: None,
         signal_name: None,

@@ -43,8 +43,9 @@ pub struct TreeSampler {
     pub peak: Held,
     /// What the peak sample's memory counts.
     pub peak_source: MemorySource,
-    /// The last sample as read, for the next one's steadiness.
-    previous: Option<Held>,
+    /// The last samples as read (up to [`STEADY`] before this one), for the next
+    /// one's steadiness.
+    previous: std::collections::VecDeque<Held>,
     /// The attempt's cgroup: where it has a memory controller, its charge is the
     /// figure.
     pub cgroup: Option<Arc<AttemptCgroup>>,
@@ -73,7 +74,7 @@ impl Default for TreeSampler {
         TreeSampler {
             peak: Held::default(),
             peak_source: MemorySource::Pss,
-            previous: None,
+            previous: std::collections::VecDeque::new(),
             cgroup: None,
             scratch: None,
             seen: Vec::new(),
@@ -133,13 +134,16 @@ impl TreeSampler {
         // processes map the same pages (children of a fork touching a shared block),
         // those read first count a page at a share the later ones already split, and
         // the sum runs over what the tree holds. The figure kept (the peak, the
-        // watchdog's) is the lower of two samples in a row, so a count that rides on
-        // that skew for one sample is not taken for memory held.
+        // watchdog's) is the lowest of three samples in a row, so a count that rides
+        // on that skew while the pages are being mapped is not taken for memory held.
         let held = match source {
             MemorySource::Cgroup => now,
-            _ => steady(self.previous, now),
+            _ => steady(&self.previous, now),
         };
-        self.previous = Some(now);
+        if self.previous.len() == STEADY - 1 {
+            self.previous.pop_front();
+        }
+        self.previous.push_back(now);
         if held.total() > self.peak.total() {
             self.peak = held;
             self.peak_source = source;
@@ -166,10 +170,13 @@ impl TreeSampler {
     }
 }
 
-/// The figure kept of `now`: no more than the sample before it, so a rise must show
-/// in two samples in a row to count.
-fn steady(before: Option<Held>, now: Held) -> Held {
-    match before {
+/// Samples in a row a rise must show in to count (at 100 ms apart).
+const STEADY: usize = 3;
+
+/// The figure kept of `now`: no more than the lowest of the samples before it (the
+/// last `STEADY - 1`), so a rise counts once that many samples in a row show it.
+fn steady(before: &std::collections::VecDeque<Held>, now: Held) -> Held {
+    match before.iter().min_by_key(|b| b.total()) {
         Some(b) if b.total() < now.total() => Held {
             rss: b.rss.min(now.rss),
             scratch: b.scratch.min(now.scratch),
@@ -251,18 +258,21 @@ mod tests {
     use super::*;
     use std::process::Command;
 
-    /// A rise counts from its second sample; a fall counts at once.
+    /// A rise counts from its third sample; a fall counts at once.
     #[test]
-    fn a_rise_counts_once_two_samples_show_it() {
+    fn a_rise_counts_once_three_samples_show_it() {
         let held = |rss| Held { rss, scratch: 0 };
-        assert_eq!(steady(None, held(500)), held(500));
+        let mut before = std::collections::VecDeque::new();
+        assert_eq!(steady(&before, held(500)), held(500));
         let mut kept = Vec::new();
-        let mut before = None;
-        for sample in [100, 900, 100, 400, 450, 300] {
-            kept.push(steady(before, held(sample)).rss);
-            before = Some(held(sample));
+        for sample in [100, 900, 900, 100, 400, 450, 500, 300] {
+            kept.push(steady(&before, held(sample)).rss);
+            if before.len() == STEADY - 1 {
+                before.pop_front();
+            }
+            before.push_back(held(sample));
         }
-        assert_eq!(kept, [100, 100, 100, 100, 400, 300]);
+        assert_eq!(kept, [100, 100, 100, 100, 100, 100, 400, 300]);
     }
 
     #[test]

@@ -51,11 +51,26 @@ fn the_line_ends_with_the_last_output_line_and_stdout_stands_in_for_stderr() {
     std::fs::write(&log, body).unwrap();
     let tail = last_lines(log.to_str().unwrap(), 3);
     assert_eq!(tail, vec!["line 2997", "line 2998", "line 2999"]);
-    let reason = FailureReason {
+    let mut reason = FailureReason {
         words: "exit code 3".into(),
+        place: None,
+        stopped: false,
         tail: vec!["ValueError: bad".into(), "  ".into()],
         stream: "stderr",
     };
     assert_eq!(reason.line(), "exit code 3: ValueError: bad");
+    // The user's own line, where a traceback named one, comes before the output's.
+    reason.place = Some(("m/jax/model.py:6 in efe".into(), None));
+    assert_eq!(
+        reason.line(),
+        "exit code 3 at m/jax/model.py:6 in efe: ValueError: bad"
+    );
+    // A stopped script's output ends with its stack dump: the line ends at the place.
+    reason.stopped = true;
+    reason.words = "no exit within 3s (timed out)".into();
+    assert_eq!(
+        reason.line(),
+        "no exit within 3s (timed out) at m/jax/model.py:6 in efe"
+    );
     assert!(last_lines("/no/such/log", 3).is_empty());
 }

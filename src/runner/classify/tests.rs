@@ -171,3 +171,56 @@ fn class_names_round_trip() {
     }
     assert_eq!(FailureClass::parse("nope"), None);
 }
+
+/// The user's own frame is the innermost one outside the interpreter's installation,
+/// with its source line, whatever jax prints below it; a chained exception's last
+/// traceback decides.
+#[test]
+fn the_users_innermost_frame_is_kept_with_its_source() {
+    let s = scan(
+        "Traceback (most recent call last):\n  \
+         File \"/t/m/jax/scan_shape.py\", line 15, in <module>\n    \
+         print(rollout(a, xs))\n  \
+         File \"/venv/lib/python3.11/site-packages/jax/_src/traceback_util.py\", line 180, in reraise\n    \
+         return fun(*args)\n  \
+         File \"/t/m/jax/scan_shape.py\", line 6, in efe\n    \
+         y = jnp.dot(carry, x)\n        \
+         ^^^^^^^^^^^^^^^^^^^\n  \
+         File \"/venv/lib/python3.11/site-packages/jax/_src/numpy/lax_numpy.py\", line 9, in dot\n    \
+         raise TypeError(msg)\n\
+         TypeError: dot_general requires contracting dimensions to have the same shape\n",
+    );
+    let f = s.user_frame.expect("a user frame");
+    assert_eq!((f.file.as_str(), f.line), ("/t/m/jax/scan_shape.py", 6));
+    assert_eq!(f.function, "efe");
+    assert_eq!(f.source.as_deref(), Some("y = jnp.dot(carry, x)"));
+    // Only the interpreter's and the packages' frames: no user frame.
+    let s = scan(
+        "Traceback (most recent call last):\n  \
+         File \"<frozen runpy>\", line 198, in _run_module_as_main\n  \
+         File \"/usr/lib/python3.11/json/__init__.py\", line 346, in loads\n\
+         json.decoder.JSONDecodeError: Expecting value\n",
+    );
+    assert!(s.user_frame.is_none());
+}
+
+/// faulthandler's dump before a stop: the current thread's innermost user frame,
+/// most recent first, and no source line.
+#[test]
+fn a_stack_dump_names_where_the_current_thread_was() {
+    let s = scan(
+        "Thread 0x00007f0000000001 (most recent call first):\n  \
+         File \"/t/m/jax/worker.py\", line 3 in loop\n\n\
+         Current thread 0x00007f0000000002 (most recent call first):\n  \
+         File \"/usr/lib/python3.11/threading.py\", line 320 in wait\n  \
+         File \"/t/m/jax/hang.py\", line 7 in spin\n  \
+         File \"/t/m/jax/hang.py\", line 11 in main\n\n",
+    );
+    let f = s.hung_at.expect("where it hung");
+    assert_eq!(
+        (f.file.as_str(), f.line, f.function.as_str()),
+        ("/t/m/jax/hang.py", 7, "spin")
+    );
+    assert_eq!(f.source, None);
+    assert!(s.user_frame.is_none() && s.exception.is_none());
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::returned::Returned;
 use super::JobSpec;
-use crate::model::{JaxTelemetry, MemorySource, RayJob};
+use crate::model::{JaxTelemetry, MemorySource, RayJob, SourceFrame};
 use crate::runner::attempt::AttemptOutcome;
 use crate::runner::output::Drained;
 use crate::runner::sys::Exit;
@@ -52,6 +52,13 @@ pub fn reported(
     };
     for line in r.stderr.split(|b| *b == b'\n') {
         outcome.stderr.scan.line(line);
+    }
+    let scan = &mut outcome.stderr.scan;
+    for frame in [&mut scan.user_frame, &mut scan.hung_at]
+        .into_iter()
+        .flatten()
+    {
+        relocate(frame, spec.script);
     }
     job.reported = true;
     job.shared_filesystem = rep.shared_filesystem;
@@ -111,4 +118,14 @@ pub fn whole_log(logs: &str, nonce: &str, spec: &JobSpec<'_>, outcome: &mut Atte
 /// A log made anew: a link or FIFO left at its name is replaced, not followed.
 fn write_log(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     std::io::Write::write_all(&mut crate::confined::create_file(path)?, bytes)
+}
+
+/// A frame as the local run names it: the cluster ran the script from a copy of its
+/// folder (Ray's working directory), so the script's own file there is the script
+/// here. (A module beside it keeps the cluster's path.)
+fn relocate(frame: &mut SourceFrame, script: &std::path::Path) {
+    let copy = std::path::Path::new(&frame.file);
+    if script.file_name().is_some() && copy.file_name() == script.file_name() {
+        frame.file = script.display().to_string();
+    }
 }

@@ -27,6 +27,7 @@ pub(super) fn finish(r: &mut ScriptResult) {
     r.class = last.class;
     r.matched_line = last.matched_line.clone();
     r.exception = last.exception.clone();
+    r.user_frame = last.user_frame.clone();
     r.success = last.status == Status::Succeeded;
     r.return_code = last.return_code;
     r.signal = last.signal;

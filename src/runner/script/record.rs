@@ -122,6 +122,16 @@ fn record(
         class: verdict.class,
         matched_line: verdict.matched_line,
         exception: verdict.exception,
+        // A stopped script's own stack dump says where it was; else the traceback.
+        user_frame: match o.stopped_by {
+            Some(StoppedBy::Timeout | StoppedBy::Interrupt) => o
+                .stderr
+                .scan
+                .hung_at
+                .clone()
+                .or_else(|| o.stderr.scan.user_frame.clone()),
+            _ => o.stderr.scan.user_frame.clone(),
+        },
         jax,
         stdout_log: stdout_log.to_string_lossy().into_owned(),
         stderr_log: stderr_log.to_string_lossy().into_owned(),

@@ -71,6 +71,7 @@ pub(super) fn spawn_failure(
         class,
         matched_line: Some(chain),
         exception: None,
+        user_frame: None,
         jax: None,
         stdout_log: stdout_log.to_string_lossy().into_owned(),
         stderr_log: stderr_log.to_string_lossy().into_owned(),

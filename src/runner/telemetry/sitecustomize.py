@@ -126,6 +126,18 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False):
         state["startup_s"] = _jr_startup_s
     import_started = []
 
+    # The runner stops a script that runs past its time with SIGTERM, a grace period,
+    # then SIGKILL: every thread's stack goes to stderr first, so the record can say
+    # where it hung. The default action follows (chain); a handler the script sets
+    # for itself replaces this one.
+    try:
+        import faulthandler
+        import signal
+
+        faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
+    except (ImportError, AttributeError, ValueError, RuntimeError, OSError):
+        pass
+
     previous_hook = _jr_sys.excepthook
 
     def excepthook(kind, value, tb):
