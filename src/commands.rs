@@ -50,12 +50,12 @@ pub fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
             refused: found.refused.clone(),
             warnings: found.warnings.clone(),
         };
-        println!(
-            "{}",
+        crate::term::stdout(&format!(
+            "{}\n",
             serde_json::to_string_pretty(&doc).expect("JSON values serialize")
-        );
+        ));
     } else {
-        print!("{}", summary::discovery_table(&found));
+        crate::term::stdout(&summary::discovery_table(&found));
     }
     Ok(
         if found.scripts.is_empty() && found.missing.is_empty() && found.refused.is_empty() {
@@ -77,7 +77,7 @@ pub fn setup(flavor: FlavorArg, env: &Environment, level: tracing::Level) -> Res
     let managed_info = python::probe_as(&managed, python::Source::Managed)?;
     let chosen = Resolver::from_env(None, env).resolve()?;
     if level < tracing::Level::INFO {
-        println!("{}", chosen.path.display());
+        crate::term::stdout(&format!("{}\n", chosen.path.display()));
         return Ok(0);
     }
     eprintln!(
@@ -95,7 +95,7 @@ pub fn setup(flavor: FlavorArg, env: &Environment, level: tracing::Level) -> Res
         chosen.path.display(),
         chosen.source.as_str()
     );
-    println!("{}", chosen.path.display());
+    crate::term::stdout(&format!("{}\n", chosen.path.display()));
     Ok(0)
 }
 
@@ -110,12 +110,12 @@ pub fn doctor(
         jax_runner::doctor::inspect(&interp, args.device, jax_runner::doctor::Live::All, env);
     report.sandbox = Some(jax_runner::doctor::sandbox::inspect());
     if args.json {
-        println!(
-            "{}",
+        crate::term::stdout(&format!(
+            "{}\n",
             serde_json::to_string_pretty(&report).expect("JSON values serialize")
-        );
+        ));
     } else {
-        print!("{}", jax_runner::doctor::render::human(&report));
+        crate::term::stdout(&jax_runner::doctor::render::human(&report));
     }
     Ok(if report.requested_works() {
         0

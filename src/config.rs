@@ -265,7 +265,7 @@ impl RunConfig {
             overrides,
             settings: layered.settings,
             profile: layered.profile,
-            environment: layered.environment,
+            environment: layered.environment.clone(),
             gnn_layout: match opts.layout {
                 Layout::Auto => tree.is_gnn,
                 Layout::Gnn => true,
@@ -284,10 +284,30 @@ impl RunConfig {
             jobs,
             timeout: opts.timeout,
             grace: opts.grace,
-            python: opts.python.map(|p| absolute(&p)),
+            python: opts
+                .python
+                .map(|p| program_path(&p, layered.environment.var_os("PATH"))),
             compilation_cache,
         })
     }
+}
+
+/// `--python` as a shell finds a program: a bare name (`python3`, no `/`) on `PATH`,
+/// the first executable file of that name; anything else relative to the current
+/// folder. A name found nowhere stays as given, for the check to name.
+pub fn program_path(given: &std::path::Path, path: Option<&std::ffi::OsStr>) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if given.components().count() != 1 || given.to_string_lossy().contains('/') {
+        return absolute(given);
+    }
+    let runnable = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    std::env::split_paths(path.unwrap_or_default())
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(given))
+        .find(|p| runnable(p))
+        .unwrap_or_else(|| given.to_path_buf())
 }
 
 /// Options as a test starts from: CPU, no cache, no sandbox, one retry, clap's

@@ -83,10 +83,10 @@ fn main() -> ExitCode {
         Some(Command::Show(args)) => Ok(show::show(args, level, color)),
         Some(Command::Schema { name }) => {
             let schema = jax_runner::schema::schema(name).expect("clap checked the name");
-            println!(
-                "{}",
+            term::stdout(&format!(
+                "{}\n",
                 serde_json::to_string_pretty(&schema).expect("JSON values serialize")
-            );
+            ));
             Ok(0)
         }
         Some(Command::Completions { shell }) => {
@@ -100,7 +100,11 @@ fn main() -> ExitCode {
             templates,
         }) => match jax_runner::render::render_workload(templates, out, *count) {
             Ok(paths) => {
-                println!("rendered {} script(s) into {}", paths.len(), out.display());
+                term::stdout(&format!(
+                    "rendered {} script(s) into {}\n",
+                    paths.len(),
+                    out.display()
+                ));
                 Ok(0)
             }
             Err(e) => {
@@ -283,15 +287,12 @@ fn dry_run(
         }
     }
     if events.map_or(true, |p| p.as_os_str() != "-") {
-        print!(
-            "{}",
-            summary::dry_run_table(
-                &plan.scripts,
-                plan.jobs,
-                plan.cold_reason.as_deref(),
-                &prepared.discovery
-            )
-        );
+        term::stdout(&summary::dry_run_table(
+            &plan.scripts,
+            plan.jobs,
+            plan.cold_reason.as_deref(),
+            &prepared.discovery,
+        ));
     }
     Ok(0)
 }

@@ -66,10 +66,7 @@ pub fn show(args: &ShowArgs, level: tracing::Level, color: bool) -> u8 {
     let failures = terminal::failures(&metrics, &known);
     // `show` exists to say what happened: even `-q` prints the summary line.
     let detail = Detail::of(level).max(Detail::Quiet);
-    print!(
-        "{}",
-        terminal::end_of_run(&metrics, &failures, detail, color)
-    );
+    crate::term::stdout(&terminal::end_of_run(&metrics, &failures, detail, color));
     match metrics.all_succeeded() {
         true => 0,
         false => EXIT_FAILED,

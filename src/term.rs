@@ -141,3 +141,18 @@ where
         writeln!(writer)
     }
 }
+
+/// Writes `text` to standard output. A reader that went away (`list --json | head`)
+/// ends the program quietly and successfully, as `cat` and ripgrep end: there is
+/// nobody left to tell. Any other failure to write is an error (exit 2).
+pub fn stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: failed to write to standard output: {e}");
+        std::process::exit(2);
+    }
+}

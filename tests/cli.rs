@@ -304,3 +304,36 @@ fn the_man_page_describes_every_option() {
         }
     }
 }
+
+/// A reader that stops early (`list --json | head -1`) ends the listing quietly and
+/// successfully: no panic, no exit 101, nothing on stderr.
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::io::Read;
+    let t = Tree::new();
+    for i in 0..400 {
+        t.write(&format!("m{i:03}/jax/model_{i:03}.py"), "import jax\n");
+    }
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("jax-runner"))
+        .args(["list", "--json", "--output-dir"])
+        .arg(t.root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The pipe's read end is closed here: the rest of the listing has no reader.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -60,6 +60,21 @@ fn each_export_goes_to_its_file() {
     let t = tree();
     let dir = t.root().join("exports");
     let file = |name: &str| dir.join(name);
+    // A folder that does not exist is an error before anything runs, not made.
+    let out = t
+        .cmd()
+        .arg("--export-json")
+        .arg(file("m.json"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("does not exist: make it first"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.exists() && !t.results_dir().exists());
+    std::fs::create_dir(&dir).unwrap();
     let out = t
         .cmd()
         .arg("--export-json")

@@ -62,6 +62,18 @@ impl ExportOptions {
                 true => ExportTarget::Stdout,
                 false => ExportTarget::File(absolute(path)),
             };
+            // A folder is not made for a file the user names: a typo in it would
+            // otherwise leave the export where nobody looks.
+            if let ExportTarget::File(file) = &target {
+                let folder = file.parent().unwrap_or(Path::new("/"));
+                if !folder.is_dir() {
+                    let why = format!(
+                        "its folder {} does not exist: make it first, or name a file in a folder that does",
+                        folder.display()
+                    );
+                    return Err(invalid(format, path, &why));
+                }
+            }
             if target == ExportTarget::Stdout {
                 if let Some(other) = stdout {
                     let why = format!(
@@ -102,6 +114,17 @@ mod tests {
         assert_eq!(e[0].format, ExportFormat::Json);
         assert!(matches!(&e[0].target, ExportTarget::File(p) if p.is_absolute()));
         assert_eq!(e[1].target, ExportTarget::Stdout);
+    }
+
+    #[test]
+    fn a_file_in_a_missing_folder_is_refused() {
+        let err = exports(&["--export-json", "/no/such/dir/m.json"]).unwrap_err();
+        let said = err.to_string();
+        assert!(
+            said.contains("--export-json") && said.contains("/no/such/dir does not exist"),
+            "{said}"
+        );
+        assert!(!Path::new("/no/such/dir").exists());
     }
 
     #[test]

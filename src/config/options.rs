@@ -196,7 +196,7 @@ pub struct RunOptions {
     #[arg(help_heading = "Speed", long, conflicts_with = "rerun_failed")]
     pub resume: bool,
     /// Run only the scripts that did not succeed last time.
-    #[arg(help_heading = "Speed", long, visible_alias = "lf")]
+    #[arg(help_heading = "Speed", long, visible_aliases = ["lf", "last-failed"])]
     pub rerun_failed: bool,
     /// Record a jax.profiler trace of each script in its data folder (Perfetto,
     /// TensorBoard).

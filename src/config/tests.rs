@@ -168,3 +168,36 @@ fn fail_fast_now_is_max_fail_one_that_stops_running_scripts() {
     assert_eq!(cfg.max_fail.map(NonZeroUsize::get), Some(1));
     assert!(cfg.fail_now);
 }
+
+/// `--python NAME` is found as a shell finds it: a bare name on `PATH` (the first
+/// executable of that name), a path as given; a name found nowhere stays as given.
+#[test]
+fn a_bare_python_name_is_looked_up_on_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for dir in [&a, &b] {
+        std::fs::create_dir(dir).unwrap();
+    }
+    std::fs::write(a.join("py-x"), "not executable").unwrap();
+    std::fs::write(b.join("py-x"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(b.join("py-x"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths([&a, &b]).unwrap();
+    let found = crate::config::program_path(Path::new("py-x"), Some(&path));
+    assert_eq!(found, b.join("py-x"));
+    let missing = crate::config::program_path(Path::new("py-none"), Some(&path));
+    assert_eq!(missing, Path::new("py-none"));
+    let given = crate::config::program_path(Path::new("./py-x"), Some(&path));
+    assert!(given.is_absolute() && given.ends_with("py-x"));
+}
+
+/// pytest's spelling of "only what failed last time" is accepted.
+#[test]
+fn last_failed_is_the_rerun_of_failures() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_string_lossy().into_owned();
+    for flag in ["--last-failed", "--lf", "--rerun-failed"] {
+        let o = RunOptions::from_args(["--output-dir", &dir, flag]).unwrap();
+        assert!(o.rerun_failed, "{flag}");
+    }
+}

@@ -150,8 +150,9 @@ fn guarded(f: impl FnOnce() -> Result<(), ReportError>) -> Option<ReportError> {
     }
 }
 
-/// A file the user named, with its folder made and resolved as named (links
-/// followed): [`write_atomic`] follows none, as the results folders' own files need.
+/// A file the user named, resolved as named (links followed): [`write_atomic`]
+/// follows none, as the results folders' own files need. Its folder was checked
+/// before the run; one removed since is made again rather than losing the export.
 fn as_named(path: &std::path::Path) -> Result<std::path::PathBuf, ReportError> {
     let fail = |source| ReportError::Write {
         path: path.to_path_buf(),
