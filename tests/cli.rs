@@ -337,3 +337,43 @@ fn a_reader_that_goes_away_ends_the_output_quietly() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `-k` speaks pytest's language: and, or, not, parentheses, any case.
+#[test]
+fn k_takes_and_or_not_in_any_case() {
+    let t = Tree::new();
+    for name in ["pomdp_small", "pomdp_large", "general"] {
+        t.write(&format!("m/jax/{name}.py"), "import jax\n");
+    }
+    let listed = |k: &str| -> Vec<String> {
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("jax-runner"))
+            .args(["list", "--json", "-k", k, "--output-dir"])
+            .arg(t.root())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{k}: {}", stderr(&out));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut ids: Vec<String> = doc["scripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(listed("POMDP and not large"), ["pomdp_small"]);
+    assert_eq!(listed("general or large"), ["general", "pomdp_large"]);
+    assert_eq!(listed("not (small or large)"), ["general"]);
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("jax-runner"))
+        .args(["list", "-k", "pomdp and", "--output-dir"])
+        .arg(t.root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("ends where a word was expected"),
+        "{}",
+        stderr(&out)
+    );
+}

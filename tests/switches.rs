@@ -136,6 +136,12 @@ fn trailing_script_paths_select_those_scripts() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let both = [("b", "succeeded"), ("c", "succeeded")];
     assert_eq!(statuses(&t), pairs(&both));
+    // As the reports print it, relative to --output-dir, from a folder elsewhere.
+    let out = t.cmd().current_dir("/").arg("c/jax/c.py").output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let run_id = &t.metrics()["run"]["run_id"];
+    assert_eq!(&t.result("c")["run_id"], run_id, "c ran in this run");
+    assert_ne!(&t.result("b")["run_id"], run_id, "b did not");
     // Outside the tree: a usage error that says so.
     let elsewhere = Tree::new();
     let stray = elsewhere.fixture("ok_plain.py", "x/jax/x.py");

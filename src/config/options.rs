@@ -196,7 +196,7 @@ pub struct RunOptions {
     #[arg(help_heading = "Speed", long, conflicts_with = "rerun_failed")]
     pub resume: bool,
     /// Run only the scripts that did not succeed last time.
-    #[arg(help_heading = "Speed", long, visible_aliases = ["lf", "last-failed"])]
+    #[arg(help_heading = "Speed", long, visible_alias = "lf", alias = "last-failed")]
     pub rerun_failed: bool,
     /// Record a jax.profiler trace of each script in its data folder (Perfetto,
     /// TensorBoard).
@@ -347,8 +347,10 @@ pub struct DiscoverOptions {
     pub results_dir: Option<PathBuf>,
     /// Take only scripts whose id or path matches PATTERN (repeatable).
     ///
-    /// PATTERN is a glob when it has *, ? or [, else a substring; the path is relative to
-    /// --output-dir, and a script runs when any -k matches.
+    /// PATTERN is pytest's -k language: words joined by and, or, not and parentheses
+    /// ('pomdp and not large'). A word is a glob when it has *, ? or [, else a
+    /// substring; case is ignored; the path is relative to --output-dir, and a script
+    /// runs when any -k matches.
     #[arg(long = "filter", short = 'k', value_name = "PATTERN")]
     pub filter: Vec<String>,
     /// Take only these scripts (paths or globs inside --output-dir).

@@ -1,4 +1,5 @@
-//! Which scripts a run takes: `-k/--filter` and `--exclude` patterns, matched against a
+//! Which scripts a run takes: `-k/--filter` and `--exclude` expressions (pytest's
+//! `-k` language) and the scripts named on the command line, matched against a
 //! script's id and its path relative to `--output-dir`.
 
 use std::path::{Component, Path, PathBuf};
@@ -6,36 +7,41 @@ use std::path::{Component, Path, PathBuf};
 use super::DiscoverOptions;
 use crate::error::ConfigError;
 
-/// One pattern: a glob when it holds `*`, `?` or `[`, a substring otherwise.
+mod expr;
+
+/// One pattern: a `-k`/`--exclude` expression (pytest's language, `expr.rs`), or a
+/// script named on the command line (its whole path under `--output-dir`).
 #[derive(Debug, Clone)]
 pub struct Pattern {
     text: String,
-    glob: Option<glob::Pattern>,
+    matcher: Matcher,
+}
+
+#[derive(Debug, Clone)]
+enum Matcher {
+    Expr(expr::Expr),
+    /// A script's path, as a glob on the relative path or the id (case as written).
+    Path(glob::Pattern),
 }
 
 impl Pattern {
     /// Parses `text`; `option` names the option in the error (`--filter`, a profile key).
     pub fn parse(text: &str, option: &'static str) -> Result<Pattern, ConfigError> {
-        if text.is_empty() {
+        if text.trim().is_empty() {
             return Err(ConfigError::Invalid {
                 option,
-                value: String::new(),
+                value: text.to_string(),
                 reason: "an empty pattern matches everything; leave the option out instead".into(),
             });
         }
-        let glob = if text.contains(['*', '?', '[']) {
-            let parsed = glob::Pattern::new(text).map_err(|e| ConfigError::Invalid {
-                option,
-                value: text.to_string(),
-                reason: format!("not a glob: {e} (quote the pattern so the shell leaves it)"),
-            })?;
-            Some(parsed)
-        } else {
-            None
-        };
+        let expr = expr::parse(text).map_err(|reason| ConfigError::Invalid {
+            option,
+            value: text.to_string(),
+            reason,
+        })?;
         Ok(Pattern {
             text: text.to_string(),
-            glob,
+            matcher: Matcher::Expr(expr),
         })
     }
 
@@ -44,14 +50,13 @@ impl Pattern {
         &self.text
     }
 
-    /// Whether the pattern matches the script's id or its relative path. A glob must
-    /// match the whole id or path (`*` crosses `/`, as in a shell's `**`); a substring
-    /// may sit anywhere.
+    /// Whether the pattern matches the script's id or its relative path. A glob word
+    /// must match the whole id or path (`*` crosses `/`, as in a shell's `**`); a
+    /// substring may sit anywhere; case is ignored. A script's own path matches whole.
     pub fn matches(&self, id: &str, relative_path: &Path) -> bool {
-        let path = relative_path.to_string_lossy();
-        match &self.glob {
-            Some(g) => g.matches(id) || g.matches(&path),
-            None => id.contains(&self.text) || path.contains(&self.text),
+        match &self.matcher {
+            Matcher::Expr(e) => e.matches(id, relative_path),
+            Matcher::Path(g) => g.matches(id) || g.matches(&relative_path.to_string_lossy()),
         }
     }
 }
@@ -116,6 +121,18 @@ impl Selection {
 /// or absolute) as a pattern on the whole path relative to `output_dir`; a folder
 /// takes every script under it.
 fn script_pattern(given: &str, output_dir: &Path) -> Result<Pattern, ConfigError> {
+    // As given first (relative to the current folder); a relative path that leads
+    // outside the tree is then tried under it, as the reports print scripts.
+    match script_pattern_at(given, output_dir) {
+        Err(e) if Path::new(given).is_relative() => {
+            let under = output_dir.join(given);
+            script_pattern_at(&under.to_string_lossy(), output_dir).map_err(|_| e)
+        }
+        found => found,
+    }
+}
+
+fn script_pattern_at(given: &str, output_dir: &Path) -> Result<Pattern, ConfigError> {
     let invalid = |reason: String| ConfigError::Invalid {
         option: "SCRIPT",
         value: given.to_string(),
@@ -154,7 +171,7 @@ fn script_pattern(given: &str, output_dir: &Path) -> Result<Pattern, ConfigError
     let shown = Path::new(&relative).join(&rest);
     Ok(Pattern {
         text: shown.to_string_lossy().into_owned(),
-        glob: Some(glob),
+        matcher: Matcher::Path(glob),
     })
 }
 
