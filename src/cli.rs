@@ -147,6 +147,10 @@ pub struct SetupArgs {
     /// Which wheels the managed environment gets.
     #[arg(long, value_enum, default_value = "auto")]
     pub flavor: FlavorArg,
+    /// Also install PACKAGE into the managed environment (pip's requirement syntax,
+    /// e.g. matplotlib or 'pandas>=2'; repeatable).
+    #[arg(long = "with", value_name = "PACKAGE")]
+    pub with: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Args)]

@@ -66,14 +66,17 @@ pub fn list(args: &cli::ListArgs, level: tracing::Level) -> Result<u8, Error> {
     )
 }
 
-pub fn setup(flavor: FlavorArg, env: &Environment, level: tracing::Level) -> Result<u8, Error> {
+pub fn setup(args: &cli::SetupArgs, env: &Environment, level: tracing::Level) -> Result<u8, Error> {
     init_logging(level, None);
-    let flavor = match flavor {
+    let flavor = match args.flavor {
         FlavorArg::Auto => Flavor::for_host(),
         FlavorArg::Cpu => Flavor::Cpu,
         FlavorArg::Cuda12 => Flavor::Cuda12,
     };
     let managed = python::setup::ensure(flavor, env.var_os("PATH"))?;
+    if !args.with.is_empty() {
+        python::setup::add_packages(flavor, &args.with)?;
+    }
     let managed_info = python::probe_as(&managed, python::Source::Managed)?;
     let chosen = Resolver::from_env(None, env).resolve()?;
     if level < tracing::Level::INFO {

@@ -78,7 +78,7 @@ fn main() -> ExitCode {
         None => run(&cli.run, level),
         Some(Command::Run(args)) => run(args, level),
         Some(Command::List(args)) => commands::list(args, level),
-        Some(Command::Setup(args)) => commands::setup(args.flavor, &env, level),
+        Some(Command::Setup(args)) => commands::setup(args, &env, level),
         Some(Command::Doctor(args)) => commands::doctor(args, &env, level),
         Some(Command::Show(args)) => Ok(show::show(args, level, color)),
         Some(Command::Schema { name }) => {

@@ -197,3 +197,65 @@ fn a_jax_error_and_a_hang_name_the_users_own_line() {
         );
     }
 }
+
+/// A missing module has a way out (issue 32): its reason says how to add it, and
+/// `jax-runner setup --with` adds it to the managed environment (here a local wheel,
+/// so no network is needed), after which the script runs.
+#[test]
+fn a_missing_module_says_how_to_add_it_and_setup_with_adds_it() {
+    let pip = |args: &[&str]| {
+        std::process::Command::new(python())
+            .args(["-m", "pip", "--disable-pip-version-check", "-q"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    pip(&["uninstall", "-y", "jr-probe-pkg"]);
+    let tree = Tree::new();
+    tree.write(
+        "m/jax/needs_pkg.py",
+        "import jax  # noqa: F401\nimport jr_probe_pkg\nprint('value', jr_probe_pkg.VALUE)\n",
+    );
+    let out = tree.run(&["--retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let reason = tree.result("needs_pkg")["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.ends_with(
+            "ModuleNotFoundError: No module named 'jr_probe_pkg' (add it: jax-runner setup \
+             --with jr_probe_pkg, or pip install it into the run's --python)"
+        ),
+        "{reason}"
+    );
+    // A wheel made here: one module and the metadata pip reads.
+    let wheel = tree.root().join("jr_probe_pkg-0.1-py3-none-any.whl");
+    let made = std::process::Command::new(python())
+        .arg("-c")
+        .arg(
+            "import sys, zipfile\n\
+             info = 'jr_probe_pkg-0.1.dist-info/'\n\
+             with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
+             \x20   z.writestr('jr_probe_pkg.py', 'VALUE = 42\\n')\n\
+             \x20   z.writestr(info + 'METADATA', 'Metadata-Version: 2.1\\nName: jr-probe-pkg\\nVersion: 0.1\\n')\n\
+             \x20   z.writestr(info + 'WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+             \x20   z.writestr(info + 'RECORD', '')\n",
+        )
+        .arg(&wheel)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let setup = assert_cmd::Command::cargo_bin("jax-runner")
+        .unwrap()
+        .args(["setup", "-q", "--with"])
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    assert_eq!(code(&setup), 0, "{}", stderr(&setup));
+    let out = tree.run(&["--retries", "0"]);
+    pip(&["uninstall", "-y", "jr-probe-pkg"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let log = std::fs::read_to_string(tree.result("needs_pkg")["stdout_log"].as_str().unwrap());
+    assert!(log.unwrap().contains("value 42"));
+}

@@ -196,7 +196,12 @@ pub struct RunOptions {
     #[arg(help_heading = "Speed", long, conflicts_with = "rerun_failed")]
     pub resume: bool,
     /// Run only the scripts that did not succeed last time.
-    #[arg(help_heading = "Speed", long, visible_alias = "lf", alias = "last-failed")]
+    #[arg(
+        help_heading = "Speed",
+        long,
+        visible_alias = "lf",
+        alias = "last-failed"
+    )]
     pub rerun_failed: bool,
     /// Record a jax.profiler trace of each script in its data folder (Perfetto,
     /// TensorBoard).

@@ -97,6 +97,8 @@ pub struct FailureReason {
     pub tail: Vec<String>,
     /// `stderr` or `stdout`: where the tail's output comes from.
     pub stream: &'static str,
+    /// What to do about it, where the reason says (a missing module: how to add it).
+    pub hint: Option<String>,
 }
 
 impl FailureReason {
@@ -135,6 +137,7 @@ impl FailureReason {
             stopped,
             tail: lead,
             stream,
+            hint: r.exception.as_ref().and_then(missing_module_hint),
         })
     }
 
@@ -149,11 +152,31 @@ impl FailureReason {
         if self.stopped && self.place.is_some() {
             return words;
         }
-        match self.tail.iter().rev().find(|l| !l.trim().is_empty()) {
+        let line = match self.tail.iter().rev().find(|l| !l.trim().is_empty()) {
             Some(last) => format!("{words}: {}", last.trim()),
             None => words,
+        };
+        match &self.hint {
+            Some(hint) => format!("{line} ({hint})"),
+            None => line,
         }
     }
+}
+
+/// For `ModuleNotFoundError: No module named 'x.y'`: how to add `x` (the module's
+/// top-level name; its package on PyPI may be named otherwise, as `cv2`'s is).
+fn missing_module_hint(x: &super::ExceptionInfo) -> Option<String> {
+    if x.kind != "ModuleNotFoundError" {
+        return None;
+    }
+    let name = x
+        .message
+        .strip_prefix("No module named ")?
+        .trim_matches(['\'', '"']);
+    let top = name.split('.').next().filter(|t| !t.is_empty())?;
+    Some(format!(
+        "add it: jax-runner setup --with {top}, or pip install it into the run's --python"
+    ))
 }
 
 /// A frame's file as reports name the script: relative to the tree when it lies in

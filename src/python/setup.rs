@@ -68,6 +68,42 @@ impl Flavor {
     }
 }
 
+/// Installs `packages` (pip requirement strings) into the managed environment of
+/// `flavor`, which must exist; pip's output goes to the setup log beside it. The
+/// pinned jax stays as it is: pip is told to keep it (`-c` the pins).
+pub fn add_packages(flavor: Flavor, packages: &[String]) -> Result<(), PythonError> {
+    let venv = flavor.venv_dir();
+    let log = venv.with_extension("setup.log");
+    let fail = |source| PythonError::Setup {
+        step: "install the packages asked for (pip install)",
+        venv: venv.clone(),
+        log: log.clone(),
+        source,
+    };
+    let _lock = FileLock::acquire(&venv.with_extension("lock")).map_err(|e| fail(Some(e)))?;
+    let pins = venv.join("requirements.txt");
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|e| fail(Some(e)))?;
+    let err = out.try_clone().map_err(|e| fail(Some(e)))?;
+    tracing::warn!("installing {} into {}", packages.join(", "), venv.display());
+    let status = Command::new(python_in(&venv))
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "-c"])
+        .arg(&pins)
+        .args(packages)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .status()
+        .map_err(|e| fail(Some(e)))?;
+    match status.success() {
+        true => Ok(()),
+        false => Err(fail(None)),
+    }
+}
+
 fn python_in(venv: &Path) -> PathBuf {
     venv.join("bin").join("python")
 }

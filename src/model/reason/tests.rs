@@ -57,6 +57,7 @@ fn the_line_ends_with_the_last_output_line_and_stdout_stands_in_for_stderr() {
         stopped: false,
         tail: vec!["ValueError: bad".into(), "  ".into()],
         stream: "stderr",
+        hint: None,
     };
     assert_eq!(reason.line(), "exit code 3: ValueError: bad");
     // The user's own line, where a traceback named one, comes before the output's.
@@ -73,4 +74,28 @@ fn the_line_ends_with_the_last_output_line_and_stdout_stands_in_for_stderr() {
         "no exit within 3s (timed out) at m/jax/model.py:6 in efe"
     );
     assert!(last_lines("/no/such/log", 3).is_empty());
+}
+
+/// A missing module's reason says how to add it, by its top-level name.
+#[test]
+fn a_missing_module_says_how_to_add_it() {
+    let x = |kind: &str, message: &str| crate::model::ExceptionInfo {
+        kind: kind.into(),
+        message: message.into(),
+    };
+    let hint = missing_module_hint(&x(
+        "ModuleNotFoundError",
+        "No module named 'matplotlib.pyplot'",
+    ));
+    assert_eq!(
+        hint.as_deref(),
+        Some(
+            "add it: jax-runner setup --with matplotlib, or pip install it into the run's --python"
+        )
+    );
+    assert_eq!(
+        missing_module_hint(&x("ImportError", "No module named 'a'")),
+        None
+    );
+    assert_eq!(missing_module_hint(&x("ModuleNotFoundError", "odd")), None);
 }
