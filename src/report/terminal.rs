@@ -230,6 +230,43 @@ fn failure_section(out: &mut String, m: &PerformanceMetrics, failures: &[Failure
     }
 }
 
+/// How many names a carried line lists before "and N more".
+const CARRIED_NAMED: usize = 3;
+
+/// One line for every script carried for the same reason:
+/// `CARRIED 499 from earlier runs (not selected by -k), 3 of them failing: a, b, c`.
+fn carried_line(why: &str, ids: &[(String, Status)], color: bool) -> String {
+    let failing: Vec<&str> = ids
+        .iter()
+        .filter(|(_, s)| Failure::listed(*s))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let mut text = format!(
+        "{} {} from earlier runs ({})",
+        painted(tag(Status::Carried), style_of(Status::Carried), color),
+        ids.len(),
+        escape::line(why)
+    );
+    if !failing.is_empty() {
+        let named: Vec<String> = failing
+            .iter()
+            .take(CARRIED_NAMED)
+            .map(|id| escape::line(id).into_owned())
+            .collect();
+        let more = failing.len().saturating_sub(CARRIED_NAMED);
+        text.push_str(&format!(
+            ", {} of them failing: {}{}",
+            failing.len(),
+            named.join(", "),
+            match more {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            }
+        ));
+    }
+    text
+}
+
 /// The terminal's subscriber: a line per finished script (on stderr, above the
 /// progress bars), `SLOW` lines from the running scripts' samples, and the end of
 /// the run on stdout (unless stdout carries the event stream).
@@ -243,6 +280,9 @@ pub struct TerminalReporter {
     failures: HashMap<String, Failure>,
     /// How many `SLOW` lines each running script has had.
     slow_marks: HashMap<String, u64>,
+    /// The scripts carried from earlier runs, by why, in the order they came: said
+    /// as one line each kind at the end, never one per script.
+    carried: Vec<(String, Vec<(String, Status)>)>,
 }
 
 impl TerminalReporter {
@@ -254,6 +294,7 @@ impl TerminalReporter {
             end,
             failures: HashMap::new(),
             slow_marks: HashMap::new(),
+            carried: Vec::new(),
         }
     }
 
@@ -295,10 +336,16 @@ impl Reporter for TerminalReporter {
                 }
             }
             RunEvent::ScriptCarried { result, why } => {
-                let text = script_line(Status::Carried, None, &result.id, self.color);
-                self.line(&format!("{text}: {}", escape::line(why)));
+                let entry = (result.id.clone(), result.status);
+                match self.carried.iter_mut().find(|(w, _)| w == why) {
+                    Some((_, ids)) => ids.push(entry),
+                    None => self.carried.push((why.clone(), vec![entry])),
+                }
             }
             RunEvent::RunFinished { metrics } if self.end && metrics.totals.total_scripts > 0 => {
+                for (why, ids) in &self.carried {
+                    self.line(&carried_line(why, ids, self.color));
+                }
                 let failures = failures(metrics, &self.failures);
                 print!(
                     "{}",

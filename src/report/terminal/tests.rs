@@ -74,3 +74,28 @@ fn a_reason_cannot_steer_the_terminal() {
         "{out:?}"
     );
 }
+
+/// Carried scripts are one line per reason with a count, naming the failing ones (at
+/// most three, then how many more).
+#[test]
+fn carried_scripts_are_one_line_naming_the_failing() {
+    let ids: Vec<(String, Status)> = (0..499)
+        .map(|i| {
+            let status = match i % 100 {
+                0 => Status::Failed,
+                _ => Status::Succeeded,
+            };
+            (format!("s{i:03}"), status)
+        })
+        .collect();
+    assert_eq!(
+        carried_line("not selected by -k x", &ids, false),
+        "CARRIED 499 from earlier runs (not selected by -k x), 5 of them failing: \
+         s000, s100, s200 and 2 more"
+    );
+    let ok = [("a".to_string(), Status::Succeeded)];
+    assert_eq!(
+        carried_line("not started", &ok, false),
+        "CARRIED 1 from earlier runs (not started)"
+    );
+}
