@@ -73,6 +73,8 @@ pub struct RunConfig {
     pub fallback_to_cpu: bool,
     /// Cap on each log file, keeping head and tail.
     pub max_log_bytes: Option<u64>,
+    /// What `history/` keeps of earlier runs (`--history-runs`, `--history-size`).
+    pub history: crate::report::sweep::HistoryBudget,
     /// Inspect the environment (doctor) once before the run.
     pub preflight: bool,
     pub sandbox: SandboxMode,
@@ -274,6 +276,10 @@ impl RunConfig {
             step12_dir: tree.step12_dir(),
             fallback_to_cpu: opts.fallback == Fallback::Cpu,
             max_log_bytes: opts.max_log_size,
+            history: crate::report::sweep::HistoryBudget {
+                runs: opts.history_runs,
+                bytes: opts.history_size,
+            },
             preflight: !opts.no_preflight,
             recursive: opts.discover.recursive(),
             pass_env: opts.env_pass,

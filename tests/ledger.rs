@@ -324,3 +324,28 @@ fn each_attempt_starts_in_an_empty_data_folder() {
         .join("attempts/retried/attempt1/attempt1.txt");
     assert!(kept.is_file(), "{} is missing", kept.display());
 }
+
+/// History has a bound a user sets (issue 32): a script writing 2 MB per run under
+/// `--history-size 3M` keeps one earlier run's copy, and the run says what it removed.
+#[test]
+fn history_stays_within_its_size_and_says_when_it_prunes() {
+    let t = tree_of(&[(
+        "writer",
+        "import os\nd = os.environ['GNN_OUTPUT_DIR']\nopen(os.path.join(d, 'big.bin'), 'wb').write(os.urandom(2 * 1024 * 1024))\n",
+    )]);
+    let mut said = String::new();
+    for _ in 0..4 {
+        let out = t.run(&["--history-size", "3M"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        said.push_str(&stderr(&out));
+    }
+    let history = t.results_dir().join("history");
+    let runs: Vec<_> = std::fs::read_dir(&history).unwrap().flatten().collect();
+    // The current run's folder and one earlier run's: 4 MB, never the 6+ of three.
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(
+        said.contains("earlier run(s)")
+            && said.contains("within 3 MiB (--history-runs, --history-size)"),
+        "{said}"
+    );
+}

@@ -125,6 +125,7 @@ fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
             .as_ref()
             .map(|g| (config.step12_dir.as_path(), g)),
         run_id,
+        budget: config.history,
     };
     let swept = sweep.run();
     if !swept.moved.is_empty() {
@@ -134,16 +135,21 @@ fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
             sweep.history().display()
         );
     }
+    let mut warnings: Vec<String> = Vec::new();
     if !swept.pruned.is_empty() {
-        tracing::info!(
-            "removed the history of {} earlier run(s): {} keeps the newest {}",
+        let mib = |bytes: u64| crate::model::reason::size(bytes as f64 / (1024.0 * 1024.0));
+        warnings.push(format!(
+            "removed the history of {} earlier run(s) ({}): {} keeps the newest {} run(s) within {} (--history-runs, --history-size)",
             swept.pruned.len(),
+            mib(swept.pruned_bytes),
             crate::report::sweep::HISTORY_DIR,
-            crate::report::sweep::HISTORY_KEEP
-        );
+            config.history.runs,
+            mib(config.history.bytes),
+        ));
     }
     let errors = swept.errors.iter();
-    errors.map(|e| crate::error::chain(e).join(": ")).collect()
+    warnings.extend(errors.map(|e| crate::error::chain(e).join(": ")));
+    warnings
 }
 
 /// Step 2: the kept results go out as they are, the rest run.

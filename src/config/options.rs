@@ -99,6 +99,18 @@ pub struct RunOptions {
     /// Cap on each log file (e.g. 50M, 1G), keeping its head and its end [default: no cap].
     #[arg(hide_short_help = true, help_heading = "Reports", long, value_name = "SIZE", value_parser = parse_size)]
     pub max_log_size: Option<u64>,
+    /// Earlier runs whose replaced records history/ keeps, newest first.
+    #[arg(
+        hide_short_help = true,
+        help_heading = "Reports",
+        long,
+        value_name = "N",
+        default_value = "10"
+    )]
+    pub history_runs: usize,
+    /// Room history/ may take for earlier runs (e.g. 100M, 1G): the oldest go first.
+    #[arg(hide_short_help = true, help_heading = "Reports", long, value_name = "SIZE", default_value = "100M", value_parser = parse_size)]
+    pub history_size: u64,
     /// How scripts are sandboxed: auto (every layer this machine has), bwrap (insist on
     /// bubblewrap), landlock (the built-in layer alone), on (auto, failing when there is
     /// none), off.

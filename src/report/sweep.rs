@@ -7,8 +7,9 @@
 //! nothing is lost. `performance_metrics.json` itself stays: the scheduler's history
 //! reads it.
 //!
-//! The history keeps the newest [`HISTORY_KEEP`] run folders; older ones are removed,
-//! so a results folder run into every day does not grow forever.
+//! The history keeps earlier runs' folders within a [`HistoryBudget`] (`--history-runs`,
+//! `--history-size`): the newest first, older ones removed, so a results folder run
+//! into every day does not grow forever.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -21,9 +22,26 @@ use crate::model::gnn::FRAMEWORK;
 use crate::ledger::{entries, move_path, STEP12_IN_HISTORY};
 pub use crate::ledger::{log_owner, HISTORY_DIR};
 
-/// Run folders `history/` keeps: the newest by run id, which starts with the run's
-/// start time. The current run's is never removed.
-pub const HISTORY_KEEP: usize = 20;
+/// What `history/` keeps of earlier runs: the newest by run id (which starts with the
+/// run's start time), as many as fit both bounds. The current run's folder is never
+/// removed, and counts towards `runs` where it is already there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryBudget {
+    /// Earlier runs' folders kept at most (`--history-runs`).
+    pub runs: usize,
+    /// Bytes the kept earlier runs' folders may hold together (`--history-size`).
+    pub bytes: u64,
+}
+
+impl Default for HistoryBudget {
+    /// As `--history-runs` and `--history-size` default.
+    fn default() -> Self {
+        HistoryBudget {
+            runs: 10,
+            bytes: 100 * 1024 * 1024,
+        }
+    }
+}
 
 /// What the sweep looks at.
 #[derive(Debug)]
@@ -36,6 +54,8 @@ pub struct Sweep<'a> {
     pub gnn: Option<(&'a Path, &'a HashMap<String, GnnEntry>)>,
     /// This run's id: names the history folder.
     pub run_id: &'a str,
+    /// What the history keeps of earlier runs.
+    pub budget: HistoryBudget,
 }
 
 /// What the sweep moved, and what it could not.
@@ -43,8 +63,10 @@ pub struct Sweep<'a> {
 pub struct Swept {
     /// Files and folders moved, as they were named before.
     pub moved: Vec<PathBuf>,
-    /// Earlier runs' history folders removed, beyond the newest [`HISTORY_KEEP`].
+    /// Earlier runs' history folders removed, beyond the [`HistoryBudget`].
     pub pruned: Vec<PathBuf>,
+    /// The bytes those held.
+    pub pruned_bytes: u64,
     /// Moves and removals that failed; the file stays where it was.
     pub errors: Vec<ReportError>,
 }
@@ -88,14 +110,14 @@ impl Sweep<'_> {
                 }),
             }
         }
-        self.prune(HISTORY_KEEP, &mut swept);
+        self.prune(self.budget, &mut swept);
         swept
     }
 
-    /// Removes the history folders of all but the newest `keep` runs, never this
-    /// run's. Only folders named like a run id are touched: anything else a person
-    /// put there stays.
-    pub fn prune(&self, keep: usize, swept: &mut Swept) {
+    /// Removes the history folders of the earlier runs beyond `budget` (the newest
+    /// that fit both its count and its size stay), never this run's. Only folders
+    /// named like a run id are touched: anything else a person put there stays.
+    pub fn prune(&self, budget: HistoryBudget, swept: &mut Swept) {
         let root = self.results_dir.join(HISTORY_DIR);
         // Listed without following links: a `history` planted as a link to elsewhere
         // lists nothing, so nothing there is removed.
@@ -106,12 +128,26 @@ impl Sweep<'_> {
             .collect();
         // Newest first; this run's folder, when there is one, takes a place.
         runs.sort_by(|a, b| b.cmp(a));
-        let room = keep.saturating_sub(usize::from(root.join(self.run_id).is_dir()));
-        for name in runs.into_iter().skip(room) {
+        let room = budget
+            .runs
+            .saturating_sub(usize::from(root.join(self.run_id).is_dir()));
+        let mut held = 0u64;
+        let mut full = false;
+        for (i, name) in runs.into_iter().enumerate() {
             let path = root.join(name);
+            let size = tree_size(&path);
+            if !full && i < room && held + size <= budget.bytes {
+                held += size;
+                continue;
+            }
+            // Once one run does not fit, no older one stays: history is the newest.
+            full = true;
             // Through handles: a `history` swapped for a link meanwhile is refused.
             match crate::confined::remove_tree(&path) {
-                Ok(()) => swept.pruned.push(path),
+                Ok(()) => {
+                    swept.pruned.push(path);
+                    swept.pruned_bytes += size;
+                }
                 Err(refused) => swept.errors.push(ReportError::Prune {
                     path,
                     source: refused.into(),
@@ -144,6 +180,18 @@ impl Sweep<'_> {
         }
         stale
     }
+}
+
+/// The bytes of the regular files under `dir`, links not followed.
+fn tree_size(dir: &Path) -> u64 {
+    walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
 }
 
 /// True for a name shaped like a run id: `20261122T183605.123Z-4242`, the UTC start

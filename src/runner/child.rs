@@ -263,6 +263,11 @@ async fn supervise(
                     continue; // the controller is gone; nothing more will come
                 }
                 let level = *stop.borrow_and_update();
+                // A script that exited before the stop reached it keeps its own
+                // outcome: the waiter reaps it on the next turn.
+                if level != Stop::Run && stopped_by.is_none() && sys::has_exited(pid) {
+                    continue;
+                }
                 match level {
                     Stop::Run => {}
                     Stop::Graceful if stopped_by.is_none() => {

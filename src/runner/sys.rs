@@ -54,6 +54,18 @@ pub fn wait4(pid: libc::pid_t) -> std::io::Result<Exit> {
     })
 }
 
+/// Whether our child `pid` has already exited (it waits to be reaped): `waitid` with
+/// `WNOWAIT` looks without reaping, so [`wait4`]'s thread still collects it.
+pub fn has_exited(pid: libc::pid_t) -> bool {
+    // SAFETY: siginfo_t is plain data (all zeroes is valid) that the kernel fills in
+    // when a child has exited; the pointer is to a live local; nothing is reaped.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) == 0 && info.si_pid() != 0
+    }
+}
+
 /// Sends `signal` to every process in group `pgid`; a group already gone is fine.
 pub fn kill_group(pgid: libc::pid_t, signal: libc::c_int) {
     if pgid <= 1 {
@@ -111,6 +123,26 @@ mod tests {
         let exit = wait4(child.id() as i32).unwrap();
         assert_eq!((exit.code, exit.signal), (Some(7), None));
         assert!(exit.max_rss_bytes > 0);
+    }
+
+    /// A running child has not exited; one that has is seen so without being reaped,
+    /// and its exit code still comes to wait4.
+    #[test]
+    #[allow(clippy::zombie_processes)]
+    fn an_exit_is_seen_before_it_is_reaped() {
+        let running = Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(!has_exited(running.id() as i32));
+        kill_pid(running.id() as i32, libc::SIGKILL);
+        wait4(running.id() as i32).unwrap();
+        let child = Command::new("sh").args(["-c", "exit 5"]).spawn().unwrap();
+        let pid = child.id() as i32;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !has_exited(pid) {
+            assert!(std::time::Instant::now() < deadline, "no exit seen");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(has_exited(pid), "looking does not reap");
+        assert_eq!(wait4(pid).unwrap().code, Some(5));
     }
 
     #[test]

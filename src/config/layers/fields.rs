@@ -65,6 +65,8 @@ impl RunOptions {
         l.value(&mut self.retry_delay, "retry-delay", parse_duration)?;
         l.value(&mut self.fallback, "fallback", choice)?;
         l.value(&mut self.max_log_size, "max-log-size", some(parse_size))?;
+        l.value(&mut self.history_runs, "history-runs", number)?;
+        l.value(&mut self.history_size, "history-size", parse_size)?;
         l.value(&mut self.sandbox, "sandbox", choice)?;
         l.value(&mut self.memory_limit, "memory-limit", some(parse_size))?;
         l.value(&mut self.max_procs, "max-procs", some(number))?;

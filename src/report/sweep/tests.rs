@@ -34,6 +34,7 @@ fn files_of_gone_scripts_move_into_the_runs_history() {
         ids: HashSet::from(["keep"]),
         gnn: None,
         run_id: "r1",
+        budget: HistoryBudget::default(),
     };
     let swept = sweep.run();
     assert!(swept.errors.is_empty(), "{:?}", swept.errors);
@@ -96,6 +97,7 @@ fn gnn_files_of_gone_scripts_move_too() {
         ids: HashSet::from(["a"]),
         gnn: Some((&step12, &entries)),
         run_id: "r",
+        budget: HistoryBudget::default(),
     }
     .run();
     assert!(swept.errors.is_empty(), "{:?}", swept.errors);
@@ -170,9 +172,16 @@ fn the_history_keeps_the_newest_runs_and_this_ones() {
         ids: HashSet::new(),
         gnn: None,
         run_id: current,
+        budget: HistoryBudget::default(),
     };
     let mut swept = Swept::default();
-    sweep.prune(3, &mut swept);
+    sweep.prune(
+        HistoryBudget {
+            runs: 3,
+            ..HistoryBudget::default()
+        },
+        &mut swept,
+    );
     assert!(swept.errors.is_empty(), "{:?}", swept.errors);
     // Three places: this run's and the two newest before it.
     let mut want = vec![
@@ -192,7 +201,7 @@ fn the_history_keeps_the_newest_runs_and_this_ones() {
 fn every_sweep_prunes_to_the_documented_number() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let runs = past_runs(dir, HISTORY_KEEP + 5);
+    let runs = past_runs(dir, HistoryBudget::default().runs + 5);
     touch(&dir.join("gone_results.json"));
     let current = "20261123T000000.000Z-9";
     let swept = Sweep {
@@ -200,12 +209,13 @@ fn every_sweep_prunes_to_the_documented_number() {
         ids: HashSet::new(),
         gnn: None,
         run_id: current,
+        budget: HistoryBudget::default(),
     }
     .run();
     assert!(swept.errors.is_empty(), "{:?}", swept.errors);
     assert_eq!(swept.moved.len(), 1);
     let left = history_names(dir);
-    assert_eq!(left.len(), HISTORY_KEEP, "{left:?}");
+    assert_eq!(left.len(), HistoryBudget::default().runs, "{left:?}");
     assert!(
         left.contains(&current.to_string()),
         "this run's history was removed"
@@ -215,7 +225,7 @@ fn every_sweep_prunes_to_the_documented_number() {
         .join(current)
         .join("gone_results.json")
         .exists());
-    // The oldest six went; the newest nineteen before this run stayed.
+    // The oldest six went; the newest nine before this run stayed.
     for old in &runs[..6] {
         assert!(!left.contains(old), "{old} stayed");
     }
@@ -243,9 +253,16 @@ fn planted_links_lead_the_sweep_nowhere() {
         ids: HashSet::from(["keep"]),
         gnn: None,
         run_id: "20990101T000000.000Z-2",
+        budget: HistoryBudget::default(),
     };
     let mut swept = sweep.run();
-    sweep.prune(0, &mut swept);
+    sweep.prune(
+        HistoryBudget {
+            runs: 0,
+            ..HistoryBudget::default()
+        },
+        &mut swept,
+    );
     assert!(swept.errors.is_empty(), "{:?}", swept.errors);
     assert_eq!(swept.moved, vec![dir.join("gone_results.json")]);
     assert!(logs_target.path().join("gone.stdout.log").is_file());
@@ -253,4 +270,39 @@ fn planted_links_lead_the_sweep_nowhere() {
     let history = dir.join(HISTORY_DIR);
     assert!(history.is_dir() && !history.is_symlink());
     assert!(sweep.history().join("gone_results.json").is_file());
+}
+
+/// The size bound: the newest runs that fit stay; once one does not, it and every
+/// older one go, whatever the count allows.
+#[test]
+fn history_keeps_the_newest_runs_that_fit_its_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let runs = past_runs(dir, 6);
+    for (i, run) in runs.iter().enumerate() {
+        // 1 KiB each, but the third newest holds 10 KiB.
+        let size = if i == 3 { 10 * 1024 } else { 1024 };
+        let file = dir.join(HISTORY_DIR).join(run).join("data.bin");
+        std::fs::write(file, vec![0u8; size]).unwrap();
+    }
+    let current = "20261123T000000.000Z-9";
+    let budget = HistoryBudget {
+        runs: 10,
+        bytes: 8 * 1024,
+    };
+    let sweep = Sweep {
+        results_dir: dir,
+        ids: HashSet::new(),
+        gnn: None,
+        run_id: current,
+        budget,
+    };
+    let mut swept = Swept::default();
+    sweep.prune(budget, &mut swept);
+    let left = history_names(dir);
+    // The two newest fit (2 KiB); the third newest (10 KiB) does not, so it and the
+    // older three go.
+    assert_eq!(left, [runs[4].clone(), runs[5].clone()], "{left:?}");
+    assert_eq!(swept.pruned.len(), 4);
+    assert!(swept.pruned_bytes >= 13 * 1024);
 }
