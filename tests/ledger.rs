@@ -208,6 +208,26 @@ fn rerun_failed_after_a_selection_runs_only_the_failures() {
     assert_eq!(t.result("ok_alpha")["run_id"], run_id(&t).as_str());
     let m = t.metrics();
     assert_eq!(m["totals"]["carried"], 3, "{m:#}");
+    // Counts of attempts are this run's alone: one script started (issue 32).
+    let classes: u64 = m["totals"]["by_class"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(classes, 1, "{m:#}");
+    assert!(m["totals"]["warm_starts"].as_u64().unwrap() <= 1, "{m:#}");
+    let one = &m["scripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "ok_alpha")
+        .unwrap()["execution_time_s"];
+    assert_eq!(&m["totals"]["total_execution_time"], one, "{m:#}");
+    assert!(
+        said.contains(" of 1 started warm"),
+        "M is the scripts started: {said}"
+    );
     let plan = planned(&t, &["--rerun-failed"]);
     let want: BTreeMap<String, String> = [
         ("fail_one", "run"),

@@ -127,11 +127,13 @@ pub struct Totals {
     /// Render manifest entries refused because they resolve outside `--output-dir`.
     #[serde(default)]
     pub refused: usize,
-    /// Mean of `execution_time_s` over scripts that ran, seconds.
+    /// Mean of `execution_time_s` over the scripts this run started, seconds (a
+    /// carried, kept or unstarted script is not this run's: every figure of attempts
+    /// below counts this run's alone).
     pub avg_execution_time: f64,
-    /// Sum of `execution_time_s`, seconds.
+    /// Sum of `execution_time_s` over the scripts this run started, seconds.
     pub total_execution_time: f64,
-    /// Highest `peak_memory_mb` of any script.
+    /// Highest `peak_memory_mb` of the scripts this run started.
     pub peak_memory_mb: f64,
     /// Scripts that ran on another device than requested.
     pub fallbacks: usize,
@@ -141,12 +143,13 @@ pub struct Totals {
     pub retried: usize,
     /// Processes scripts left running, killed by the runner.
     pub leaks: usize,
-    /// Scripts per final failure class.
+    /// Scripts per final failure class, carried and kept ones left out.
     pub by_class: BTreeMap<FailureClass, usize>,
     /// Scripts not run because a previous success stands.
     #[serde(default)]
     pub resumed: usize,
-    /// Scripts whose final attempt started warm (forked from the zygote).
+    /// Scripts this run started whose final attempt started warm (forked from the
+    /// zygote).
     #[serde(default)]
     pub warm_starts: usize,
     /// Scripts not run by this run whose earlier record stands (`status: carried`).
@@ -280,6 +283,13 @@ impl ScriptSummary {
 }
 
 impl ScriptSummary {
+    /// Whether this run started the script: not carried from an earlier run, not kept
+    /// by `--resume`, not left unstarted. Every figure of attempts (time, memory,
+    /// warm starts, classes, retries) counts these alone.
+    pub fn started_here(&self) -> bool {
+        self.status != Status::Carried && !self.resumed && self.attempts > 0
+    }
+
     /// The line of a script this run did not run, whose earlier record `earlier`
     /// stands: `status: carried`, with the run and status of that record.
     pub fn carried(earlier: &ScriptResult) -> Self {
@@ -302,8 +312,10 @@ impl PerformanceMetrics {
         warnings: Vec<String>,
     ) -> Self {
         let outcomes = Outcomes::count(scripts.iter().map(|r| r.status));
-        let ran: Vec<&ScriptSummary> = scripts.iter().filter(|r| r.attempts > 0).collect();
+        // This run's attempts alone: a carried or kept record is an earlier run's.
+        let ran: Vec<&ScriptSummary> = scripts.iter().filter(|r| r.started_here()).collect();
         let total_execution_time: f64 = ran.iter().map(|r| r.execution_time_s).sum();
+        let count = |f: fn(&ScriptSummary) -> bool| ran.iter().filter(|r| f(r)).count();
         let totals = Totals {
             total_scripts: scripts.len(),
             succeeded: outcomes.succeeded,
@@ -319,18 +331,20 @@ impl PerformanceMetrics {
                 total_execution_time / ran.len() as f64
             },
             total_execution_time,
-            peak_memory_mb: scripts.iter().map(|r| r.peak_memory_mb).fold(0.0, f64::max),
-            fallbacks: scripts.iter().filter(|r| r.fallback).count(),
-            device_mismatches: scripts.iter().filter(|r| r.device_mismatch).count(),
-            retried: scripts.iter().filter(|r| r.attempts > 1).count(),
-            leaks: scripts.iter().map(|r| r.leaks).sum(),
+            peak_memory_mb: ran.iter().map(|r| r.peak_memory_mb).fold(0.0, f64::max),
+            fallbacks: count(|r| r.fallback),
+            device_mismatches: count(|r| r.device_mismatch),
+            retried: count(|r| r.attempts > 1),
+            leaks: ran.iter().map(|r| r.leaks).sum(),
             resumed: scripts.iter().filter(|r| r.resumed).count(),
-            warm_starts: scripts.iter().filter(|r| r.warm && !r.resumed).count(),
+            warm_starts: count(|r| r.warm),
             carried: outcomes.carried,
-            by_class: scripts.iter().fold(BTreeMap::new(), |mut m, r| {
-                *m.entry(r.class).or_default() += 1;
-                m
-            }),
+            by_class: (scripts.iter())
+                .filter(|r| r.status != Status::Carried && !r.resumed)
+                .fold(BTreeMap::new(), |mut m, r| {
+                    *m.entry(r.class).or_default() += 1;
+                    m
+                }),
         };
         PerformanceMetrics {
             schema_version: SCHEMA_VERSION,

@@ -235,9 +235,8 @@ dry run: {run} script(s) would run, {} kept, {jobs} at once; nothing was started
 /// script ran (all kept, skipped or carried).
 pub fn isolation(m: &PerformanceMetrics) -> Option<String> {
     let t = &m.totals;
-    let ran = t
-        .total_scripts
-        .saturating_sub(t.resumed + t.skipped + t.carried);
+    // M is the scripts this run started, counted as the totals count them.
+    let ran = m.scripts.iter().filter(|s| s.started_here()).count();
     if ran == 0 {
         return None;
     }
