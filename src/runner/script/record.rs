@@ -122,15 +122,16 @@ fn record(
         class: verdict.class,
         matched_line: verdict.matched_line,
         exception: verdict.exception,
-        // A stopped script's own stack dump says where it was; else the traceback.
-        user_frame: match o.stopped_by {
-            Some(StoppedBy::Timeout | StoppedBy::Interrupt) => o
-                .stderr
-                .scan
-                .hung_at
-                .clone()
-                .or_else(|| o.stderr.scan.user_frame.clone()),
-            _ => o.stderr.scan.user_frame.clone(),
+        // A stopped script's own stack dump says where it was; a script that exited
+        // with an error, its last traceback. A crash by a signal names no line: a
+        // traceback it logged earlier is not where it died.
+        user_frame: match (o.stopped_by, o.exit.code) {
+            (Some(StoppedBy::Timeout | StoppedBy::Interrupt), _) => {
+                let scan = &o.stderr.scan;
+                scan.hung_at.clone().or_else(|| scan.user_frame.clone())
+            }
+            (None, Some(code)) if code != 0 => o.stderr.scan.user_frame.clone(),
+            _ => None,
         },
         jax,
         stdout_log: stdout_log.to_string_lossy().into_owned(),
