@@ -57,6 +57,7 @@ fn script_text_is_shown_escaped_and_logged_raw() {
     t.fixture("steers_terminal.py", "m/jax/steers.py");
     t.fixture("ok_plain.py", ODD_NAME);
     let exports = t.root().join("exports");
+    std::fs::create_dir(&exports).unwrap();
     let out = t
         .cmd()
         .args(["--sandbox", "off", "--retries", "0", "--color", "never"])
