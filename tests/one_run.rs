@@ -153,20 +153,25 @@ fn every_file_names_its_run_and_kept_results_name_theirs() {
 }
 
 #[test]
-fn the_history_keeps_the_newest_twenty_runs() {
+fn the_history_keeps_the_newest_ten_runs_by_default() {
     let tree = Tree::new();
     tree.fixture("ok_plain.py", "m/jax/a.py");
     let history = tree.results_dir().join("history");
-    // 23 earlier runs, oldest first, and a folder that is no run.
-    let runs: Vec<String> = (0..23)
+    // 13 earlier runs, oldest first, and a folder that is no run.
+    let runs: Vec<String> = (0..13)
         .map(|i| format!("20200101T0000{i:02}.000Z-{}", 10 + i))
         .collect();
     for run in runs.iter().chain(["notes".to_string()].iter()) {
         std::fs::create_dir_all(history.join(run)).unwrap();
         std::fs::write(history.join(run).join("gone_results.json"), "{}").unwrap();
     }
-    let out = tree.run(&["-q"]);
+    let out = tree.run(&[]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("removed the history of 3 earlier run(s)"),
+        "the run says it pruned: {}",
+        stderr(&out)
+    );
     let mut left: Vec<String> = std::fs::read_dir(&history)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
