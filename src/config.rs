@@ -74,7 +74,7 @@ pub struct RunConfig {
     /// Cap on each log file, keeping head and tail.
     pub max_log_bytes: Option<u64>,
     /// What `history/` keeps of earlier runs (`--history-runs`, `--history-size`).
-    pub history: crate::report::sweep::HistoryBudget,
+    pub history: HistoryBudget,
     /// Inspect the environment (doctor) once before the run.
     pub preflight: bool,
     pub sandbox: SandboxMode,
@@ -276,7 +276,7 @@ impl RunConfig {
             step12_dir: tree.step12_dir(),
             fallback_to_cpu: opts.fallback == Fallback::Cpu,
             max_log_bytes: opts.max_log_size,
-            history: crate::report::sweep::HistoryBudget {
+            history: HistoryBudget {
                 runs: opts.history_runs,
                 bytes: opts.history_size,
             },
@@ -295,6 +295,27 @@ impl RunConfig {
                 .map(|p| program_path(&p, layered.environment.var_os("PATH"))),
             compilation_cache,
         })
+    }
+}
+
+/// What `history/` keeps of earlier runs: the newest by run id (which starts with the
+/// run's start time), as many as fit both bounds. The current run's folder is never
+/// removed, and counts towards `runs` where it is already there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryBudget {
+    /// Earlier runs' folders kept at most (`--history-runs`).
+    pub runs: usize,
+    /// Bytes the kept earlier runs' folders may hold together (`--history-size`).
+    pub bytes: u64,
+}
+
+impl Default for HistoryBudget {
+    /// As `--history-runs` and `--history-size` default.
+    fn default() -> Self {
+        HistoryBudget {
+            runs: 10,
+            bytes: 100 * 1024 * 1024,
+        }
     }
 }
 

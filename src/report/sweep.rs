@@ -19,29 +19,9 @@ use crate::confined::Kind;
 use crate::error::ReportError;
 use crate::model::gnn::FRAMEWORK;
 
+pub use crate::config::HistoryBudget;
 use crate::ledger::{entries, move_path, STEP12_IN_HISTORY};
 pub use crate::ledger::{log_owner, HISTORY_DIR};
-
-/// What `history/` keeps of earlier runs: the newest by run id (which starts with the
-/// run's start time), as many as fit both bounds. The current run's folder is never
-/// removed, and counts towards `runs` where it is already there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HistoryBudget {
-    /// Earlier runs' folders kept at most (`--history-runs`).
-    pub runs: usize,
-    /// Bytes the kept earlier runs' folders may hold together (`--history-size`).
-    pub bytes: u64,
-}
-
-impl Default for HistoryBudget {
-    /// As `--history-runs` and `--history-size` default.
-    fn default() -> Self {
-        HistoryBudget {
-            runs: 10,
-            bytes: 100 * 1024 * 1024,
-        }
-    }
-}
 
 /// What the sweep looks at.
 #[derive(Debug)]
