@@ -209,9 +209,10 @@ def run(script, env, work):
         t.start()
         streams.append(sink)
         pumps.append(t)
-    # The peak, what it counts, and the two samples before: as locally, a rise counts
-    # once three samples in a row show it (proportional sizes read one process after
-    # another run over while processes map the same pages).
+    # The peak, what it counts, and the two samples before: as locally, a rise of a
+    # tree of several processes counts once three samples in a row show it
+    # (proportional sizes read one process after another run over while processes
+    # map the same pages).
     peak = [0, "pss", []]
     # Whether a process of the script held a GPU device open: None until first looked.
     gpu = [None]
@@ -221,7 +222,8 @@ def run(script, env, work):
         while not done.is_set():
             try:
                 now, proportional, pids = tree(child.pid)
-                kept = min([now] + peak[2])
+                # One process has no one to skew with: its figure stands as read.
+                kept = now if len(pids) <= 1 else min([now] + peak[2])
                 peak[2] = (peak[2] + [now])[-2:]
                 if kept > peak[0]:
                     peak[0], peak[1] = kept, "pss" if proportional else "rss"

@@ -133,11 +133,17 @@ impl TreeSampler {
         // Proportional sizes are read one process after another: while the tree's
         // processes map the same pages (children of a fork touching a shared block),
         // those read first count a page at a share the later ones already split, and
-        // the sum runs over what the tree holds. The figure kept (the peak, the
-        // watchdog's) is the lowest of three samples in a row, so a count that rides
-        // on that skew while the pages are being mapped is not taken for memory held.
+        // the sum runs over what the tree holds. Where several processes were read,
+        // the figure kept (the peak, the watchdog's) is the lowest of three samples
+        // in a row, so a count that rides on that skew while the pages are being
+        // mapped is not taken for memory held. One process has no one to skew with:
+        // its figure stands as read (a short script's growth is not cut off).
+        let counted = (self.last_pids.iter())
+            .filter(|p| Some(**p) != self.plumbing)
+            .count();
         let held = match source {
             MemorySource::Cgroup => now,
+            _ if counted <= 1 => now,
             _ => steady(&self.previous, now),
         };
         if self.previous.len() == STEADY - 1 {
