@@ -28,8 +28,13 @@ fn well_behaved_scripts_succeed_with_the_full_contract() {
         r["cpu_user_s"].as_f64().unwrap() > 0.0,
         "python burns user CPU: {r}"
     );
-    // A Python process with jax imported is well over 20 MiB resident.
-    assert!(r["peak_memory_mb"].as_f64().unwrap() > 20.0, "{r}");
+    // Memory as the kernel counts it: a warm script's pages shared with the zygote
+    // count in part (PSS), so the figure is what it holds of its own and a share.
+    assert!(r["peak_memory_mb"].as_f64().unwrap() > 5.0, "{r}");
+    assert!(
+        ["pss", "cgroup", "rss"].contains(&r["memory_source"].as_str().unwrap()),
+        "{r}"
+    );
     let stdout_log = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
     assert!(!stdout_log.is_empty());
     let data_dir = std::path::PathBuf::from(r["data_dir"].as_str().unwrap());
