@@ -323,17 +323,11 @@ impl Default for HistoryBudget {
 /// the first executable file of that name; anything else relative to the current
 /// folder. A name found nowhere stays as given, for the check to name.
 pub fn program_path(given: &std::path::Path, path: Option<&std::ffi::OsStr>) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
     if given.components().count() != 1 || given.to_string_lossy().contains('/') {
         return absolute(given);
     }
-    let runnable = |p: &std::path::Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    std::env::split_paths(path.unwrap_or_default())
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join(given))
-        .find(|p| runnable(p))
+    crate::paths::find_on_path(&given.to_string_lossy(), path)
+        .map(|found| absolute(&found))
         .unwrap_or_else(|| given.to_path_buf())
 }
 
