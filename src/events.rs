@@ -14,8 +14,12 @@ pub enum RunEvent {
     RunStarted {
         /// The run's id, as in `performance_metrics.json` and every result.
         run_id: String,
-        /// Scripts scheduled.
+        /// Scripts this run starts (kept ones not included).
         total: usize,
+        /// Earlier successes `--resume`/`--rerun-failed` keep instead of running: each
+        /// still comes as a `script_finished` (its `resumed_from` set).
+        #[serde(default)]
+        kept: usize,
         /// Scripts run at once.
         jobs: usize,
         /// Platform scripts start on.

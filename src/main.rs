@@ -236,7 +236,11 @@ fn start_and_run(
     }
     Ok(if m.run.interrupted {
         EXIT_INTERRUPTED
-    } else if m.totals.total_scripts == 0 && m.totals.missing == 0 && m.totals.refused == 0 {
+    } else if m.totals.total_scripts == m.totals.carried
+        && m.totals.missing == 0
+        && m.totals.refused == 0
+    {
+        // This run found no script (those it carried are earlier runs' records).
         tracing::warn!(
             "no JAX scripts found under {}: scripts are *.py files in a folder named jax, or files that import jax",
             config.output_dir.display()
@@ -329,6 +333,7 @@ async fn forward_signals(mut signals: Signals, stop: watch::Sender<Stop>) {
         count += 1;
         match count {
             1 => {
+                report::progress::clear_display();
                 tracing::warn!("interrupted: stopping running scripts (again to kill them)");
                 stop.send_replace(Stop::Graceful);
             }
@@ -336,7 +341,10 @@ async fn forward_signals(mut signals: Signals, stop: watch::Sender<Stop>) {
                 tracing::warn!("interrupted again: killing running scripts");
                 stop.send_replace(Stop::Kill);
             }
-            _ => std::process::exit(EXIT_INTERRUPTED as i32),
+            _ => {
+                report::progress::clear_display();
+                std::process::exit(EXIT_INTERRUPTED as i32)
+            }
         }
     }
 }

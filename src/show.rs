@@ -16,8 +16,8 @@ use crate::{EXIT_FAILED, EXIT_USAGE};
 /// The exit codes of `show`.
 pub const EXIT_CODES: &str = "\
 Exit codes:
-  0  the last run succeeded
-  1  it did not
+  0  every script of the tree stands succeeded (the last run's and those it carried)
+  1  some script stands failed: in the last run, or still failing since an earlier one
   2  no run is recorded in the results folder";
 
 #[derive(Debug, Clone, Args)]
@@ -42,11 +42,12 @@ impl ShowArgs {
 
 /// Prints the last run's end (at `level`) and says whether it succeeded.
 pub fn show(args: &ShowArgs, level: tracing::Level, color: bool) -> u8 {
+    let tree = config::absolute(&args.output_dir);
     let results = match &args.results_dir {
         Some(dir) => config::absolute(dir),
         None => config::PipelineTree::of(&config::absolute(&args.output_dir)).default_results_dir(),
     };
-    let metrics = match jax_runner::history::last_run(&results) {
+    let metrics = match jax_runner::results::past::last_run(&results) {
         Ok(m) => m,
         Err(why) => {
             eprintln!(
@@ -59,15 +60,17 @@ pub fn show(args: &ShowArgs, level: tracing::Level, color: bool) -> u8 {
     let known: HashMap<String, Failure> = metrics
         .scripts
         .iter()
-        .filter(|s| Failure::listed(s.status))
-        .filter_map(|s| jax_runner::history::previous_result(&results, &s.id))
+        .filter(|s| Failure::listed(s.status) || s.still_failing())
+        .filter_map(|s| jax_runner::results::past::previous_result(&results, &tree, &s.id))
         .map(|r| (r.id.clone(), Failure::of(&r)))
         .collect();
     let failures = terminal::failures(&metrics, &known);
     // `show` exists to say what happened: even `-q` prints the summary line.
     let detail = Detail::of(level).max(Detail::Quiet);
     crate::term::stdout(&terminal::end_of_run(&metrics, &failures, detail, color));
-    match metrics.all_succeeded() {
+    // `show` answers for the tree: a run's exit answers for what it ran (as pytest's),
+    // but a script a `-k` run carried is no less failing for not being run.
+    match metrics.tree_succeeded() {
         true => 0,
         false => EXIT_FAILED,
     }

@@ -3,7 +3,6 @@
 //! one place ([`reporters`]); the edge adds the ones only it knows (terminal, NDJSON).
 
 mod cache;
-mod carry;
 mod dry;
 mod prepare;
 mod reporters;
@@ -64,15 +63,16 @@ pub async fn run(
     if *stop.borrow() != Stop::Run {
         return Err(Error::Interrupted);
     }
-    let swept = sweep(&config, &prepared, &config.run_id);
+    let swept =
+        crate::results::sweep::before_run(&config, &prepared.discovery, prepared.gnn.as_ref());
     let (events, dispatcher) = reporters::start(&config, &prepared, edge, halt.clone());
     for message in std::mem::take(&mut prepared.warnings)
         .into_iter()
-        .chain(swept)
+        .chain(swept.warnings)
     {
         events.emit(RunEvent::Warning { message });
     }
-    let results = execute(&config, &mut prepared, &events, &stop, &halt).await;
+    let results = execute(&config, &mut prepared, swept.standing, &events, &stop, &halt).await;
     let mut run = run_info(&config, &prepared, started_at, started, &stop);
     run.halted = halt.reason().map(|r| r.to_string());
     let mut metrics = PerformanceMetrics::build(
@@ -81,7 +81,8 @@ pub async fn run(
         prepared.discovery.missing.clone(),
         prepared.discovery.warnings.clone(),
     )
-    .with_refused(prepared.discovery.refused.clone());
+    .with_refused(prepared.discovery.refused.clone())
+    .with_render_failures(prepared.discovery.render_failures.clone());
     metrics.environment = prepared.environment.take();
     events.emit(RunEvent::RunFinished {
         metrics: Box::new(metrics.clone()),
@@ -107,66 +108,26 @@ pub async fn dry_run(
     }
 }
 
-/// Moves the files of scripts this run does not consider into its history folder;
-/// returns what to warn about.
-fn sweep(config: &RunConfig, prepared: &Prepared, run_id: &str) -> Vec<String> {
-    let sweep = crate::report::sweep::Sweep {
-        results_dir: &config.results_dir,
-        // Scripts left out by the selection are still the tree's: their files stay.
-        ids: prepared
-            .discovery
-            .scripts
-            .iter()
-            .chain(&prepared.discovery.unselected)
-            .map(|s| s.id.as_str())
-            .collect(),
-        gnn: prepared
-            .gnn
-            .as_ref()
-            .map(|g| (config.step12_dir.as_path(), g)),
-        run_id,
-        budget: config.history,
-    };
-    let swept = sweep.run();
-    if !swept.moved.is_empty() {
-        tracing::info!(
-            "moved {} file(s) of scripts no longer in the tree into {}",
-            swept.moved.len(),
-            sweep.history().display()
-        );
-    }
-    let mut warnings: Vec<String> = Vec::new();
-    if !swept.pruned.is_empty() {
-        let mib = |bytes: u64| crate::model::reason::size(bytes as f64 / (1024.0 * 1024.0));
-        warnings.push(format!(
-            "removed the history of {} earlier run(s) ({}): {} keeps the newest {} run(s) within {} (--history-runs, --history-size)",
-            swept.pruned.len(),
-            mib(swept.pruned_bytes),
-            crate::report::sweep::HISTORY_DIR,
-            config.history.runs,
-            mib(config.history.bytes),
-        ));
-    }
-    let errors = swept.errors.iter();
-    warnings.extend(errors.map(|e| crate::error::chain(e).join(": ")));
-    warnings
-}
-
 /// Step 2: the kept results go out as they are, the rest run.
 async fn execute(
     config: &Arc<RunConfig>,
     prepared: &mut Prepared,
+    standing: Vec<crate::model::ScriptResult>,
     events: &EventSender,
     stop: &watch::Receiver<Stop>,
     halt: &Halt,
 ) -> Vec<ScriptSummary> {
     let (Some(exec), Some(interp)) = (prepared.execution.take(), &prepared.interpreter) else {
-        return Vec::new();
+        // Nothing of this run's to start: the records that stand are still the tree's.
+        let mut carried = crate::results::carry::unselected(config, &prepared.discovery, events);
+        carried.extend(crate::results::carry::out_of_reach(config, standing, events));
+        return crate::results::carry::in_discovery_order(carried);
     };
     let total = prepared.discovery.scripts.len();
     events.emit(RunEvent::RunStarted {
         run_id: config.run_id.clone(),
-        total,
+        total: exec.schedule.order.len(),
+        kept: exec.schedule.kept.len(),
         jobs: prepared.plan.jobs,
         // A GPU already known to be unusable sends every script to the CPU from the
         // start: the run says so, not "on gpu" followed by a fallback.
@@ -181,11 +142,12 @@ async fn execute(
             .map(|total| total / prepared.plan.jobs.max(1) as f64),
     });
     let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
-    let record_files = carry::record_files(prepared);
+    let record_files = crate::results::carry::record_files(prepared.gnn.as_ref());
     for (i, previous) in exec.schedule.kept {
-        summaries[i] = Some(carry::kept(config, previous, &record_files, events));
+        summaries[i] = Some(crate::results::carry::kept(config, previous, &record_files, events));
     }
-    let carried = carry::unselected(config, &prepared.discovery, events);
+    let mut carried = crate::results::carry::unselected(config, &prepared.discovery, events);
+    carried.extend(crate::results::carry::out_of_reach(config, standing, events));
     let ctx = Arc::new(RunContext {
         config: config.clone(),
         plan: Arc::new(prepared.plan.clone()),
@@ -220,8 +182,8 @@ async fn execute(
     let lines = scripts
         .iter()
         .zip(summaries)
-        .filter_map(|(s, l)| Some((s, l?)));
-    carry::in_discovery_order(lines.chain(carried).collect())
+        .filter_map(|(s, l)| Some((s.relative_path.clone(), l?)));
+    crate::results::carry::in_discovery_order(lines.chain(carried).collect())
 }
 
 /// Step 3's record of the run itself.

@@ -16,7 +16,7 @@ use crate::discovery::Discovery;
 use crate::doctor::{self, DoctorReport, Live};
 use crate::environment::Environment;
 use crate::error::Error;
-use crate::history::History;
+use crate::results::past::History;
 use crate::listing::{bounded_messages, first_named, LISTED, NAMED};
 use crate::model::{Device, Platform, SandboxInfo};
 use crate::plan::{plan, ray_plan, Cluster, Plan};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::config::{settings_for, RunConfig, ScriptSettings};
 use crate::discovery::{Discovery, Script};
-use crate::history::{self, History};
+use crate::results::past::{self, History};
 use crate::model::{Reuse, ScriptResult};
 use crate::python::Interpreter;
 use crate::report::gnn::GnnEntry;
@@ -23,7 +23,7 @@ pub struct Schedule {
     /// Seconds the scripts to run should take in all, one after another, when the
     /// history knows enough to say.
     pub expected_s: Option<f64>,
-    pub fingerprints: HashMap<String, String>,
+    pub fingerprints: HashMap<String, past::Fingerprint>,
     /// Each script's settings (the run's values under its profile overrides), worked
     /// out once here for the fingerprints, the runner and a dry run's plan.
     pub settings: HashMap<String, ScriptSettings>,
@@ -72,7 +72,7 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         .map(|s| (s.id.clone(), settings_for(config, &s.id, &s.relative_path)))
         .collect();
     let inputs = fingerprint_inputs(config, interp);
-    let fingerprints: HashMap<String, String> = discovery
+    let fingerprints: HashMap<String, past::Fingerprint> = discovery
         .scripts
         .iter()
         .map(|s| {
@@ -84,7 +84,7 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
                     own.push(("override", format!("{key}={}", set.value)));
                 }
             }
-            (s.id.clone(), history::fingerprint(s, &own))
+            (s.id.clone(), past::fingerprint(s, &own))
         })
         .collect();
     let (kept, to_run, why) = reuse(config, discovery, &fingerprints, &data_dirs);
@@ -122,14 +122,14 @@ type Split = (
 fn reuse(
     config: &RunConfig,
     discovery: &Discovery,
-    fingerprints: &HashMap<String, String>,
+    fingerprints: &HashMap<String, past::Fingerprint>,
     data_dirs: &HashMap<String, PathBuf>,
 ) -> Split {
     let (mut kept, mut to_run, mut why) = (Vec::new(), Vec::new(), HashMap::new());
     for (i, s) in discovery.scripts.iter().enumerate() {
         let verdict = match config.reuse {
             Reuse::None => None,
-            _ => Some(match history::previous_result(&config.results_dir, &s.id) {
+            _ => Some(match past::previous_result(&config.results_dir, &config.output_dir, &s.id) {
                 None => Err("no earlier result".to_string()),
                 Some(p) => weigh(config.reuse, p, &fingerprints[&s.id], &data_dirs[&s.id]),
             }),
@@ -140,48 +140,76 @@ fn reuse(
                 kept.push((i, p));
             }
             Some(Err(reason)) => {
-                tracing::info!("{} runs again: {reason}", s.id);
+                // One line per script only at -v: at 500 scripts the count says it.
+                tracing::debug!("{} runs again: {reason}", s.id);
                 why.insert(s.id.clone(), reason);
                 to_run.push((i, s.clone()));
             }
             None => to_run.push((i, s.clone())),
         }
     }
-    if !kept.is_empty() {
+    if config.reuse != Reuse::None {
         tracing::info!(
-            "kept {} earlier success(es), running {} script(s)",
+            "kept {} earlier success(es), running {} script(s){}",
             kept.len(),
-            to_run.len()
+            to_run.len(),
+            rerun_kinds(to_run.iter().filter_map(|(_, s)| why.get(&s.id)))
         );
     }
     (kept, to_run, why)
+}
+
+/// Why the scripts that run again do, counted by kind: ` (3 did not succeed, 1
+/// changed)`; empty when none does.
+fn rerun_kinds<'a>(reasons: impl Iterator<Item = &'a String>) -> String {
+    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    for reason in reasons {
+        let kind = match reason.as_str() {
+            r if r.starts_with("no earlier result") => "new",
+            r if r.starts_with("it ended") => "did not succeed",
+            r if r.contains(" since ") => "changed",
+            _ => "lost their outputs",
+        };
+        match kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((kind, 1)),
+        }
+    }
+    let parts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(" ({}; `--dry-run --resume` says why each)", parts.join(", ")),
+    }
 }
 
 /// Whether an earlier result stands, and why (or why not), in words.
 fn weigh(
     reuse: Reuse,
     previous: ScriptResult,
-    fingerprint: &str,
+    fingerprint: &past::Fingerprint,
     data_dir: &std::path::Path,
 ) -> Result<(ScriptResult, String), String> {
     let run = match previous.run_id.as_str() {
         "" => "an earlier run".to_string(),
         id => format!("run {id}"),
     };
-    if !history::keeps(reuse, &previous, fingerprint) {
+    if !past::keeps(reuse, &previous, &fingerprint.digest) {
         return Err(match previous.status {
             crate::model::Status::Succeeded => {
-                format!("the script or what it runs with changed since {run}")
+                match past::changed_inputs(&previous.inputs, &fingerprint.parts) {
+                    Some(what) => format!("{what} since {run}"),
+                    None => format!("the script or what it runs with changed since {run}"),
+                }
             }
             status => format!("it ended {} in {run}", status.as_str()),
         });
     }
-    history::outputs_intact(&previous, data_dir)?;
+    past::outputs_intact(&previous, data_dir)?;
     Ok((previous, format!("succeeded in {run}")))
 }
 
 /// What, besides its source, a script's result depends on (see
-/// [`history::fingerprint`]).
+/// [`past::fingerprint`]).
 fn fingerprint_inputs(config: &RunConfig, interp: &Interpreter) -> Vec<(&'static str, String)> {
     let mut inputs = vec![
         ("interpreter", interp.path.display().to_string()),

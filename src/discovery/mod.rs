@@ -91,6 +91,15 @@ pub struct DiscoverOptions {
     pub exclude: Vec<PathBuf>,
 }
 
+impl DiscoverOptions {
+    /// Whether a walk with these options looks at the file `rel` (relative to the
+    /// root): every file when recursive, else only those directly in the root. A
+    /// script the walk does not reach is still the tree's (see [`crate::results::sweep`]).
+    pub fn reaches(&self, rel: &Path) -> bool {
+        self.recursive || rel.components().count() <= 1
+    }
+}
+
 /// Walks `root` (an existing, canonical folder) and returns its JAX scripts.
 pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, DiscoveryError> {
     let mut found = Discovery::default();

@@ -127,6 +127,10 @@ pub struct Totals {
     /// Render manifest entries refused because they resolve outside `--output-dir`.
     #[serde(default)]
     pub refused: usize,
+    /// Models the render manifest says step 11 failed to render to JAX: no script
+    /// exists for them, and the run does not succeed.
+    #[serde(default)]
+    pub render_failures: usize,
     /// Mean of `execution_time_s` over the scripts this run started, seconds (a
     /// carried, kept or unstarted script is not this run's: every figure of attempts
     /// below counts this run's alone).
@@ -155,6 +159,11 @@ pub struct Totals {
     /// Scripts not run by this run whose earlier record stands (`status: carried`).
     #[serde(default)]
     pub carried: usize,
+    /// Of the carried, those whose standing record did not succeed: still failing in
+    /// the tree since the run that wrote it (`carried_from`). Counted apart from this
+    /// run's failures; `jax-runner show` fails while any stands.
+    #[serde(default)]
+    pub still_failing: usize,
 }
 
 impl Totals {
@@ -167,6 +176,7 @@ impl Totals {
             interrupted: self.interrupted,
             skipped: self.skipped,
             carried: self.carried,
+            still_failing: self.still_failing,
         }
     }
 }
@@ -228,6 +238,15 @@ pub struct ScriptSummary {
     pub carried_status: Option<Status>,
 }
 
+/// A model step 11 failed to render to JAX, as its manifest says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RenderFailed {
+    /// The GNN source the manifest names.
+    pub source: String,
+    /// Step 11's message.
+    pub message: String,
+}
+
 /// `performance_metrics.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PerformanceMetrics {
@@ -245,6 +264,10 @@ pub struct PerformanceMetrics {
     /// (absolute paths, `../..`, symlinks out): refused, never run.
     #[serde(default)]
     pub refused_scripts: Vec<String>,
+    /// Models the render manifest marks as failed to render to JAX (`success: false`),
+    /// with step 11's message.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub render_failures: Vec<RenderFailed>,
     /// Problems met along the way that did not stop the run (unreadable folders, …).
     pub warnings: Vec<String>,
     /// The pre-flight's doctor report (absent with `--no-preflight` or no scripts).
@@ -290,6 +313,12 @@ impl ScriptSummary {
         self.status != Status::Carried && !self.resumed && self.attempts > 0
     }
 
+    /// A carried record that did not succeed: the script stands failed in the tree
+    /// since the run that wrote it.
+    pub fn still_failing(&self) -> bool {
+        self.status == Status::Carried && self.carried_status != Some(Status::Succeeded)
+    }
+
     /// The line of a script this run did not run, whose earlier record `earlier`
     /// stands: `status: carried`, with the run and status of that record.
     pub fn carried(earlier: &ScriptResult) -> Self {
@@ -325,6 +354,7 @@ impl PerformanceMetrics {
             skipped: outcomes.skipped,
             missing: missing_scripts.len(),
             refused: 0,
+            render_failures: 0,
             avg_execution_time: if ran.is_empty() {
                 0.0
             } else {
@@ -339,6 +369,7 @@ impl PerformanceMetrics {
             resumed: scripts.iter().filter(|r| r.resumed).count(),
             warm_starts: count(|r| r.warm),
             carried: outcomes.carried,
+            still_failing: scripts.iter().filter(|r| r.still_failing()).count(),
             by_class: (scripts.iter())
                 .filter(|r| r.status != Status::Carried && !r.resumed)
                 .fold(BTreeMap::new(), |mut m, r| {
@@ -353,6 +384,7 @@ impl PerformanceMetrics {
             scripts,
             missing_scripts,
             refused_scripts: Vec::new(),
+            render_failures: Vec::new(),
             warnings,
             environment: None,
         }
@@ -365,13 +397,29 @@ impl PerformanceMetrics {
         self
     }
 
+    /// Records the models the render manifest says failed to render.
+    pub fn with_render_failures(mut self, failed: Vec<(String, String)>) -> Self {
+        self.totals.render_failures = failed.len();
+        self.render_failures = (failed.into_iter())
+            .map(|(source, message)| RenderFailed { source, message })
+            .collect();
+        self
+    }
+
     /// True when no script this run ran (or meant to run) ended other than succeeded
-    /// and the manifest listed nothing missing or refused. Carried scripts do not
-    /// count: this run did not run them.
+    /// and the manifest listed nothing missing, refused or failed to render. Carried
+    /// scripts do not count: this run did not run them.
     pub fn all_succeeded(&self) -> bool {
         self.totals.outcomes().unsuccessful() == 0
             && self.totals.missing == 0
             && self.totals.refused == 0
+            && self.totals.render_failures == 0
+    }
+
+    /// True when every script of the tree stands succeeded: [`Self::all_succeeded`]
+    /// and no carried record still failing. `jax-runner show` answers by this.
+    pub fn tree_succeeded(&self) -> bool {
+        self.all_succeeded() && self.totals.still_failing == 0
     }
 }
 

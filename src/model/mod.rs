@@ -22,7 +22,7 @@ pub use gpu::GpuUse;
 pub use list::PlannedScript;
 #[cfg(test)]
 pub(crate) use metrics::test_run_info;
-pub use metrics::{DeviceTimes, PerformanceMetrics, RunInfo, ScriptSummary, Totals};
+pub use metrics::{DeviceTimes, PerformanceMetrics, RenderFailed, RunInfo, ScriptSummary, Totals};
 pub use outcomes::{Outcomes, STATUSES};
 pub use result::{lossless_hex, results_file_name, Attempt, Fallback, ScriptResult};
 pub use settings::Setting;

@@ -18,6 +18,10 @@ pub struct Outcomes {
     pub skipped: usize,
     /// Not run by this run: an earlier run's record stands.
     pub carried: usize,
+    /// Of the carried, those whose standing record did not succeed: the tree is red
+    /// there though this run did not touch them. Not a status of its own: counted
+    /// apart, inside `carried`.
+    pub still_failing: usize,
 }
 
 /// Every status, in the order the counts are worded: what worked, then what needs
@@ -32,7 +36,7 @@ pub const STATUSES: [Status; 6] = [
 ];
 
 impl Outcomes {
-    /// Counts final statuses.
+    /// Counts final statuses (none of them still failing: see [`Outcomes::still_failing`]).
     pub fn count(statuses: impl IntoIterator<Item = Status>) -> Outcomes {
         let mut o = Outcomes::default();
         for s in statuses {
@@ -81,6 +85,12 @@ impl Outcomes {
         self.failed + self.timed_out + self.interrupted + self.skipped
     }
 
+    /// Scripts of the tree whose current record is not a success: this run's
+    /// unsuccessful ones and the carried records still failing. What `show` answers by.
+    pub fn standing_failed(&self) -> usize {
+        self.unsuccessful() + self.still_failing
+    }
+
     /// A status as the counts word it: `timed out`, not `timed_out`.
     pub fn label(status: Status) -> &'static str {
         match status {
@@ -112,7 +122,13 @@ impl Outcomes {
         STATUSES[1..]
             .iter()
             .filter(|s| self.of(**s) > 0)
-            .map(|s| format!("{} {}", self.of(*s), Outcomes::label(*s)))
+            .map(|s| match *s {
+                Status::Carried if self.still_failing > 0 => format!(
+                    "{} carried ({} still failing)",
+                    self.carried, self.still_failing
+                ),
+                s => format!("{} {}", self.of(s), Outcomes::label(s)),
+            })
             .collect()
     }
 }
@@ -120,6 +136,16 @@ impl Outcomes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn carried_records_still_failing_are_said_and_stand_failed() {
+        let mut o = Outcomes::count([Status::Succeeded, Status::Carried, Status::Carried]);
+        assert_eq!(o.standing_failed(), 0);
+        o.still_failing = 1;
+        assert_eq!(o.unsuccessful(), 0, "this run's outcomes are green");
+        assert_eq!(o.standing_failed(), 1, "the tree is not");
+        assert_eq!(o.words(), "1 of 3 succeeded, 2 carried (1 still failing)");
+    }
 
     #[test]
     fn every_status_is_counted_once_and_worded_in_one_order() {
@@ -143,6 +169,7 @@ mod tests {
                 interrupted: 1,
                 skipped: 1,
                 carried: 1,
+                still_failing: 0,
             }
         );
         assert_eq!(o.total(), 9);

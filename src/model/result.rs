@@ -260,6 +260,11 @@ pub struct ScriptResult {
     /// environment): `--resume` keeps a success whose fingerprint still matches.
     #[serde(default)]
     pub fingerprint: String,
+    /// The fingerprint's parts, each a short hash by name: `source`, each file beside
+    /// the script (`file:params.json`), `interpreter`, `jax`, `device`, jax's variables
+    /// (`env:JAX_ENABLE_X64`): `--dry-run --resume` names the one that changed.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty", default)]
+    pub inputs: std::collections::BTreeMap<String, String>,
     /// Settings a `[[profile.NAME.overrides]]` table changed for this script (`timeout`,
     /// `retries`, `device`, `memory-limit`, `env`), with their values and the table's
     /// place; absent when none did.

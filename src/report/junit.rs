@@ -15,6 +15,9 @@
 //!   JUnit element for a test that was meant to run and did not;
 //! - carried: `<skipped message="carried from run X: <earlier status>">`, with no
 //!   output: this run did not run it, and the earlier run's logs are not this run's.
+//!   A carried record that did not succeed is also a `<failure type="still_failing">`
+//!   in a second suite, `jax-scripts (still failing from earlier runs)`: the tree is
+//!   red there, and the count stays apart from this run's.
 //!
 //! The header's `failures`/`skipped` are computed by quick-junit from the elements;
 //! the six exact counts ([`crate::model::Outcomes`]) are the suite's `<properties>`
@@ -78,6 +81,18 @@ pub fn render(run: &RunRecord, scripts: &[&ScriptRecord]) -> Result<String, Repo
     let mut report = Report::new("jax-runner");
     report.set_time(secs(m.run.wall_time_s));
     report.add_test_suite(suite);
+    // The carried records still failing, in a suite of their own: listed as the
+    // failures they are, counted apart from this run's.
+    let standing: Vec<TestCase> = scripts
+        .iter()
+        .filter(|d| d.still_failing())
+        .map(|d| still_failing_case(d))
+        .collect();
+    if !standing.is_empty() {
+        let mut earlier = TestSuite::new("jax-scripts (still failing from earlier runs)");
+        earlier.add_test_cases(standing);
+        report.add_test_suite(earlier);
+    }
     report.to_string().map_err(ReportError::Junit)
 }
 
@@ -134,6 +149,25 @@ fn script_case(d: &ScriptRecord) -> TestCase {
             case.set_system_err(escape::excerpt(&err.join("\n")));
         }
     }
+    case
+}
+
+/// A carried record still failing: `<failure type="still_failing">`, its message the
+/// run it comes from and its reason, its text that run's output tail.
+fn still_failing_case(d: &ScriptRecord) -> TestCase {
+    let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+    let since = d.carried.as_ref().map(|c| c.line()).unwrap_or_default();
+    let message = match d.reason_line() {
+        Some(line) => format!("{since}: {line}"),
+        None => since,
+    };
+    s.set_message(escape::line(&message)).set_type("still_failing");
+    if let Some(r) = &d.reason {
+        s.set_description(escape::excerpt(&r.tail.join("\n")));
+    }
+    let mut case = TestCase::new(escape::line(&d.id), s);
+    let classname = d.relative_path.rsplit_once('/').map_or("", |(dir, _)| dir);
+    case.set_classname(escape::line(classname));
     case
 }
 

@@ -142,14 +142,21 @@ impl Reporter for LogReporter {
             RunEvent::RunStarted {
                 run_id,
                 total,
+                kept,
                 jobs,
                 device,
                 interpreter,
                 ..
-            } => tracing::info!(
-                "run {run_id}: running {total} script(s) on {}, {jobs} at a time, with {interpreter}",
-                device.as_str()
-            ),
+            } => {
+                let kept = match kept {
+                    0 => String::new(),
+                    n => format!(" ({n} earlier success(es) kept unchanged)"),
+                };
+                tracing::info!(
+                    "run {run_id}: running {total} script(s){kept} on {}, {jobs} at a time, with {interpreter}",
+                    device.as_str()
+                )
+            }
             RunEvent::Sample { .. } => {}
             RunEvent::ScriptStarted {
                 id,

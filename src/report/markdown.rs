@@ -46,6 +46,23 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
             failure(&mut s, d);
         }
     }
+    // The carried records that did not succeed: the tree is red there, though this
+    // run did not run them. Counted apart from this run's.
+    let standing: Vec<&ScriptRecord> = scripts
+        .iter()
+        .copied()
+        .filter(|d| d.still_failing())
+        .collect();
+    if !standing.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n## Still failing from earlier runs ({})",
+            standing.len()
+        );
+        for d in standing {
+            failure(&mut s, d);
+        }
+    }
     s
 }
 
@@ -61,6 +78,29 @@ fn summary(s: &mut String, m: &PerformanceMetrics) {
         m.run.device.as_str(),
         m.run.jobs
     );
+    // What step 11 failed to render has no script to fail: said before anything else.
+    if !m.render_failures.is_empty() {
+        let _ = writeln!(
+            s,
+            "**{} model(s) failed to render** (step 11 made no JAX script):\n",
+            m.render_failures.len()
+        );
+        let (shown, rest) = head(&m.render_failures, LISTED);
+        for f in shown {
+            let _ = writeln!(s, "- {}: {}", code_span(&f.source), inline(&f.message));
+        }
+        if rest > 0 {
+            let _ = writeln!(s, "- and {rest} more (in performance_metrics.json)");
+        }
+        s.push('\n');
+    }
+    if !m.missing_scripts.is_empty() {
+        let _ = writeln!(
+            s,
+            "**{} script(s) the render manifest lists are missing** (see the table).\n",
+            m.missing_scripts.len()
+        );
+    }
     let _ = writeln!(s, "| | |\n| --- | --- |");
     let _ = writeln!(s, "| run id | {} |", cell_code(&m.run.run_id));
     let _ = writeln!(s, "| jax-runner | {} |", cell_text(&m.run.runner_version));
@@ -152,11 +192,14 @@ fn table(s: &mut String, m: &PerformanceMetrics, scripts: &[&ScriptRecord]) {
 
 /// One failure: its id, the reason, the exception and the output tail.
 fn failure(s: &mut String, d: &ScriptRecord) {
+    let ended = match &d.carried {
+        Some(c) => inline(&c.line()),
+        None => Outcomes::label(d.status).to_string(),
+    };
     let _ = writeln!(
         s,
-        "\n### {}: {} ({})\n",
+        "\n### {}: {ended} ({})\n",
         code_span(&d.id),
-        Outcomes::label(d.status),
         d.class.as_str()
     );
     let Some(reason) = &d.reason else {

@@ -15,10 +15,9 @@ mod junit;
 mod log;
 mod markdown;
 mod ndjson;
-mod progress;
+pub mod progress;
 mod record;
 pub mod summary;
-pub mod sweep;
 pub mod terminal;
 
 pub use atomic::{

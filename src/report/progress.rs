@@ -26,6 +26,15 @@ pub fn print_above_bars(line: &str) -> bool {
     }
 }
 
+/// Wipes the bars from the terminal, at a stop: the `^C` the terminal echoes moves
+/// the cursor under the display, which would otherwise leave its last frame frozen
+/// above what follows. Bars still running are drawn again at their next tick.
+pub fn clear_display() {
+    if let Some(mp) = DISPLAY.get() {
+        let _ = mp.clear();
+    }
+}
+
 /// The live display.
 pub struct ProgressReporter {
     mp: MultiProgress,
@@ -130,6 +139,8 @@ impl Reporter for ProgressReporter {
                     bar.set_message(format!("{rss_mb:.0} MiB"));
                 }
             }
+            // A kept success did not run: the bar counts what this run starts.
+            RunEvent::ScriptFinished { result } if result.resumed_from.is_some() => {}
             RunEvent::ScriptFinished { result } => {
                 if let Some(bar) = self.running.remove(&result.id) {
                     bar.finish_and_clear();

@@ -91,8 +91,8 @@ pub struct ScriptRecord {
     pub stderr_log: String,
     /// The script's data folder.
     pub data_dir: String,
-    /// Why it did not succeed; `None` when it did, and for a carried script (whose
-    /// reason is its earlier run's).
+    /// Why it did not succeed; `None` when it did (a carried record still failing
+    /// keeps its earlier run's reason).
     pub reason: Option<FailureReason>,
     /// Set when this run did not run the script and an earlier record stands
     /// (`status` is then `carried`).
@@ -111,13 +111,19 @@ pub struct Carried {
 }
 
 impl Carried {
-    /// One line for a report: `carried from run 20261122T…-42: failed`.
+    /// One line for a report: `carried from run 20261122T…-42: succeeded`, or for a
+    /// record that did not succeed `still failing since run 20261122T…-42: failed`.
     pub fn line(&self) -> String {
-        format!(
-            "carried from run {}: {}",
-            self.from,
-            crate::model::Outcomes::label(self.status)
-        )
+        let label = crate::model::Outcomes::label(self.status);
+        match self.failing() {
+            true => format!("still failing since run {}: {label}", self.from),
+            false => format!("carried from run {}: {label}", self.from),
+        }
+    }
+
+    /// Whether the record that stands did not succeed.
+    pub fn failing(&self) -> bool {
+        self.status != Status::Succeeded
     }
 }
 
@@ -176,18 +182,21 @@ impl ScriptRecord {
     }
 
     /// The record of a script this run did not run, whose earlier result `earlier`
-    /// stands: what it was, with no output of that earlier run.
+    /// stands: what it was; when it did not succeed, its reason and output too, as the
+    /// failure it still is.
     pub fn carried(earlier: &ScriptResult, why: &str) -> Self {
+        let of = ScriptRecord::of(earlier);
+        let failing = earlier.status != Status::Succeeded;
         ScriptRecord {
             status: Status::Carried,
-            stderr_tail: Vec::new(),
-            reason: None,
+            stderr_tail: if failing { of.stderr_tail } else { Vec::new() },
+            reason: of.reason.filter(|_| failing),
             carried: Some(Carried {
                 from: earlier.run_id.clone(),
                 status: earlier.status,
                 why: why.to_string(),
             }),
-            ..ScriptRecord::of(earlier)
+            ..of
         }
     }
 
@@ -200,6 +209,12 @@ impl ScriptRecord {
     /// what the reports detail. A carried script is not: this run did not run it.
     pub fn needs_attention(&self) -> bool {
         !matches!(self.status, Status::Succeeded | Status::Carried)
+    }
+
+    /// True for a carried record that did not succeed: still failing in the tree,
+    /// since the run that wrote it. Listed with the failures, counted apart.
+    pub fn still_failing(&self) -> bool {
+        self.carried.as_ref().is_some_and(Carried::failing)
     }
 
     /// The reason as one line (`exit code 3: ValueError: bad`); `None` on success.

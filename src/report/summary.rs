@@ -126,6 +126,29 @@ pub fn run_table(m: &PerformanceMetrics) -> String {
 
 /// `missing:` and `refused:` lines for render manifest entries, at most
 /// [`LISTED`] of each, then one that counts the rest.
+/// The models step 11 failed to render, each with its message: said first, since no
+/// script of theirs ran to fail on its own.
+pub(crate) fn render_failure_lines(out: &mut String, failed: &[crate::model::RenderFailed]) {
+    if failed.is_empty() {
+        return;
+    }
+    out.push_str(&format!(
+        "\nrender failures ({}): step 11 made no JAX script for these models\n",
+        failed.len()
+    ));
+    let (shown, rest) = head(failed, LISTED);
+    for f in shown {
+        out.push_str(&format!(
+            "  {}: {}\n",
+            escape::line(&f.source),
+            escape::line(&f.message)
+        ));
+    }
+    if rest > 0 {
+        out.push_str(&format!("  and {rest} more (in performance_metrics.json)\n"));
+    }
+}
+
 pub(crate) fn manifest_lines(out: &mut String, missing: &[String], refused: &[String]) {
     for (label, entries, why) in [
         ("missing", missing, "listed in the render manifest"),

@@ -54,6 +54,8 @@ pub struct Failure {
     pub reason: Option<String>,
     /// Where its standard error is, when it ran.
     pub stderr_log: Option<String>,
+    /// For a carried record still failing: the run that wrote it.
+    pub since: Option<String>,
 }
 
 impl Failure {
@@ -73,27 +75,35 @@ impl Failure {
             execution_time_s: result.execution_time_s,
             reason: result.reason.clone(),
             stderr_log: (!result.stderr_log.is_empty()).then(|| result.stderr_log.clone()),
+            since: None,
         }
     }
 }
 
-/// The failures of a finished run in its scripts' order: each from `known` (the
-/// results as the run emitted them, or as `show` reads them back) when there, else
-/// from the run's summary row, without a log.
+/// The failures of a finished run in its scripts' order, this run's and then the
+/// carried records still failing (marked with the run that wrote them): each from
+/// `known` (the results as the run emitted them, or as `show` reads them back) when
+/// there, else from the run's summary row, without a log.
 pub fn failures(m: &PerformanceMetrics, known: &HashMap<String, Failure>) -> Vec<Failure> {
-    m.scripts
-        .iter()
-        .filter(|s| Failure::listed(s.status))
-        .map(|s| {
-            known.get(&s.id).cloned().unwrap_or_else(|| Failure {
-                status: s.status,
-                id: s.id.clone(),
-                execution_time_s: s.execution_time_s,
-                reason: s.reason.clone(),
-                stderr_log: None,
-            })
-        })
-        .collect()
+    let row = |s: &crate::model::ScriptSummary| {
+        let mut f = known.get(&s.id).cloned().unwrap_or_else(|| Failure {
+            status: s.status,
+            id: s.id.clone(),
+            execution_time_s: s.execution_time_s,
+            reason: s.reason.clone(),
+            stderr_log: None,
+            since: None,
+        });
+        if s.still_failing() {
+            f.status = s.carried_status.unwrap_or(Status::Failed);
+            f.since = s.carried_from.clone();
+        }
+        f
+    };
+    // A script the run never started is counted on one line of its kind, not listed.
+    let this_run = (m.scripts.iter()).filter(|s| Failure::listed(s.status) && s.attempts > 0);
+    let standing = m.scripts.iter().filter(|s| s.still_failing());
+    this_run.chain(standing).map(row).collect()
 }
 
 /// A status as the terminal tags it.
@@ -156,7 +166,8 @@ pub fn slow_line(seconds: f64, id: &str, color: bool) -> String {
 /// report is: `Summary [    3.10s] 1 of 2 succeeded, 1 failed; sandboxed (landlock-v7,
 /// seccomp), 2 of 2 started warm; report: DIR/report.html`.
 pub fn summary_line(m: &PerformanceMetrics, color: bool) -> String {
-    let style = match m.all_succeeded() {
+    // Green only when the whole tree stands succeeded: a carried failure is red.
+    let style = match m.tree_succeeded() {
         true => Style::new().green().bold(),
         false => Style::new().red().bold(),
     };
@@ -165,11 +176,21 @@ pub fn summary_line(m: &PerformanceMetrics, color: bool) -> String {
     let isolation = super::summary::isolation(m)
         .map(|how| format!("; {how}"))
         .unwrap_or_default();
+    // What the manifest says went wrong before any script: counted in the line too.
+    let mut words = m.totals.outcomes().words();
+    for (n, what) in [
+        (m.totals.render_failures, "failed to render"),
+        (m.totals.missing, "missing"),
+        (m.totals.refused, "refused"),
+    ] {
+        if n > 0 {
+            words.push_str(&format!(", {n} {what}"));
+        }
+    }
     format!(
-        "{} {} {}{isolation}; report: {}",
+        "{} {} {words}{isolation}; report: {}",
         painted("Summary", style, color),
         time(Some(m.run.wall_time_s)),
-        m.totals.outcomes().words(),
         escape::line(
             &Path::new(&m.run.results_dir)
                 .join("report.html")
@@ -197,8 +218,10 @@ pub fn end_of_run(
         out.push_str(&super::summary::run_table(m));
     }
     if detail >= Detail::Normal {
-        failure_section(&mut out, m, failures, color);
+        // What the render manifest says went wrong comes first: no script of it ran.
+        super::summary::render_failure_lines(&mut out, &m.render_failures);
         super::summary::manifest_lines(&mut out, &m.missing_scripts, &m.refused_scripts);
+        failure_section(&mut out, m, failures, color);
         out.push('\n');
     }
     out.push_str(&summary_line(m, color));
@@ -206,16 +229,37 @@ pub fn end_of_run(
     out
 }
 
+/// This run's failures, then (counted apart) the carried records still failing.
 fn failure_section(out: &mut String, m: &PerformanceMetrics, failures: &[Failure], color: bool) {
+    let (standing, this_run): (Vec<Failure>, Vec<Failure>) =
+        failures.iter().cloned().partition(|f| f.since.is_some());
+    failure_list(out, m, "failures", &this_run, color);
+    let heading = format!("still failing from earlier runs ({})", standing.len());
+    failure_list(out, m, &heading, &standing, color);
+}
+
+fn failure_list(
+    out: &mut String,
+    m: &PerformanceMetrics,
+    heading: &str,
+    failures: &[Failure],
+    color: bool,
+) {
     if failures.is_empty() {
         return;
     }
-    out.push_str("\nfailures:\n");
+    out.push_str(&format!("\n{heading}:\n"));
     let (shown, rest) = head(failures, LISTED);
     for f in shown {
         let reason = escape::line(f.reason.as_deref().unwrap_or("no reason recorded"));
         let line = script_line(f.status, Some(f.execution_time_s), &f.id, color);
-        out.push_str(&format!("{line}: {reason}\n"));
+        match &f.since {
+            Some(run) => out.push_str(&format!(
+                "{line}: still failing since run {}: {reason}\n",
+                escape::line(run)
+            )),
+            None => out.push_str(&format!("{line}: {reason}\n")),
+        }
         if let Some(log) = &f.stderr_log {
             out.push_str(&format!("{:>17} {}\n", "stderr:", escape::line(log)));
         }
@@ -283,6 +327,11 @@ pub struct TerminalReporter {
     /// The scripts carried from earlier runs, by why, in the order they came: said
     /// as one line each kind at the end, never one per script.
     carried: Vec<(String, Vec<(String, Status)>)>,
+    /// The scripts this run did not start (skipped, not started before a stop), by
+    /// status and reason: one line each kind at the end, after the culprit's.
+    unstarted: Vec<((Status, String), usize)>,
+    /// Earlier successes `--resume` kept: one line at the end, no `PASS` for them.
+    kept: usize,
 }
 
 impl TerminalReporter {
@@ -295,6 +344,8 @@ impl TerminalReporter {
             failures: HashMap::new(),
             slow_marks: HashMap::new(),
             carried: Vec::new(),
+            unstarted: Vec::new(),
+            kept: 0,
         }
     }
 
@@ -327,6 +378,20 @@ impl Reporter for TerminalReporter {
                 self.slow_marks.remove(id);
             }
             RunEvent::Sample { id, elapsed_s, .. } => self.sample(id, *elapsed_s),
+            RunEvent::ScriptFinished { result } if result.resumed_from.is_some() => {
+                self.kept += 1;
+            }
+            RunEvent::ScriptFinished { result } if result.attempts.is_empty() => {
+                // Never started: counted by kind, said once at the end.
+                let kind = (result.status, result.reason.clone().unwrap_or_default());
+                match self.unstarted.iter_mut().find(|(k, _)| *k == kind) {
+                    Some((_, n)) => *n += 1,
+                    None => self.unstarted.push((kind, 1)),
+                }
+                if Failure::listed(result.status) {
+                    self.failures.insert(result.id.clone(), Failure::of(result));
+                }
+            }
             RunEvent::ScriptFinished { result } => {
                 self.slow_marks.remove(&result.id);
                 let seconds = (result.status != Status::Skipped).then_some(result.execution_time_s);
@@ -343,6 +408,18 @@ impl Reporter for TerminalReporter {
                 }
             }
             RunEvent::RunFinished { metrics } if self.end && metrics.totals.total_scripts > 0 => {
+                if self.kept > 0 {
+                    let tag = painted("KEPT", style_of(Status::Succeeded), self.color);
+                    let line = format!(
+                        "{tag} {} earlier success(es), unchanged: not run again (--resume)",
+                        self.kept
+                    );
+                    self.line(&line);
+                }
+                for ((status, reason), n) in &self.unstarted {
+                    let tag = painted(tag(*status), style_of(*status), self.color);
+                    self.line(&format!("{tag} {n} {}", escape::line(reason)));
+                }
                 for (why, ids) in &self.carried {
                     self.line(&carried_line(why, ids, self.color));
                 }

@@ -69,8 +69,8 @@ pub struct RunContext {
     pub record_files: std::collections::HashMap<String, Vec<PathBuf>>,
     /// Each script's settings, as the schedule worked them out (by script id).
     pub settings: std::collections::HashMap<String, crate::config::ScriptSettings>,
-    /// Each script's fingerprint (see [`crate::history::fingerprint`]).
-    pub fingerprints: std::collections::HashMap<String, String>,
+    /// Each script's fingerprint (see [`crate::results::past::fingerprint`]).
+    pub fingerprints: std::collections::HashMap<String, crate::results::past::Fingerprint>,
     /// Each script's seconds per device in earlier runs (`--device auto` learns).
     pub device_times: std::collections::HashMap<String, crate::model::DeviceTimes>,
     /// Raised when the runner's own files cannot be written: nothing starts after.
@@ -119,12 +119,12 @@ impl RunContext {
     }
 
     /// Where this run keeps the records it replaces.
-    fn ledger(&self) -> crate::ledger::Ledger {
-        crate::ledger::Ledger::of(&self.config)
+    fn ledger(&self) -> crate::results::archive::Ledger {
+        crate::results::archive::Ledger::of(&self.config)
     }
 
     /// Keeps a script's earlier record in the history (see
-    /// [`crate::ledger::Ledger::archive_record`]); what could not be kept is noted on
+    /// [`crate::results::archive::Ledger::archive_record`]); what could not be kept is noted on
     /// `result`.
     fn archive_record(&self, id: &str, data_dir: &std::path::Path, result: &mut ScriptResult) {
         let extra = self.record_files.get(id).map_or(&[][..], Vec::as_slice);
@@ -241,7 +241,7 @@ fn not_run(
     skip: bool,
     events: &EventSender,
 ) -> ScriptSummary {
-    if let Some(earlier) = crate::history::previous_result(&ctx.config.results_dir, &script.id) {
+    if let Some(earlier) = crate::results::past::previous_result(&ctx.config.results_dir, &ctx.config.output_dir, &script.id) {
         let line = ScriptSummary::carried(&earlier);
         events.emit(RunEvent::ScriptCarried {
             result: Box::new(earlier),

@@ -331,6 +331,7 @@ pub fn base_result(
 ) -> ScriptResult {
     let (stdout_log, stderr_log) = ctx.log_paths(&script.id, 1);
     let lossy = |p: PathBuf| p.to_string_lossy().into_owned();
+    let fingerprint = ctx.fingerprints.get(&script.id).cloned().unwrap_or_default();
     ScriptResult {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.config.run_id.clone(),
@@ -385,11 +386,8 @@ pub fn base_result(
         xla_preset: None,
         device_times: ctx.device_times.get(&script.id).copied(),
         gpu: Default::default(),
-        fingerprint: ctx
-            .fingerprints
-            .get(&script.id)
-            .cloned()
-            .unwrap_or_default(),
+        fingerprint: fingerprint.digest,
+        inputs: fingerprint.parts,
         overrides: settings.overridden.clone(),
     }
 }

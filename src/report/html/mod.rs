@@ -254,6 +254,8 @@ struct Page {
     failures_counts: String,
     warnings: Vec<String>,
     missing: Vec<String>,
+    /// Models step 11 failed to render (`source: message`), shown first.
+    render_failures: Vec<String>,
     refused: Vec<String>,
 }
 
@@ -381,6 +383,8 @@ struct Failure {
     /// `stderr`, or `stdout` when stderr was empty.
     tail_stream: &'static str,
     links: Vec<links::Link>,
+    /// A carried record still failing: the run that wrote it.
+    since: Option<String>,
 }
 
 /// Lower-case name of a serializable enum (`cpu`, `auto`, …), as the JSON files spell it.

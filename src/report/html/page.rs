@@ -51,7 +51,7 @@ pub(super) fn build_page(
     let details = details(&rows, &by_id, origin(run.started_at, records));
     Page {
         title: format!("jax-runner report: {}", outcomes.words()),
-        failures_counts: Outcomes::count(failures.iter().map(|f| f.status)).problems(),
+        failures_counts: failures_counts(&failures),
         provenance: format!(
             "run {} · jax-runner {}",
             metrics.run.run_id, metrics.run.runner_version
@@ -76,6 +76,13 @@ pub(super) fn build_page(
         failures,
         warnings: bounded_messages(&metrics.warnings, LISTED, ALL_IN_METRICS),
         missing: bounded_messages(&metrics.missing_scripts, LISTED, ALL_IN_METRICS),
+        render_failures: bounded_messages(
+            &(metrics.render_failures.iter())
+                .map(|f| format!("{}: {}", f.source, f.message))
+                .collect::<Vec<_>>(),
+            LISTED,
+            ALL_IN_METRICS,
+        ),
         refused: bounded_messages(&metrics.refused_scripts, LISTED, ALL_IN_METRICS),
     }
 }
@@ -129,6 +136,7 @@ fn other_cards(t: &Totals) -> Vec<Card> {
     ];
     for (label, n, bad) in [
         ("resumed", t.resumed, ""),
+        ("render failures", t.render_failures, "bad"),
         ("missing", t.missing, "bad"),
         ("refused", t.refused, "bad"),
     ] {
@@ -285,18 +293,42 @@ fn exit_of(f: &ScriptRecord) -> String {
     }
 }
 
-/// Failures, in table order.
+/// The failures section's counts: this run's, by status, then the carried records
+/// still failing, counted apart.
+fn failures_counts(failures: &[Failure]) -> String {
+    let (standing, this_run): (Vec<&Failure>, Vec<&Failure>) =
+        failures.iter().partition(|f| f.since.is_some());
+    let mut parts = Vec::new();
+    if !this_run.is_empty() {
+        parts.push(format!(
+            "this run: {}",
+            Outcomes::count(this_run.iter().map(|f| f.status)).problems()
+        ));
+    }
+    if !standing.is_empty() {
+        parts.push(format!(
+            "{} still failing from earlier runs (carried, not run by this one)",
+            standing.len()
+        ));
+    }
+    parts.join("; ")
+}
+
+/// Failures, in table order: this run's and the carried records still failing.
 fn failures(rows: &[Row], by_id: &HashMap<&str, &ScriptRecord>) -> Vec<Failure> {
     rows.iter()
         .filter_map(|r| {
-            let d = by_id.get(r.id.as_str()).filter(|d| d.needs_attention())?;
+            let d = by_id.get(r.id.as_str());
+            let d = d.filter(|d| d.needs_attention() || d.still_failing())?;
             let reason = d.reason.as_ref();
+            let since = d.carried.as_ref().map(|c| c.from.clone());
             Some(Failure {
+                since,
                 i: r.index,
                 open: false,
                 id: r.id.clone(),
                 path: r.path.clone(),
-                status: d.status,
+                status: d.carried.as_ref().map_or(d.status, |c| c.status),
                 class: d.class.as_str(),
                 reason: reason.map_or_else(|| d.class.as_str().to_string(), |r| r.words.clone()),
                 matched_line: d.matched_line.clone(),

@@ -123,6 +123,7 @@ fn sample_events() -> Vec<RunEvent> {
     let mut events = vec![RunEvent::RunStarted {
         run_id: "r1".into(),
         total: 2,
+        kept: 0,
         jobs: 2,
         device: crate::model::Platform::Cpu,
         interpreter: "/venv/bin/python".into(),

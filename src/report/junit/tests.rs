@@ -164,8 +164,19 @@ fn every_status_maps_as_nextest_and_the_six_counts_are_properties() {
     assert!(doc.contains("type=\"timed_out\""), "{doc}");
     assert!(doc.contains("type=\"interrupted\""), "{doc}");
     assert!(
-        doc.contains("<skipped message=\"carried from run 20261101T000000.000Z-1: failed\""),
+        doc.contains(
+            "<skipped message=\"still failing since run 20261101T000000.000Z-1: failed\""
+        ),
         "{doc}"
+    );
+    // The carried failure is listed as failing in a suite of its own, counted apart.
+    let earlier_suite = &doc[doc
+        .find("<testsuite name=\"jax-scripts (still failing from earlier runs)\" tests=\"1\"")
+        .expect("a suite of the carried failures")..];
+    assert!(earlier_suite.contains("failures=\"1\""), "{doc}");
+    assert!(
+        earlier_suite.contains("type=\"still_failing\""),
+        "{earlier_suite}"
     );
     // Nothing of the earlier run's output: it is not this run's.
     let kept = &doc[doc.find("name=\"kept\"").unwrap()..];

@@ -61,6 +61,7 @@ fn a_reason_cannot_steer_the_terminal() {
         execution_time_s: 1.0,
         reason: Some("exit code 1: E: \u{1b}[2K\r\u{1b}[32mPASS\0\u{202e}".into()),
         stderr_log: Some("/r/logs/x\n.stderr.log".into()),
+        since: None,
     };
     let out = end_of_run(&m, &[failure], Detail::Normal, false);
     assert!(

@@ -2,7 +2,7 @@
 //! before any script starts, the per-script files of scripts no longer in it (a
 //! deleted or renamed script's `<id>_results.json`, its logs, its data folder) move
 //! into `<results>/history/<run_id>/`. Scripts `-k`/`--exclude` leave out are still
-//! the tree's, and keep theirs (see [`crate::ledger`]). Anything that globs
+//! the tree's, and keep theirs (see [`crate::results::archive`]). Anything that globs
 //! `*_results.json` then reads only the scripts `performance_metrics.json` lists, and
 //! nothing is lost. `performance_metrics.json` itself stays: the scheduler's history
 //! reads it.
@@ -14,14 +14,14 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use super::gnn::GnnEntry;
+use crate::report::gnn::GnnEntry;
 use crate::confined::Kind;
 use crate::error::ReportError;
 use crate::model::gnn::FRAMEWORK;
 
 pub use crate::config::HistoryBudget;
-use crate::ledger::{entries, move_path, STEP12_IN_HISTORY};
-pub use crate::ledger::{log_owner, HISTORY_DIR};
+use super::archive::{entries, move_path, STEP12_IN_HISTORY};
+pub use super::archive::{log_owner, HISTORY_DIR};
 
 /// What the sweep looks at.
 #[derive(Debug)]
@@ -30,6 +30,9 @@ pub struct Sweep<'a> {
     pub results_dir: &'a Path,
     /// The ids of every script of the tree (run, kept, or left out by the selection).
     pub ids: HashSet<&'a str>,
+    /// The tree, and whether this run's walk reaches a file of it (relative path):
+    /// a record of a script out of its reach stands while its source is there.
+    pub tree: (&'a Path, &'a crate::discovery::DiscoverOptions),
     /// GNN's step-12 folder and this run's places in it, when the layout is written.
     pub gnn: Option<(&'a Path, &'a HashMap<String, GnnEntry>)>,
     /// This run's id: names the history folder.
@@ -49,6 +52,9 @@ pub struct Swept {
     pub pruned_bytes: u64,
     /// Moves and removals that failed; the file stays where it was.
     pub errors: Vec<ReportError>,
+    /// Records of scripts this run's walk does not reach whose source is still in the
+    /// tree: they stand, and the run carries them.
+    pub standing: Vec<crate::model::ScriptResult>,
 }
 
 impl Sweep<'_> {
@@ -60,8 +66,8 @@ impl Sweep<'_> {
     /// Moves every stale per-script file into [`Sweep::history`].
     pub fn run(&self) -> Swept {
         let results = self.results_dir;
-        let mut stale: Vec<(&Path, PathBuf, PathBuf)> = self
-            .stale_results()
+        let (stale_results, standing) = self.stale_results();
+        let mut stale: Vec<(&Path, PathBuf, PathBuf)> = stale_results
             .into_iter()
             .map(|rel| (results, rel.clone(), rel))
             .collect();
@@ -72,7 +78,10 @@ impl Sweep<'_> {
             }));
         }
         let history = Path::new(HISTORY_DIR).join(self.run_id);
-        let mut swept = Swept::default();
+        let mut swept = Swept {
+            standing,
+            ..Swept::default()
+        };
         for (root, rel, to) in stale {
             let from = root.join(&rel);
             match move_path(root, &rel, results, &history.join(&to)) {
@@ -136,29 +145,112 @@ impl Sweep<'_> {
         }
     }
 
-    /// Stale files of the results folder, relative to it. Folders are listed without
-    /// following links, so a `logs/` or `data/` planted as a link to elsewhere lists
-    /// nothing and nothing is moved out of where it points.
-    fn stale_results(&self) -> Vec<PathBuf> {
+    /// Stale files of the results folder, relative to it, and the records out of
+    /// this run's reach that stand. Folders are listed without following links, so a
+    /// `logs/` or `data/` planted as a link to elsewhere lists nothing and nothing is
+    /// moved out of where it points.
+    fn stale_results(&self) -> (Vec<PathBuf>, Vec<crate::model::ScriptResult>) {
         let dir = self.results_dir;
         let mut stale = Vec::new();
+        let mut standing = Vec::new();
         for (name, kind) in entries(dir, Path::new("")) {
-            let id = name.strip_suffix("_results.json");
-            if id.is_some_and(|id| !self.ids.contains(id)) && kind == Kind::Regular {
-                stale.push(PathBuf::from(name));
+            let Some(id) = name.strip_suffix("_results.json") else {
+                continue;
+            };
+            if self.ids.contains(id) || kind != Kind::Regular {
+                continue;
+            }
+            match super::past::previous_result(dir, self.tree.0, id).filter(|r| self.stands(r)) {
+                Some(record) => standing.push(record),
+                None => stale.push(PathBuf::from(name)),
             }
         }
+        let known = |id: &str| self.ids.contains(id) || standing.iter().any(|r| r.id == id);
         for (name, _) in entries(dir, Path::new("logs")) {
-            if !log_owner(&name).is_some_and(|id| self.ids.contains(id)) {
+            if !log_owner(&name).is_some_and(known) {
                 stale.push(Path::new("logs").join(name));
             }
         }
         for (name, _) in entries(dir, Path::new("data")) {
-            if !self.ids.contains(name.as_str()) {
+            if !known(&name) {
                 stale.push(Path::new("data").join(name));
             }
         }
-        stale
+        (stale, standing)
+    }
+
+    /// Whether the record of a script this run did not find stands: its source is
+    /// still a file of the tree where the record says, and this run's walk does not
+    /// reach it. The path is the record's own, relative to the tree, and must stay
+    /// below it.
+    fn stands(&self, record: &crate::model::ScriptResult) -> bool {
+        let (root, walk) = self.tree;
+        let rel = Path::new(&record.relative_path);
+        let below = rel
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        below
+            && !rel.as_os_str().is_empty()
+            && !walk.reaches(rel)
+            && std::fs::metadata(root.join(rel)).is_ok_and(|m| m.is_file())
+    }
+}
+
+/// What the sweep before a run left: what to warn about, and the records out of the
+/// run's reach that stand ([`Swept::standing`]).
+#[derive(Debug, Default)]
+pub struct BeforeRun {
+    pub warnings: Vec<String>,
+    pub standing: Vec<crate::model::ScriptResult>,
+}
+
+/// Before a run: moves the files of scripts whose source left the tree into its
+/// history folder, and prunes the history to its budget.
+pub fn before_run(
+    config: &crate::config::RunConfig,
+    discovery: &crate::discovery::Discovery,
+    gnn: Option<&HashMap<String, GnnEntry>>,
+) -> BeforeRun {
+    let walk = crate::discovery::DiscoverOptions {
+        recursive: config.recursive,
+        exclude: Vec::new(),
+    };
+    let sweep = Sweep {
+        results_dir: &config.results_dir,
+        // Scripts left out by the selection are still the tree's: their files stay.
+        ids: (discovery.scripts.iter())
+            .chain(&discovery.unselected)
+            .map(|s| s.id.as_str())
+            .collect(),
+        tree: (&config.output_dir, &walk),
+        gnn: gnn.map(|g| (config.step12_dir.as_path(), g)),
+        run_id: &config.run_id,
+        budget: config.history,
+    };
+    let swept = sweep.run();
+    if !swept.moved.is_empty() {
+        tracing::info!(
+            "moved {} file(s) of scripts no longer in the tree into {}",
+            swept.moved.len(),
+            sweep.history().display()
+        );
+    }
+    let mut warnings: Vec<String> = Vec::new();
+    if !swept.pruned.is_empty() {
+        let mib = |bytes: u64| crate::model::reason::size(bytes as f64 / (1024.0 * 1024.0));
+        warnings.push(format!(
+            "removed the history of {} earlier run(s) ({}): {HISTORY_DIR} keeps the newest {} run(s) within {} (--history-runs, --history-size)",
+            swept.pruned.len(),
+            mib(swept.pruned_bytes),
+            config.history.runs,
+            mib(config.history.bytes),
+        ));
+    }
+    let errors = swept.errors.iter();
+    warnings.extend(errors.map(|e| crate::error::chain(e).join(": ")));
+    BeforeRun {
+        warnings,
+        standing: swept.standing,
     }
 }
 

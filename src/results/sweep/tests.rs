@@ -1,5 +1,10 @@
 use super::*;
 
+const WALK_ALL: crate::discovery::DiscoverOptions = crate::discovery::DiscoverOptions {
+    recursive: true,
+    exclude: Vec::new(),
+};
+
 fn touch(p: &Path) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, "x").unwrap();
@@ -33,6 +38,7 @@ fn files_of_gone_scripts_move_into_the_runs_history() {
         results_dir: dir,
         ids: HashSet::from(["keep"]),
         gnn: None,
+        tree: (Path::new("/nonexistent"), &WALK_ALL),
         run_id: "r1",
         budget: HistoryBudget::default(),
     };
@@ -96,6 +102,7 @@ fn gnn_files_of_gone_scripts_move_too() {
         results_dir: &results,
         ids: HashSet::from(["a"]),
         gnn: Some((&step12, &entries)),
+        tree: (Path::new("/nonexistent"), &WALK_ALL),
         run_id: "r",
         budget: HistoryBudget::default(),
     }
@@ -171,6 +178,7 @@ fn the_history_keeps_the_newest_runs_and_this_ones() {
         results_dir: dir,
         ids: HashSet::new(),
         gnn: None,
+        tree: (Path::new("/nonexistent"), &WALK_ALL),
         run_id: current,
         budget: HistoryBudget::default(),
     };
@@ -208,6 +216,7 @@ fn every_sweep_prunes_to_the_documented_number() {
         results_dir: dir,
         ids: HashSet::new(),
         gnn: None,
+        tree: (Path::new("/nonexistent"), &WALK_ALL),
         run_id: current,
         budget: HistoryBudget::default(),
     }
@@ -252,6 +261,7 @@ fn planted_links_lead_the_sweep_nowhere() {
         results_dir: dir,
         ids: HashSet::from(["keep"]),
         gnn: None,
+        tree: (Path::new("/nonexistent"), &WALK_ALL),
         run_id: "20990101T000000.000Z-2",
         budget: HistoryBudget::default(),
     };
@@ -294,6 +304,7 @@ fn history_keeps_the_newest_runs_that_fit_its_size() {
         results_dir: dir,
         ids: HashSet::new(),
         gnn: None,
+        tree: (Path::new("/nonexistent"), &WALK_ALL),
         run_id: current,
         budget,
     };

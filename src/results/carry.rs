@@ -7,17 +7,17 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use super::Prepared;
 use crate::config::RunConfig;
-use crate::discovery::{Discovery, Script};
+use crate::discovery::Discovery;
 use crate::events::{EventSender, RunEvent};
-use crate::ledger::Ledger;
+use crate::report::gnn::GnnEntry;
+use super::archive::Ledger;
 use crate::model::{ScriptResult, ScriptSummary};
 
 /// The files of GNN's layout that belong to each script's record (its
 /// `execution_logs/` result and log), kept in the history with the rest of it.
-pub(super) fn record_files(prepared: &Prepared) -> HashMap<String, Vec<PathBuf>> {
-    let entries = prepared.gnn.iter().flatten();
+pub fn record_files(gnn: Option<&HashMap<String, GnnEntry>>) -> HashMap<String, Vec<PathBuf>> {
+    let entries = gnn.into_iter().flatten();
     entries
         .map(|(id, e)| (id.clone(), vec![e.results_file(), e.log_file()]))
         .collect()
@@ -26,7 +26,7 @@ pub(super) fn record_files(prepared: &Prepared) -> HashMap<String, Vec<PathBuf>>
 /// An earlier success `--resume`/`--rerun-failed` keeps: not run, it says which run
 /// ran it, and belongs to this one. The file it rewrites (and GNN's, in `extra`) is
 /// kept in the history first.
-pub(super) fn kept(
+pub fn kept(
     config: &RunConfig,
     mut previous: ScriptResult,
     extra: &HashMap<String, Vec<PathBuf>>,
@@ -51,18 +51,18 @@ pub(super) fn kept(
 /// carried, its files untouched. One that never ran has no record and is left out of
 /// the run altogether: a `skipped` record for every script a `-k` did not pick would
 /// bury the few it did, and would say a run considered a script it never looked at.
-pub(super) fn unselected<'a>(
+pub fn unselected(
     config: &RunConfig,
-    discovery: &'a Discovery,
+    discovery: &Discovery,
     events: &EventSender,
-) -> Vec<(&'a Script, ScriptSummary)> {
+) -> Vec<(PathBuf, ScriptSummary)> {
     let why = format!("not selected by {}", config.selection.describe());
     let mut carried = Vec::new();
     for script in &discovery.unselected {
-        let Some(earlier) = crate::history::previous_result(&config.results_dir, &script.id) else {
+        let Some(earlier) = super::past::previous_result(&config.results_dir, &config.output_dir, &script.id) else {
             continue;
         };
-        carried.push((script, ScriptSummary::carried(&earlier)));
+        carried.push((script.relative_path.clone(), ScriptSummary::carried(&earlier)));
         events.emit(RunEvent::ScriptCarried {
             result: Box::new(earlier),
             why: why.clone(),
@@ -71,11 +71,37 @@ pub(super) fn unselected<'a>(
     carried
 }
 
-/// The lines in discovery order, which is by path (see [`crate::discovery`]): the
-/// selected and the unselected scripts are both in it, so sorting their union by path
-/// puts each where a run of the whole tree would.
-pub(super) fn in_discovery_order<T>(mut lines: Vec<(&Script, T)>) -> Vec<T> {
-    lines.sort_by(|(a, _), (b, _)| a.path.cmp(&b.path));
+/// The records of scripts this run's walk does not reach whose source is still in
+/// the tree (see [`super::sweep`]): each goes out as carried, its files untouched.
+pub fn out_of_reach(
+    config: &RunConfig,
+    standing: Vec<ScriptResult>,
+    events: &EventSender,
+) -> Vec<(PathBuf, ScriptSummary)> {
+    let why = match config.recursive {
+        false => "out of reach of --no-recursive; its source is still in the tree",
+        true => "out of this run's reach; its source is still in the tree",
+    };
+    standing
+        .into_iter()
+        .map(|earlier| {
+            let line = ScriptSummary::carried(&earlier);
+            let key = PathBuf::from(&earlier.relative_path);
+            events.emit(RunEvent::ScriptCarried {
+                result: Box::new(earlier),
+                why: why.to_string(),
+            });
+            (key, line)
+        })
+        .collect()
+}
+
+/// The lines in discovery order, which is by path relative to the tree (see
+/// [`crate::discovery`]): the selected, the unselected and the unreached scripts are
+/// all in it, so sorting their union by path puts each where a run of the whole tree
+/// would.
+pub fn in_discovery_order<T>(mut lines: Vec<(PathBuf, T)>) -> Vec<T> {
+    lines.sort_by(|(a, _), (b, _)| a.cmp(b));
     lines.into_iter().map(|(_, line)| line).collect()
 }
 
@@ -83,26 +109,11 @@ pub(super) fn in_discovery_order<T>(mut lines: Vec<(&Script, T)>) -> Vec<T> {
 mod tests {
     use super::*;
 
-    fn script(path: &str) -> Script {
-        Script {
-            id: path.into(),
-            path: PathBuf::from(path),
-            relative_path: PathBuf::from(path),
-            discovered_by: crate::model::DiscoveredBy::JaxFolder,
-            size_bytes: 0,
-        }
-    }
-
     #[test]
     fn run_and_carried_lines_interleave_as_discovered() {
-        let (a, b, c, d) = (
-            script("/t/a"),
-            script("/t/b"),
-            script("/t/c"),
-            script("/t/d"),
-        );
+        let [a, b, c, d] = ["a", "m/b", "m/jax/c", "z"].map(PathBuf::from);
         // Run lines first, carried after, as `execute` collects them.
-        let lines = vec![(&b, "b"), (&d, "d"), (&a, "a"), (&c, "c")];
+        let lines = vec![(b, "b"), (d, "d"), (a, "a"), (c, "c")];
         let ids = in_discovery_order(lines);
         assert_eq!(ids, ["a", "b", "c", "d"]);
     }

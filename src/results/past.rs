@@ -148,28 +148,140 @@ impl DeviceTimes {
     }
 }
 
-/// What a script's result depends on: its source, the interpreter and its jax, the
-/// device asked for, and the environment that changes jax's behaviour. Two runs with
-/// equal fingerprints run the same program the same way.
-pub fn fingerprint(script: &Script, inputs: &[(&str, String)]) -> String {
-    let mut h = Sha256::new();
-    // Streamed, and only from a regular file: the source could have been swapped
-    // for a FIFO or a device since discovery.
-    let hashed = crate::confined::open_followed(&script.path)
-        .map_err(|e| e.to_string())
-        .and_then(|mut f| std::io::copy(&mut f, &mut h).map_err(|e| e.to_string()));
-    if let Err(e) = hashed {
-        // Unreadable now: never equal to a fingerprint taken when it was readable.
-        h = Sha256::new();
-        h.update(format!("unreadable: {e}").as_bytes());
+/// How many files beside a script its fingerprint reads: a generated model's folder
+/// holds a few (the scripts, a `params.json`, a matrix file); a folder of thousands
+/// is not a script's inputs, and the rest are left out (the count says so).
+const MAX_BESIDE: usize = 256;
+/// The bytes of one file hashed; a larger input stands by its size and change time.
+const MAX_HASHED_BYTES: u64 = 64 << 20;
+
+/// What a script's result depends on, part by part: its source, the files beside it
+/// in its folder, the interpreter and its jax, the device asked for, and the
+/// environment that changes jax's behaviour. Two runs with equal digests run the same
+/// program on the same inputs the same way; the parts say which input changed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fingerprint {
+    /// One hash of every part.
+    pub digest: String,
+    /// Each part's short hash, by name (`source`, `file:params.json`, `jax`, …).
+    pub parts: std::collections::BTreeMap<String, String>,
+}
+
+/// The fingerprint of `script` with `inputs` (the run's environment, by name).
+pub fn fingerprint(script: &Script, inputs: &[(&str, String)]) -> Fingerprint {
+    let mut parts = std::collections::BTreeMap::new();
+    parts.insert("source".to_string(), file_digest(&script.path));
+    let dir = script.path.parent().unwrap_or(Path::new("."));
+    for (name, digest) in beside(dir, &script.path) {
+        parts.insert(format!("file:{name}"), digest);
     }
     for (k, v) in inputs {
-        h.update([0u8]);
+        let key = match *k {
+            "env" | "override" => format!("{k}:{}", v.split('=').next().unwrap_or(v)),
+            k => k.to_string(),
+        };
+        parts.insert(key, short(v.as_bytes()));
+    }
+    let mut h = Sha256::new();
+    for (k, v) in &parts {
         h.update(k.as_bytes());
         h.update([0u8]);
         h.update(v.as_bytes());
+        h.update([0u8]);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    Fingerprint {
+        digest: hex(&h.finalize()),
+        parts,
+    }
+}
+
+/// The files beside `script` in `dir` and their hashes: regular files (links followed
+/// only to a regular file), neither hidden nor Python's bytecode, at most
+/// [`MAX_BESIDE`], by name.
+fn beside(dir: &Path, script: &Path) -> Vec<(String, String)> {
+    let Ok(read) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = read
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| !n.starts_with('.') && !n.ends_with(".pyc"))
+        .filter(|n| Some(std::ffi::OsStr::new(n)) != script.file_name())
+        .collect();
+    names.sort();
+    let files = names
+        .into_iter()
+        .filter(|n| std::fs::metadata(dir.join(n)).is_ok_and(|m| m.is_file()));
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut left_out = 0usize;
+    for name in files {
+        if out.len() == MAX_BESIDE {
+            left_out += 1;
+            continue;
+        }
+        let digest = file_digest(&dir.join(&name));
+        out.push((name, digest));
+    }
+    if left_out > 0 {
+        out.push(("(more files)".into(), left_out.to_string()));
+    }
+    out
+}
+
+/// A file's short hash, streamed, and only from a regular file: it could have been
+/// swapped for a FIFO or a device since discovery. An unreadable file hashes as
+/// such, never equal to its content's hash; a large one stands by size and time.
+fn file_digest(path: &Path) -> String {
+    let large = std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.len() > MAX_HASHED_BYTES);
+    if let Some(m) = large {
+        let mtime = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        let stamp = format!("size {} mtime {:?}", m.len(), mtime);
+        return short(stamp.as_bytes());
+    }
+    let mut h = Sha256::new();
+    let hashed = crate::confined::open_followed(path)
+        .map_err(|e| e.to_string())
+        .and_then(|mut f| std::io::copy(&mut f, &mut h).map_err(|e| e.to_string()));
+    match hashed {
+        Ok(_) => hex(&h.finalize()[..8]),
+        Err(e) => short(format!("unreadable: {e}").as_bytes()),
+    }
+}
+
+/// A short hash of `bytes`: 16 hex digits, enough to tell inputs apart.
+fn short(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes)[..8])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What changed between an earlier result's inputs and `now`, in words
+/// (`params.json changed`, `data.npy is new`, `jax changed`); `None` when the earlier
+/// result names no inputs (it predates them) or none differs.
+pub fn changed_inputs(
+    earlier: &std::collections::BTreeMap<String, String>,
+    now: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
+    if earlier.is_empty() {
+        return None;
+    }
+    let name = |k: &str| k.strip_prefix("file:").unwrap_or(k).to_string();
+    let mut said: Vec<String> = Vec::new();
+    for (k, v) in now {
+        match earlier.get(k) {
+            Some(old) if old == v => {}
+            Some(_) if k == "source" => said.push("the script changed".into()),
+            Some(_) => said.push(format!("{} changed", name(k))),
+            None => said.push(format!("{} is new", name(k))),
+        }
+    }
+    let gone = earlier.keys().filter(|k| !now.contains_key(*k));
+    said.extend(gone.map(|k| format!("{} is gone", name(k))));
+    (!said.is_empty()).then(|| said.join(", "))
 }
 
 /// The last run's `performance_metrics.json` in `results_dir`, or why there is none.
@@ -190,11 +302,49 @@ pub fn last_run(results_dir: &Path) -> Result<PerformanceMetrics, String> {
     })
 }
 
-/// The previous result of `id`, if its file is there and parses.
-pub fn previous_result(results_dir: &Path, id: &str) -> Option<ScriptResult> {
+/// The previous result of `id`, if its file is there and parses, with its paths on
+/// the tree at `tree` (see [`rebased`]).
+pub fn previous_result(results_dir: &Path, tree: &Path, id: &str) -> Option<ScriptResult> {
     let name = results_file_name(id);
     let text = crate::confined::read_file(results_dir, Path::new(&name), MAX_RESULT_BYTES).ok()?;
-    serde_json::from_slice(&text).ok()
+    Some(rebased(serde_json::from_slice(&text).ok()?, tree))
+}
+
+/// `record` with its paths moved onto the tree at `tree`: a record says where its
+/// script was relative to the tree (`relative_path`), so the tree it ran in is its
+/// `script_path` less that; every path of the record below that tree is taken to the
+/// same place below `tree`. A tree copied or moved (`cp -a`, rsync from a cluster's
+/// scratch) so keeps its ledger, and `--resume` finds the outputs where they now are.
+/// A path outside the old tree (a `--results-dir` elsewhere) stays as it is.
+pub fn rebased(mut record: ScriptResult, tree: &Path) -> ScriptResult {
+    let script = Path::new(&record.script_path);
+    let rel = Path::new(&record.relative_path);
+    let depth = rel.components().count();
+    if depth == 0 || !script.ends_with(rel) {
+        return record;
+    }
+    let Some(old) = script.ancestors().nth(depth) else {
+        return record;
+    };
+    let new = std::fs::canonicalize(tree).unwrap_or_else(|_| tree.to_path_buf());
+    if old == new {
+        return record;
+    }
+    let old = old.to_path_buf();
+    let moved = |p: &mut String| {
+        if let Ok(rest) = Path::new(p.as_str()).strip_prefix(&old) {
+            *p = new.join(rest).to_string_lossy().into_owned();
+        }
+    };
+    moved(&mut record.script_path);
+    moved(&mut record.stdout_log);
+    moved(&mut record.stderr_log);
+    moved(&mut record.data_dir);
+    for a in &mut record.attempts {
+        moved(&mut a.stdout_log);
+        moved(&mut a.stderr_log);
+    }
+    record
 }
 
 /// Whether `previous` stands instead of running the script again.
@@ -324,10 +474,33 @@ mod tests {
         let mut s = script("x", 1);
         s.path = tmp.path().join("x.py");
         std::fs::write(&s.path, "print(1)\n").unwrap();
-        let base = fingerprint(&s, &[("jax", "0.10.2".into())]);
-        assert_eq!(base, fingerprint(&s, &[("jax", "0.10.2".into())]));
-        assert_ne!(base, fingerprint(&s, &[("jax", "0.10.3".into())]));
+        let jax = |v: &str| fingerprint(&s, &[("jax", v.into())]);
+        let base = jax("0.10.2");
+        assert_eq!(base, jax("0.10.2"));
+        assert_ne!(base.digest, jax("0.10.3").digest);
+        let said = changed_inputs(&base.parts, &jax("0.10.3").parts);
+        assert_eq!(said.as_deref(), Some("jax changed"));
         std::fs::write(&s.path, "print(2)\n").unwrap();
-        assert_ne!(base, fingerprint(&s, &[("jax", "0.10.2".into())]));
+        let edited = jax("0.10.2");
+        assert_ne!(base.digest, edited.digest);
+        let said = changed_inputs(&base.parts, &edited.parts);
+        assert_eq!(said.as_deref(), Some("the script changed"));
+        // A file beside the script is an input: new, changed, gone.
+        std::fs::write(tmp.path().join("params.json"), "{\"a\": 1}").unwrap();
+        let with = jax("0.10.2");
+        let said = changed_inputs(&edited.parts, &with.parts);
+        assert_eq!(said.as_deref(), Some("params.json is new"));
+        std::fs::write(tmp.path().join("params.json"), "{\"a\": 2}").unwrap();
+        let changed = jax("0.10.2");
+        assert_ne!(with.digest, changed.digest);
+        let said = changed_inputs(&with.parts, &changed.parts);
+        assert_eq!(said.as_deref(), Some("params.json changed"));
+        std::fs::remove_file(tmp.path().join("params.json")).unwrap();
+        let said = changed_inputs(&changed.parts, &jax("0.10.2").parts);
+        assert_eq!(said.as_deref(), Some("params.json is gone"));
+        // Hidden files and bytecode are not inputs.
+        std::fs::write(tmp.path().join(".DS_Store"), "x").unwrap();
+        std::fs::write(tmp.path().join("x.cpython-311.pyc"), "x").unwrap();
+        assert_eq!(jax("0.10.2"), edited);
     }
 }
