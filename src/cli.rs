@@ -160,7 +160,7 @@ pub struct Verbosity {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     /// Less output (-q warnings only, -qq errors only).
-    #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "verbose", hide_short_help = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "verbose")]
     pub quiet: u8,
     /// Colours on the terminal: auto (when stderr is a terminal and NO_COLOR is not
     /// set), always or never.

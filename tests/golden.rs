@@ -26,7 +26,7 @@ const SOMETIMES: [&str; 2] = ["capabilities", "uid"];
 
 /// Keys whose values change from run to run: redacted wherever they are, to their
 /// type (see [`redact`]).
-const VARYING: [&str; 38] = [
+const VARYING: [&str; 39] = [
     // What confines a script depends on the machine: its kernel's Landlock ABI,
     // bubblewrap, whether the runner is root.
     "layers",
@@ -67,6 +67,9 @@ const VARYING: [&str; 38] = [
     "runner_peak_rss_mb",
     "compile_time_s",
     "fingerprint",
+    // The fingerprint's parts by name: hashes of the interpreter's path, jax's version
+    // and the files beside a script, which differ from machine to machine (issue 32).
+    "inputs",
     "slot",
     "delay_s",
     // Seconds per device (issue 18).

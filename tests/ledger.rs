@@ -194,7 +194,10 @@ fn rerun_failed_after_a_selection_runs_only_the_failures() {
     let out = t.run(&["-k", "ok_alpha"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("] 1 of 4 succeeded, 3 carried; "), "{said}");
+    assert!(
+        said.contains("] 1 of 4 succeeded, 3 carried (2 still failing); "),
+        "{said}"
+    );
     // One line for the three, naming the two that stand failed (issue 32).
     let err = stderr(&out);
     let lines: Vec<&str> = err.lines().filter(|l| l.contains("CARRIED")).collect();

@@ -72,7 +72,15 @@ pub async fn run(
     {
         events.emit(RunEvent::Warning { message });
     }
-    let results = execute(&config, &mut prepared, swept.standing, &events, &stop, &halt).await;
+    let results = execute(
+        &config,
+        &mut prepared,
+        swept.standing,
+        &events,
+        &stop,
+        &halt,
+    )
+    .await;
     let mut run = run_info(&config, &prepared, started_at, started, &stop);
     run.halted = halt.reason().map(|r| r.to_string());
     let mut metrics = PerformanceMetrics::build(
@@ -120,7 +128,9 @@ async fn execute(
     let (Some(exec), Some(interp)) = (prepared.execution.take(), &prepared.interpreter) else {
         // Nothing of this run's to start: the records that stand are still the tree's.
         let mut carried = crate::results::carry::unselected(config, &prepared.discovery, events);
-        carried.extend(crate::results::carry::out_of_reach(config, standing, events));
+        carried.extend(crate::results::carry::out_of_reach(
+            config, standing, events,
+        ));
         return crate::results::carry::in_discovery_order(carried);
     };
     let total = prepared.discovery.scripts.len();
@@ -144,10 +154,17 @@ async fn execute(
     let mut summaries: Vec<Option<ScriptSummary>> = vec![None; total];
     let record_files = crate::results::carry::record_files(prepared.gnn.as_ref());
     for (i, previous) in exec.schedule.kept {
-        summaries[i] = Some(crate::results::carry::kept(config, previous, &record_files, events));
+        summaries[i] = Some(crate::results::carry::kept(
+            config,
+            previous,
+            &record_files,
+            events,
+        ));
     }
     let mut carried = crate::results::carry::unselected(config, &prepared.discovery, events);
-    carried.extend(crate::results::carry::out_of_reach(config, standing, events));
+    carried.extend(crate::results::carry::out_of_reach(
+        config, standing, events,
+    ));
     let ctx = Arc::new(RunContext {
         config: config.clone(),
         plan: Arc::new(prepared.plan.clone()),
@@ -318,6 +335,8 @@ pub fn select(found: &mut Discovery, selection: &Selection) {
         .missing_paths
         .retain(|_| *flags.next().unwrap_or(&true));
     found.refused.retain(|r| by_path(r));
+    // A model that failed to render is matched by its GNN source (`models/a.md`: `a`).
+    found.render_failures.retain(|(source, _)| by_path(source));
     tracing::info!(
         "{} of {before} script(s) selected by {}",
         found.scripts.len(),

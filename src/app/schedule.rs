@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use crate::config::{settings_for, RunConfig, ScriptSettings};
 use crate::discovery::{Discovery, Script};
-use crate::results::past::{self, History};
 use crate::model::{Reuse, ScriptResult};
 use crate::python::Interpreter;
 use crate::report::gnn::GnnEntry;
+use crate::results::past::{self, History};
 
 /// Which scripts run, in what order, and what each is keyed by.
 #[derive(Debug)]
@@ -72,6 +72,10 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         .map(|s| (s.id.clone(), settings_for(config, &s.id, &s.relative_path)))
         .collect();
     let inputs = fingerprint_inputs(config, interp);
+    let tree_scripts: std::collections::HashSet<&std::path::Path> = (discovery.scripts.iter())
+        .chain(&discovery.unselected)
+        .map(|s| s.path.as_path())
+        .collect();
     let fingerprints: HashMap<String, past::Fingerprint> = discovery
         .scripts
         .iter()
@@ -84,7 +88,7 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
                     own.push(("override", format!("{key}={}", set.value)));
                 }
             }
-            (s.id.clone(), past::fingerprint(s, &own))
+            (s.id.clone(), past::fingerprint(s, &own, &tree_scripts))
         })
         .collect();
     let (kept, to_run, why) = reuse(config, discovery, &fingerprints, &data_dirs);
@@ -129,10 +133,12 @@ fn reuse(
     for (i, s) in discovery.scripts.iter().enumerate() {
         let verdict = match config.reuse {
             Reuse::None => None,
-            _ => Some(match past::previous_result(&config.results_dir, &config.output_dir, &s.id) {
-                None => Err("no earlier result".to_string()),
-                Some(p) => weigh(config.reuse, p, &fingerprints[&s.id], &data_dirs[&s.id]),
-            }),
+            _ => Some(
+                match past::previous_result(&config.results_dir, &config.output_dir, &s.id) {
+                    None => Err("no earlier result".to_string()),
+                    Some(p) => weigh(config.reuse, p, &fingerprints[&s.id], &data_dirs[&s.id]),
+                },
+            ),
         };
         match verdict {
             Some(Ok((p, reason))) => {
@@ -178,7 +184,10 @@ fn rerun_kinds<'a>(reasons: impl Iterator<Item = &'a String>) -> String {
     let parts: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
     match parts.is_empty() {
         true => String::new(),
-        false => format!(" ({}; `--dry-run --resume` says why each)", parts.join(", ")),
+        false => format!(
+            " ({}; `--dry-run --resume` says why each)",
+            parts.join(", ")
+        ),
     }
 }
 

@@ -12,20 +12,23 @@ use crate::model::{Export, ExportFormat, ExportTarget};
 
 /// The `--export-*` options, as clap parses them.
 #[derive(Debug, Clone, Default, Args)]
-#[command(next_help_heading = "Reports")]
+#[command(next_help_heading = "Output")]
 pub struct ExportOptions {
-    /// Also write the run's metrics (performance_metrics.json's bytes) to FILE, or `-`.
-    #[arg(long, value_name = "FILE|-", hide_short_help = true)]
+    /// Also write the run's metrics to FILE (`-`: standard output).
+    ///
+    /// The bytes of performance_metrics.json.
+    #[arg(long, value_name = "FILE|-")]
     pub export_json: Option<PathBuf>,
-    /// Also write the Markdown report to FILE, or to standard output with `-`.
-    #[arg(long, value_name = "FILE|-", hide_short_help = true)]
+    /// Also write the Markdown report to FILE (`-`: standard output).
+    #[arg(long, value_name = "FILE|-")]
     pub export_markdown: Option<PathBuf>,
-    /// Also write the JUnit XML report to FILE, or to standard output with `-`.
-    #[arg(long, value_name = "FILE|-", hide_short_help = true)]
+    /// Also write the JUnit XML report to FILE (`-`: standard output).
+    #[arg(long, value_name = "FILE|-")]
     pub export_junit: Option<PathBuf>,
-    /// Write one CSV row per script (id, status, exit code, seconds, peak MiB, device,
-    /// attempts, reason) to FILE, or to standard output with `-`.
-    #[arg(long, value_name = "FILE|-", hide_short_help = true)]
+    /// Write one CSV row per script to FILE (`-`: standard output).
+    ///
+    /// Columns: id, status, exit code, seconds, peak MiB, device, attempts, reason.
+    #[arg(long, value_name = "FILE|-")]
     pub export_csv: Option<PathBuf>,
 }
 

@@ -258,13 +258,13 @@ pub struct RunOptions {
     /// problems then show up script by script and fall back there.
     #[arg(hide_short_help = true, help_heading = "Device", long)]
     pub no_preflight: bool,
-    /// Start no script after the first failure (`=now`: stop running ones too).
+    /// No new script after a failure (=now: stop running ones too).
     ///
-    /// The same as --max-fail 1; the rest are skipped. `-x` (wait) lets running scripts
+    /// WHEN is off (the default), wait (the bare switch) or now. The same as
+    /// --max-fail 1; the rest are not started. `-x` (wait) lets running scripts
     /// finish; `=now` stops them as Ctrl-C does (they end interrupted, logs kept).
     #[arg(
-        hide_short_help = true,
-        help_heading = "Failures",
+        help_heading = "Execution",
         long,
         short = 'x',
         value_enum,
@@ -274,7 +274,9 @@ pub struct RunOptions {
         require_equals = true,
         default_value = "off",
         default_missing_value = "wait",
-        conflicts_with = "max_fail"
+        conflicts_with = "max_fail",
+        hide_default_value = true,
+        hide_possible_values = true
     )]
     pub fail_fast: FailFast,
     /// Start no script after N failures; the rest are reported as skipped.
@@ -290,9 +292,10 @@ pub struct RunOptions {
     /// The plan gives the order, device, sandbox, start, timeout and what --resume keeps.
     #[arg(help_heading = "Execution", long)]
     pub dry_run: bool,
-    /// Also show each script's output on the terminal as it comes, prefixed with its
-    /// id (the logs still get every line).
-    #[arg(hide_short_help = true, help_heading = "Reports", long)]
+    /// Also show each script's output live, prefixed with its id.
+    ///
+    /// The logs still get every line.
+    #[arg(help_heading = "Output", long)]
     pub no_capture: bool,
     /// Scripts per GPU (each gets its part of the GPU's memory), or auto: from free
     /// GPU memory and each script's GPU peak in the previous runs [default: 1].
@@ -375,8 +378,8 @@ pub struct DiscoverOptions {
     /// Each is a -k on a script's whole path; a folder takes the scripts under it.
     #[arg(value_name = "SCRIPT", hide_short_help = true)]
     pub scripts: Vec<String>,
-    /// Leave out scripts whose id or path matches PATTERN, as for --filter (repeatable).
-    #[arg(long, value_name = "PATTERN", hide_short_help = true)]
+    /// Leave out scripts matching PATTERN, as for --filter (repeatable).
+    #[arg(long, value_name = "PATTERN")]
     pub exclude: Vec<String>,
 }
 

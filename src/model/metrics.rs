@@ -256,6 +256,13 @@ pub struct PerformanceMetrics {
     pub run: RunInfo,
     /// Counts and aggregates.
     pub totals: Totals,
+    /// `totals.avg_execution_time`, also at the top level: where the module jax-runner
+    /// replaces (GNN's `execute/jax`) put it, and its README reads it.
+    #[serde(default)]
+    pub avg_execution_time: f64,
+    /// `totals.peak_memory_mb`, also at the top level, as the seed's README reads it.
+    #[serde(default)]
+    pub peak_memory_mb: f64,
     /// One entry per script, in discovery order.
     pub scripts: Vec<ScriptSummary>,
     /// Paths the render manifest lists that do not exist.
@@ -380,6 +387,8 @@ impl PerformanceMetrics {
         PerformanceMetrics {
             schema_version: SCHEMA_VERSION,
             run,
+            avg_execution_time: totals.avg_execution_time,
+            peak_memory_mb: totals.peak_memory_mb,
             totals,
             scripts,
             missing_scripts,

@@ -67,6 +67,10 @@ pub fn render(run: &RunRecord, scripts: &[&ScriptRecord]) -> Result<String, Repo
             .iter()
             .map(|s| Property::new(s.as_str(), outcomes.of(*s).to_string())),
     );
+    suite.add_property(Property::new(
+        "still_failing",
+        m.totals.still_failing.to_string(),
+    ));
     suite.add_test_cases(scripts.iter().map(|d| script_case(d)));
     suite.add_test_cases(manifest_cases(
         &m.missing_scripts,
@@ -161,7 +165,8 @@ fn still_failing_case(d: &ScriptRecord) -> TestCase {
         Some(line) => format!("{since}: {line}"),
         None => since,
     };
-    s.set_message(escape::line(&message)).set_type("still_failing");
+    s.set_message(escape::line(&message))
+        .set_type("still_failing");
     if let Some(r) = &d.reason {
         s.set_description(escape::excerpt(&r.tail.join("\n")));
     }

@@ -145,7 +145,9 @@ pub(crate) fn render_failure_lines(out: &mut String, failed: &[crate::model::Ren
         ));
     }
     if rest > 0 {
-        out.push_str(&format!("  and {rest} more (in performance_metrics.json)\n"));
+        out.push_str(&format!(
+            "  and {rest} more (in performance_metrics.json)\n"
+        ));
     }
 }
 

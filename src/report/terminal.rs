@@ -234,8 +234,16 @@ fn failure_section(out: &mut String, m: &PerformanceMetrics, failures: &[Failure
     let (standing, this_run): (Vec<Failure>, Vec<Failure>) =
         failures.iter().cloned().partition(|f| f.since.is_some());
     failure_list(out, m, "failures", &this_run, color);
-    let heading = format!("still failing from earlier runs ({})", standing.len());
+    let all = m.totals.still_failing.max(standing.len());
+    let heading = format!("still failing from earlier runs ({all})");
     failure_list(out, m, &heading, &standing, color);
+    // The end of a run names a few (its CARRIED line named them too); `show` all.
+    if !standing.is_empty() && standing.len() < all {
+        out.push_str(&format!(
+            "and {} more still failing (`jax-runner show` lists them)\n",
+            all - standing.len()
+        ));
+    }
 }
 
 fn failure_list(
@@ -423,7 +431,13 @@ impl Reporter for TerminalReporter {
                 for (why, ids) in &self.carried {
                     self.line(&carried_line(why, ids, self.color));
                 }
-                let failures = failures(metrics, &self.failures);
+                let mut failures = failures(metrics, &self.failures);
+                // Carried failures are an earlier run's news: a few are named here.
+                let mut standing = 0;
+                failures.retain(|f| {
+                    standing += usize::from(f.since.is_some());
+                    f.since.is_none() || standing <= CARRIED_NAMED
+                });
                 print!(
                     "{}",
                     end_of_run(metrics, &failures, self.detail, self.color)

@@ -7,12 +7,12 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use super::archive::Ledger;
 use crate::config::RunConfig;
 use crate::discovery::Discovery;
 use crate::events::{EventSender, RunEvent};
-use crate::report::gnn::GnnEntry;
-use super::archive::Ledger;
 use crate::model::{ScriptResult, ScriptSummary};
+use crate::report::gnn::GnnEntry;
 
 /// The files of GNN's layout that belong to each script's record (its
 /// `execution_logs/` result and log), kept in the history with the rest of it.
@@ -59,10 +59,15 @@ pub fn unselected(
     let why = format!("not selected by {}", config.selection.describe());
     let mut carried = Vec::new();
     for script in &discovery.unselected {
-        let Some(earlier) = super::past::previous_result(&config.results_dir, &config.output_dir, &script.id) else {
+        let Some(earlier) =
+            super::past::previous_result(&config.results_dir, &config.output_dir, &script.id)
+        else {
             continue;
         };
-        carried.push((script.relative_path.clone(), ScriptSummary::carried(&earlier)));
+        carried.push((
+            script.relative_path.clone(),
+            ScriptSummary::carried(&earlier),
+        ));
         events.emit(RunEvent::ScriptCarried {
             result: Box::new(earlier),
             why: why.clone(),

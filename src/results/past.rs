@@ -168,11 +168,18 @@ pub struct Fingerprint {
 }
 
 /// The fingerprint of `script` with `inputs` (the run's environment, by name).
-pub fn fingerprint(script: &Script, inputs: &[(&str, String)]) -> Fingerprint {
+/// `scripts` are the tree's scripts: one beside this one is a script with a record of
+/// its own, not this one's input, so editing it reruns it alone.
+pub fn fingerprint(
+    script: &Script,
+    inputs: &[(&str, String)],
+    scripts: &std::collections::HashSet<&Path>,
+) -> Fingerprint {
     let mut parts = std::collections::BTreeMap::new();
     parts.insert("source".to_string(), file_digest(&script.path));
     let dir = script.path.parent().unwrap_or(Path::new("."));
-    for (name, digest) in beside(dir, &script.path) {
+    let not_a_script = |name: &str| !scripts.contains(dir.join(name).as_path());
+    for (name, digest) in beside(dir, &script.path, &not_a_script) {
         parts.insert(format!("file:{name}"), digest);
     }
     for (k, v) in inputs {
@@ -195,10 +202,10 @@ pub fn fingerprint(script: &Script, inputs: &[(&str, String)]) -> Fingerprint {
     }
 }
 
-/// The files beside `script` in `dir` and their hashes: regular files (links followed
-/// only to a regular file), neither hidden nor Python's bytecode, at most
-/// [`MAX_BESIDE`], by name.
-fn beside(dir: &Path, script: &Path) -> Vec<(String, String)> {
+/// The files beside `script` in `dir` that `keep` keeps, and their hashes: regular
+/// files (links followed only to a regular file), neither hidden nor Python's
+/// bytecode, at most [`MAX_BESIDE`], by name.
+fn beside(dir: &Path, script: &Path, keep: &dyn Fn(&str) -> bool) -> Vec<(String, String)> {
     let Ok(read) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -206,7 +213,7 @@ fn beside(dir: &Path, script: &Path) -> Vec<(String, String)> {
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
         .filter(|n| !n.starts_with('.') && !n.ends_with(".pyc"))
-        .filter(|n| Some(std::ffi::OsStr::new(n)) != script.file_name())
+        .filter(|n| Some(std::ffi::OsStr::new(n)) != script.file_name() && keep(n))
         .collect();
     names.sort();
     let files = names
@@ -236,7 +243,10 @@ fn file_digest(path: &Path) -> String {
         .ok()
         .filter(|m| m.len() > MAX_HASHED_BYTES);
     if let Some(m) = large {
-        let mtime = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        let mtime = m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
         let stamp = format!("size {} mtime {:?}", m.len(), mtime);
         return short(stamp.as_bytes());
     }
@@ -474,7 +484,9 @@ mod tests {
         let mut s = script("x", 1);
         s.path = tmp.path().join("x.py");
         std::fs::write(&s.path, "print(1)\n").unwrap();
-        let jax = |v: &str| fingerprint(&s, &[("jax", v.into())]);
+        let sibling = tmp.path().join("sibling.py");
+        let scripts = std::collections::HashSet::from([s.path.as_path(), sibling.as_path()]);
+        let jax = |v: &str| fingerprint(&s, &[("jax", v.into())], &scripts);
         let base = jax("0.10.2");
         assert_eq!(base, jax("0.10.2"));
         assert_ne!(base.digest, jax("0.10.3").digest);
@@ -498,7 +510,8 @@ mod tests {
         std::fs::remove_file(tmp.path().join("params.json")).unwrap();
         let said = changed_inputs(&changed.parts, &jax("0.10.2").parts);
         assert_eq!(said.as_deref(), Some("params.json is gone"));
-        // Hidden files and bytecode are not inputs.
+        // Hidden files, bytecode and the other scripts of the folder are not inputs.
+        std::fs::write(&sibling, "print(3)\n").unwrap();
         std::fs::write(tmp.path().join(".DS_Store"), "x").unwrap();
         std::fs::write(tmp.path().join("x.cpython-311.pyc"), "x").unwrap();
         assert_eq!(jax("0.10.2"), edited);

@@ -14,14 +14,14 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::report::gnn::GnnEntry;
 use crate::confined::Kind;
 use crate::error::ReportError;
 use crate::model::gnn::FRAMEWORK;
+use crate::report::gnn::GnnEntry;
 
-pub use crate::config::HistoryBudget;
 use super::archive::{entries, move_path, STEP12_IN_HISTORY};
 pub use super::archive::{log_owner, HISTORY_DIR};
+pub use crate::config::HistoryBudget;
 
 /// What the sweep looks at.
 #[derive(Debug)]

@@ -241,7 +241,11 @@ fn not_run(
     skip: bool,
     events: &EventSender,
 ) -> ScriptSummary {
-    if let Some(earlier) = crate::results::past::previous_result(&ctx.config.results_dir, &ctx.config.output_dir, &script.id) {
+    if let Some(earlier) = crate::results::past::previous_result(
+        &ctx.config.results_dir,
+        &ctx.config.output_dir,
+        &script.id,
+    ) {
         let line = ScriptSummary::carried(&earlier);
         events.emit(RunEvent::ScriptCarried {
             result: Box::new(earlier),

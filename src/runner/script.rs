@@ -331,7 +331,11 @@ pub fn base_result(
 ) -> ScriptResult {
     let (stdout_log, stderr_log) = ctx.log_paths(&script.id, 1);
     let lossy = |p: PathBuf| p.to_string_lossy().into_owned();
-    let fingerprint = ctx.fingerprints.get(&script.id).cloned().unwrap_or_default();
+    let fingerprint = ctx
+        .fingerprints
+        .get(&script.id)
+        .cloned()
+        .unwrap_or_default();
     ScriptResult {
         schema_version: SCHEMA_VERSION,
         run_id: ctx.config.run_id.clone(),

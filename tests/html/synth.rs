@@ -159,6 +159,7 @@ pub fn events(n: usize, jobs: usize) -> Vec<RunEvent> {
     let mut events = vec![RunEvent::RunStarted {
         run_id: "20261122T074000.000Z-1".into(),
         total: n,
+        kept: 0,
         jobs,
         device: Platform::Cpu,
         interpreter: "/venv/bin/python".into(),

@@ -240,7 +240,10 @@ impl GnnExporter {
             failed_executions: failed,
             skipped_executions: skipped,
             success_rate,
-            success: failed == 0 && skipped == 0 && metrics.missing_scripts.is_empty(),
+            success: failed == 0
+                && skipped == 0
+                && metrics.missing_scripts.is_empty()
+                && metrics.render_failures.is_empty(),
             framework_status,
             requested_frameworks: vec![FRAMEWORK.into()],
             render_failures: self

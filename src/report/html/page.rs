@@ -47,7 +47,10 @@ pub(super) fn build_page(
     let failures = failures(&rows, &by_id);
     // Counted over the table's rows, which are the metrics' scripts: the same counts,
     // by the same function, as the totals every other report words.
-    let outcomes = Outcomes::count(rows.iter().map(|r| r.status));
+    let outcomes = Outcomes {
+        still_failing: metrics.totals.still_failing,
+        ..Outcomes::count(rows.iter().map(|r| r.status))
+    };
     let details = details(&rows, &by_id, origin(run.started_at, records));
     Page {
         title: format!("jax-runner report: {}", outcomes.words()),
@@ -106,7 +109,9 @@ fn status_cards(outcomes: &Outcomes) -> Vec<Card> {
             let n = outcomes.of(status);
             let tone = match status {
                 Status::Succeeded if all_good => "good",
-                Status::Succeeded | Status::Carried => "",
+                // Carried records still failing keep the tree red: the card says so.
+                Status::Carried => tone(outcomes.still_failing, "bad"),
+                Status::Succeeded => "",
                 Status::Failed | Status::TimedOut => tone(n, "bad"),
                 Status::Interrupted | Status::Skipped => tone(n, "warn"),
             };

@@ -164,9 +164,7 @@ fn every_status_maps_as_nextest_and_the_six_counts_are_properties() {
     assert!(doc.contains("type=\"timed_out\""), "{doc}");
     assert!(doc.contains("type=\"interrupted\""), "{doc}");
     assert!(
-        doc.contains(
-            "<skipped message=\"still failing since run 20261101T000000.000Z-1: failed\""
-        ),
+        doc.contains("<skipped message=\"still failing since run 20261101T000000.000Z-1: failed\""),
         "{doc}"
     );
     // The carried failure is listed as failing in a suite of its own, counted apart.
