@@ -14,8 +14,11 @@ pub const NOT_LAYERED: [&str; 4] = ["help", "version", "config", "profile"];
 
 /// `JAX_RUNNER_*` variables that are not options: the layers' own, switches of the
 /// runner's helpers and tests, and what the runner gives a script.
-const NOT_OPTIONS: [&str; 17] = [
+const NOT_OPTIONS: [&str; 19] = [
     "CONFIG",
+    // The Python package's: where its binary is, and its tests' interpreter.
+    "BIN",
+    "TEST_PYTHON",
     "PROFILE",
     "PYTHON",
     "CACHE_DIR",
