@@ -132,7 +132,13 @@ pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, Discov
         found.manifest = Some(manifest_path);
     }
 
-    let walked = walk::walk(&bounds, opts.recursive, &exclude);
+    // Pointed at the render folder itself, the manifest decides for the whole tree:
+    // nothing of it is walked, recursive or not (as when pointed at its parent).
+    let manifest_owns_root = found.manifest.as_deref().and_then(Path::parent) == Some(root);
+    let walked = match manifest_owns_root {
+        true => walk::Walked::default(),
+        false => walk::walk(&bounds, opts.recursive, &exclude),
+    };
     found.warnings.extend(walked.warnings);
     let mut candidates = walked.candidates;
     // Sorted before de-duplication, so a file reached through two paths always keeps

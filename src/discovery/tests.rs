@@ -160,6 +160,26 @@ fn manifest_lists_scripts_and_missing_ones() {
 }
 
 #[test]
+fn pointed_at_the_render_folder_the_manifest_decides_for_all_of_it() {
+    let (_t, root) = tree();
+    let render = root.join("11_render_output");
+    write(&render, "m/jax/listed.py", "import jax\n");
+    write(&render, "m/jax/unlisted.py", "import jax\n");
+    write(&render, "stray/jax/stray.py", "import jax\n");
+    write(
+        &render,
+        "render_processing_summary.json",
+        r#"{"file_results":[{"framework_results":{"jax":{"output_file":"m/jax/listed.py"}}}]}"#,
+    );
+    // As when pointed at its parent: the listed script alone, recursive or not.
+    for recursive in [true, false] {
+        let exclude = vec![];
+        let d = discover(&render, &DiscoverOptions { recursive, exclude }).unwrap();
+        assert_eq!(rels(&d), vec!["m/jax/listed.py"], "recursive: {recursive}");
+    }
+}
+
+#[test]
 fn order_is_deterministic_across_runs() {
     let (_t, root) = tree();
     for name in ["z", "a", "m", "B", "b"] {
