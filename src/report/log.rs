@@ -225,7 +225,7 @@ fn attempt_finished(id: &str, attempt: &crate::model::Attempt) {
         attempt.class.as_str(),
         attempt.duration_s,
         match (attempt.return_code, attempt.signal) {
-            (_, Some(sig)) => format!("killed by {}", crate::runner::sys::signal_name(sig)),
+            (_, Some(sig)) => format!("killed by {}", crate::model::reason::signal_name(sig)),
             (Some(code), None) => format!("exit code {code}"),
             (None, None) => "no exit status".to_string(),
         },
