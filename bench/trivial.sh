@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Per-script cost at scale (issue 34): N trivial scripts (`print(i)`, default 1000)
+# through jax-runner with DEFAULT options (sandboxed, warm start; `--device cpu` and
+# the managed interpreter named, as a user's tree would get them) against
+# `xargs -P <jobs> -n 1 python` with the same interpreter, alternating A B A B for
+# ROUNDS rounds (default 3), each jax-runner run on a fresh results folder. Prints each
+# round's times and ratio, then the median ratio and its spread, and the runner's own
+# peak RSS. Nothing else should run on the machine meanwhile.
+# Usage: bench/trivial.sh [N] [jax-runner binary]   (ROUNDS=5 bench/trivial.sh 1000)
+set -euo pipefail
+n=${1:-1000}
+bin=${2:-$(cd "$(dirname "$0")/.." && pwd)/target/release/jax-runner}
+rounds=${ROUNDS:-3}
+jobs=$(nproc)
+tree=$(mktemp -d)
+trap 'rm -rf "$tree"' EXIT
+mkdir -p "$tree/trivial/jax"
+for i in $(seq 1 "$n"); do echo "print($i)" > "$tree/trivial/jax/s$i.py"; done
+python=$("$bin" setup -q)
+now() { date +%s.%N; }
+ratios=()
+echo "N=$n jobs=$jobs python=$python binary=$bin ($("$bin" --version))"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for r in $(seq 1 "$rounds"); do
+    start=$(now)
+    find "$tree/trivial/jax" -name '*.py' -print0 | xargs -0 -P "$jobs" -n 1 "$python" >/dev/null
+    xargs_s=$(echo "$(now) - $start" | bc)
+    rm -rf "$tree/execution_results"
+    start=$(now)
+    "$bin" --output-dir "$tree" --python "$python" --device cpu -q >/dev/null
+    runner_s=$(echo "$(now) - $start" | bc)
+    rss=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["runner_peak_rss_mb"])' \
+        "$tree/execution_results/jax/performance_metrics.json")
+    ratio=$(echo "scale=3; $runner_s / $xargs_s" | bc)
+    ratios+=("$ratio")
+    printf 'round %d: xargs %.2f s, jax-runner %.2f s (runner peak %.1f MiB): %.2fx\n' \
+        "$r" "$xargs_s" "$runner_s" "$rss" "$ratio"
+done
+printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {printf "median %.2fx (min %.2fx, max %.2fx) over %d rounds\n", a[int((NR+1)/2)], a[1], a[NR], NR}'
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
