@@ -127,10 +127,8 @@ async fn execute(
 ) -> Vec<ScriptSummary> {
     let (Some(exec), Some(interp)) = (prepared.execution.take(), &prepared.interpreter) else {
         // Nothing of this run's to start: the records that stand are still the tree's.
-        let mut carried = crate::results::carry::unselected(config, &prepared.discovery, events);
-        carried.extend(crate::results::carry::out_of_reach(
-            config, standing, events,
-        ));
+        let carried =
+            crate::results::carry::left_out(config, &prepared.discovery, standing, events);
         return crate::results::carry::in_discovery_order(carried);
     };
     let total = prepared.discovery.scripts.len();
@@ -161,10 +159,7 @@ async fn execute(
             events,
         ));
     }
-    let mut carried = crate::results::carry::unselected(config, &prepared.discovery, events);
-    carried.extend(crate::results::carry::out_of_reach(
-        config, standing, events,
-    ));
+    let carried = crate::results::carry::left_out(config, &prepared.discovery, standing, events);
     let ctx = Arc::new(RunContext {
         config: config.clone(),
         plan: Arc::new(prepared.plan.clone()),

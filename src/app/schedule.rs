@@ -23,7 +23,7 @@ pub struct Schedule {
     /// Seconds the scripts to run should take in all, one after another, when the
     /// history knows enough to say.
     pub expected_s: Option<f64>,
-    pub fingerprints: HashMap<String, past::Fingerprint>,
+    pub fingerprints: HashMap<String, crate::results::fingerprint::Fingerprint>,
     /// Each script's settings (the run's values under its profile overrides), worked
     /// out once here for the fingerprints, the runner and a dry run's plan.
     pub settings: HashMap<String, ScriptSettings>,
@@ -76,7 +76,7 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         .chain(&discovery.unselected)
         .map(|s| s.path.as_path())
         .collect();
-    let fingerprints: HashMap<String, past::Fingerprint> = discovery
+    let fingerprints: HashMap<String, crate::results::fingerprint::Fingerprint> = discovery
         .scripts
         .iter()
         .map(|s| {
@@ -88,7 +88,10 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
                     own.push(("override", format!("{key}={}", set.value)));
                 }
             }
-            (s.id.clone(), past::fingerprint(s, &own, &tree_scripts))
+            (
+                s.id.clone(),
+                crate::results::fingerprint::fingerprint(s, &own, &tree_scripts),
+            )
         })
         .collect();
     let (kept, to_run, why) = reuse(config, discovery, &fingerprints, &data_dirs);
@@ -126,7 +129,7 @@ type Split = (
 fn reuse(
     config: &RunConfig,
     discovery: &Discovery,
-    fingerprints: &HashMap<String, past::Fingerprint>,
+    fingerprints: &HashMap<String, crate::results::fingerprint::Fingerprint>,
     data_dirs: &HashMap<String, PathBuf>,
 ) -> Split {
     let (mut kept, mut to_run, mut why) = (Vec::new(), Vec::new(), HashMap::new());
@@ -195,7 +198,7 @@ fn rerun_kinds<'a>(reasons: impl Iterator<Item = &'a String>) -> String {
 fn weigh(
     reuse: Reuse,
     previous: ScriptResult,
-    fingerprint: &past::Fingerprint,
+    fingerprint: &crate::results::fingerprint::Fingerprint,
     data_dir: &std::path::Path,
 ) -> Result<(ScriptResult, String), String> {
     let run = match previous.run_id.as_str() {
@@ -205,7 +208,10 @@ fn weigh(
     if !past::keeps(reuse, &previous, &fingerprint.digest) {
         return Err(match previous.status {
             crate::model::Status::Succeeded => {
-                match past::changed_inputs(&previous.inputs, &fingerprint.parts) {
+                match crate::results::fingerprint::changed_inputs(
+                    &previous.inputs,
+                    &fingerprint.parts,
+                ) {
                     Some(what) => format!("{what} since {run}"),
                     None => format!("the script or what it runs with changed since {run}"),
                 }
@@ -218,7 +224,7 @@ fn weigh(
 }
 
 /// What, besides its source, a script's result depends on (see
-/// [`past::fingerprint`]).
+/// [`crate::results::fingerprint`]).
 fn fingerprint_inputs(config: &RunConfig, interp: &Interpreter) -> Vec<(&'static str, String)> {
     let mut inputs = vec![
         ("interpreter", interp.path.display().to_string()),

@@ -11,6 +11,7 @@ mod outcomes;
 pub mod reason;
 mod result;
 mod settings;
+mod summary;
 mod timestamp;
 
 mod vocab;
@@ -22,10 +23,11 @@ pub use gpu::GpuUse;
 pub use list::PlannedScript;
 #[cfg(test)]
 pub(crate) use metrics::test_run_info;
-pub use metrics::{DeviceTimes, PerformanceMetrics, RenderFailed, RunInfo, ScriptSummary, Totals};
+pub use metrics::{DeviceTimes, PerformanceMetrics, RenderFailed, RunInfo, Totals};
 pub use outcomes::{Outcomes, STATUSES};
 pub use result::{lossless_hex, results_file_name, Attempt, Fallback, ScriptResult};
 pub use settings::Setting;
+pub use summary::ScriptSummary;
 pub use timestamp::Timestamp;
 pub use vocab::{
     Device, ExceptionInfo, FailureClass, GpuMemorySource, Leak, MemorySource, Platform, RayJob,

@@ -51,7 +51,7 @@ pub fn kept(
 /// carried, its files untouched. One that never ran has no record and is left out of
 /// the run altogether: a `skipped` record for every script a `-k` did not pick would
 /// bury the few it did, and would say a run considered a script it never looked at.
-pub fn unselected(
+fn unselected(
     config: &RunConfig,
     discovery: &Discovery,
     events: &EventSender,
@@ -76,9 +76,22 @@ pub fn unselected(
     carried
 }
 
+/// Every script of the tree this run leaves out whose record stands, carried: those
+/// the selection left out, and those its walk does not reach (`standing`).
+pub fn left_out(
+    config: &RunConfig,
+    discovery: &Discovery,
+    standing: Vec<ScriptResult>,
+    events: &EventSender,
+) -> Vec<(PathBuf, ScriptSummary)> {
+    let mut carried = unselected(config, discovery, events);
+    carried.extend(out_of_reach(config, standing, events));
+    carried
+}
+
 /// The records of scripts this run's walk does not reach whose source is still in
 /// the tree (see [`super::sweep`]): each goes out as carried, its files untouched.
-pub fn out_of_reach(
+fn out_of_reach(
     config: &RunConfig,
     standing: Vec<ScriptResult>,
     events: &EventSender,

@@ -7,11 +7,13 @@
 //! - [`sweep`]: before a run, moves the records of scripts whose source left the tree,
 //!   and prunes the history to its budget;
 //! - [`carry`]: the records a run stands on without running them (kept, carried);
-//! - [`past`]: what earlier runs knew (durations, memory, fingerprints) and whether an
-//!   earlier success still stands.
+//! - [`past`]: what earlier runs knew (durations, memory) and whether an earlier
+//!   success still stands;
+//! - [`fingerprint`]: what a result depends on, part by part, for `--resume`.
 
 pub mod archive;
 pub mod carry;
+pub mod fingerprint;
 pub mod past;
 pub mod sweep;
 

@@ -1,8 +1,13 @@
 //! Keeps the results folder (and GNN's step-12 layout) about the scripts of the tree:
 //! before any script starts, the per-script files of scripts no longer in it (a
 //! deleted or renamed script's `<id>_results.json`, its logs, its data folder) move
-//! into `<results>/history/<run_id>/`. Scripts `-k`/`--exclude` leave out are still
-//! the tree's, and keep theirs (see [`crate::results::archive`]). Anything that globs
+//! into `<results>/history/<run_id>/`. A record leaves only when its script's source
+//! has left the tree, never because a scope found fewer scripts: scripts
+//! `-k`/`--exclude` leave out are still the tree's, and so is a script whose source
+//! is still where its record says but which this run's walk does not reach
+//! (`--no-recursive`); both keep theirs, and the run carries them ([`Swept::standing`],
+//! [`super::carry`]). A script the walk does reach and no longer finds (its
+//! `import jax` gone) is no script of the tree's. Anything that globs
 //! `*_results.json` then reads only the scripts `performance_metrics.json` lists, and
 //! nothing is lost. `performance_metrics.json` itself stays: the scheduler's history
 //! reads it.

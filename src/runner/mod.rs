@@ -69,8 +69,8 @@ pub struct RunContext {
     pub record_files: std::collections::HashMap<String, Vec<PathBuf>>,
     /// Each script's settings, as the schedule worked them out (by script id).
     pub settings: std::collections::HashMap<String, crate::config::ScriptSettings>,
-    /// Each script's fingerprint (see [`crate::results::past::fingerprint`]).
-    pub fingerprints: std::collections::HashMap<String, crate::results::past::Fingerprint>,
+    /// Each script's fingerprint (see [`crate::results::fingerprint`]).
+    pub fingerprints: std::collections::HashMap<String, crate::results::fingerprint::Fingerprint>,
     /// Each script's seconds per device in earlier runs (`--device auto` learns).
     pub device_times: std::collections::HashMap<String, crate::model::DeviceTimes>,
     /// Raised when the runner's own files cannot be written: nothing starts after.
