@@ -82,6 +82,21 @@ pub struct Discovery {
     pub manifest: Option<PathBuf>,
 }
 
+#[cfg(test)]
+impl Script {
+    /// A script for tests: `/nonexistent/<id>.py`, found in a `jax/` folder, `size`
+    /// bytes long.
+    pub(crate) fn for_test(id: &str, size: u64) -> Script {
+        Script {
+            id: id.into(),
+            path: format!("/nonexistent/{id}.py").into(),
+            relative_path: format!("{id}.py").into(),
+            discovered_by: DiscoveredBy::JaxFolder,
+            size_bytes: size,
+        }
+    }
+}
+
 /// How to walk.
 #[derive(Debug, Clone, Default)]
 pub struct DiscoverOptions {

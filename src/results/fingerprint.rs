@@ -157,16 +157,9 @@ pub fn changed_inputs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::DiscoveredBy;
 
     fn script(id: &str, size: u64) -> Script {
-        Script {
-            id: id.into(),
-            path: format!("/nonexistent/{id}.py").into(),
-            relative_path: format!("{id}.py").into(),
-            discovered_by: DiscoveredBy::JaxFolder,
-            size_bytes: size,
-        }
+        Script::for_test(id, size)
     }
 
     #[test]
