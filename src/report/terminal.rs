@@ -99,9 +99,17 @@ pub fn failures(m: &PerformanceMetrics, known: &HashMap<String, Failure>) -> Vec
         f
     };
     // A script the run never started is counted on one line of its kind, not listed.
-    let this_run = (m.scripts.iter()).filter(|s| Failure::listed(s.status) && s.attempts > 0);
+    let this_run = (m.scripts.iter())
+        .filter(|s| Failure::listed(s.status) && !never_started(s.attempts, s.status));
     let standing = m.scripts.iter().filter(|s| s.still_failing());
     this_run.chain(standing).map(row).collect()
+}
+
+/// A script the run never started: skipped by `--fail-fast`, or not started before a
+/// stop. Counted on one line of its kind, never listed one by one; any other script
+/// without an attempt (refused before it could start) is a failure like any other.
+fn never_started(attempts: usize, status: Status) -> bool {
+    attempts == 0 && matches!(status, Status::Skipped | Status::Interrupted)
 }
 
 /// A status as the terminal tags it.
@@ -267,7 +275,9 @@ impl Reporter for TerminalReporter {
             RunEvent::ScriptFinished { result } if result.resumed_from.is_some() => {
                 self.kept += 1;
             }
-            RunEvent::ScriptFinished { result } if result.attempts.is_empty() => {
+            RunEvent::ScriptFinished { result }
+                if never_started(result.attempts.len(), result.status) =>
+            {
                 // Never started: counted by kind, said once at the end.
                 let kind = (result.status, result.reason.clone().unwrap_or_default());
                 match self.unstarted.iter_mut().find(|(k, _)| *k == kind) {

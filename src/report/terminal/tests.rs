@@ -100,3 +100,33 @@ fn carried_scripts_are_one_line_naming_the_failing() {
         "CARRIED 1 from earlier runs (not started)"
     );
 }
+
+#[test]
+fn scripts_never_started_are_counted_not_listed_but_a_refused_one_is_a_failure() {
+    let line = |id: &str, status: &str, attempts: usize| -> crate::model::ScriptSummary {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "status": status, "execution_time_s": 0.0, "cpu_user_s": 0.0,
+            "cpu_system_s": 0.0, "peak_memory_mb": 0.0, "attempts": attempts,
+            "class": "script_error", "reason": format!("{id} reason"),
+            "device_requested": "cpu", "device_used": null, "fallback": false,
+            "device_mismatch": false, "leaks": 0, "results_file": format!("{id}_results.json")
+        }))
+        .expect("a summary line")
+    };
+    let lines = vec![
+        line("refused", "failed", 0),
+        line("stopped_before", "interrupted", 0),
+        line("skipped", "skipped", 0),
+        line("stopped_while", "interrupted", 1),
+        line("bad", "failed", 1),
+    ];
+    let run = crate::model::test_run_info(serde_json::json!({}));
+    let m = PerformanceMetrics::build(run, lines, vec![], vec![]);
+    let listed: Vec<String> = failures(&m, &HashMap::new())
+        .into_iter()
+        .map(|f| f.id)
+        .collect();
+    assert_eq!(listed, ["refused", "stopped_while", "bad"]);
+    assert!(never_started(0, Status::Skipped) && never_started(0, Status::Interrupted));
+    assert!(!never_started(0, Status::Failed) && !never_started(1, Status::Interrupted));
+}
