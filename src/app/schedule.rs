@@ -76,6 +76,11 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         .chain(&discovery.unselected)
         .map(|s| s.path.as_path())
         .collect();
+    // Each folder's other files are read and hashed once, whatever its number of scripts.
+    let beside = crate::results::fingerprint::Beside::of(
+        &tree_scripts,
+        discovery.scripts.iter().map(|s| s.path.as_path()),
+    );
     let fingerprints: HashMap<String, crate::results::fingerprint::Fingerprint> = discovery
         .scripts
         .iter()
@@ -90,7 +95,7 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
             }
             (
                 s.id.clone(),
-                crate::results::fingerprint::fingerprint(s, &own, &tree_scripts),
+                crate::results::fingerprint::fingerprint(s, &own, &beside),
             )
         })
         .collect();

@@ -2,7 +2,8 @@
 //! source, the files beside it, and the run's environment, each hashed on its own so a
 //! rerun can say which input changed.
 
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
@@ -24,23 +25,47 @@ pub struct Fingerprint {
     /// One hash of every part.
     pub digest: String,
     /// Each part's short hash, by name (`source`, `file:params.json`, `jax`, …).
-    pub parts: std::collections::BTreeMap<String, String>,
+    pub parts: BTreeMap<String, String>,
 }
 
-/// The fingerprint of `script` with `inputs` (the run's environment, by name).
-/// `scripts` are the tree's scripts: one beside this one is a script with a record of
-/// its own, not this one's input, so editing it reruns it alone.
-pub fn fingerprint(
-    script: &Script,
-    inputs: &[(&str, String)],
-    scripts: &std::collections::HashSet<&Path>,
-) -> Fingerprint {
-    let mut parts = std::collections::BTreeMap::new();
+/// The files beside the tree's scripts, folder by folder, each listed and hashed once:
+/// every script of a folder shares them. The tree's scripts are never among them: a
+/// script beside another has a record of its own, not the other's input, so editing
+/// it reruns it alone.
+#[derive(Debug, Default)]
+pub struct Beside {
+    by_dir: HashMap<PathBuf, Vec<(String, String)>>,
+}
+
+impl Beside {
+    /// The files beside the scripts `wanted` (their folders alone are read), with
+    /// `scripts` (every script of the tree) left out.
+    pub fn of<'a>(scripts: &HashSet<&Path>, wanted: impl IntoIterator<Item = &'a Path>) -> Beside {
+        let mut by_dir = HashMap::new();
+        for script in wanted {
+            let dir = script.parent().unwrap_or(Path::new("."));
+            if !by_dir.contains_key(dir) {
+                let not_a_script = |name: &str| !scripts.contains(dir.join(name).as_path());
+                by_dir.insert(dir.to_path_buf(), files_in(dir, &not_a_script));
+            }
+        }
+        Beside { by_dir }
+    }
+
+    /// The files beside `script`, by name, with their hashes.
+    fn of_script(&self, script: &Path) -> &[(String, String)] {
+        let dir = script.parent().unwrap_or(Path::new("."));
+        self.by_dir.get(dir).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// The fingerprint of `script` with `inputs` (the run's environment, by name) and
+/// the files `beside` it.
+pub fn fingerprint(script: &Script, inputs: &[(&str, String)], beside: &Beside) -> Fingerprint {
+    let mut parts = BTreeMap::new();
     parts.insert("source".to_string(), file_digest(&script.path));
-    let dir = script.path.parent().unwrap_or(Path::new("."));
-    let not_a_script = |name: &str| !scripts.contains(dir.join(name).as_path());
-    for (name, digest) in beside(dir, &script.path, &not_a_script) {
-        parts.insert(format!("file:{name}"), digest);
+    for (name, digest) in beside.of_script(&script.path) {
+        parts.insert(format!("file:{name}"), digest.clone());
     }
     for (k, v) in inputs {
         let key = match *k {
@@ -62,18 +87,17 @@ pub fn fingerprint(
     }
 }
 
-/// The files beside `script` in `dir` that `keep` keeps, and their hashes: regular
-/// files (links followed only to a regular file), neither hidden nor Python's
-/// bytecode, at most [`MAX_BESIDE`], by name.
-fn beside(dir: &Path, script: &Path, keep: &dyn Fn(&str) -> bool) -> Vec<(String, String)> {
+/// The files in `dir` that `keep` keeps, and their hashes: regular files (links
+/// followed only to a regular file), neither hidden nor Python's bytecode, at most
+/// [`MAX_BESIDE`], by name.
+fn files_in(dir: &Path, keep: &dyn Fn(&str) -> bool) -> Vec<(String, String)> {
     let Ok(read) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut names: Vec<String> = read
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| !n.starts_with('.') && !n.ends_with(".pyc"))
-        .filter(|n| Some(std::ffi::OsStr::new(n)) != script.file_name() && keep(n))
+        .filter(|n| !n.starts_with('.') && !n.ends_with(".pyc") && keep(n))
         .collect();
     names.sort();
     let files = names
@@ -169,8 +193,12 @@ mod tests {
         s.path = tmp.path().join("x.py");
         std::fs::write(&s.path, "print(1)\n").unwrap();
         let sibling = tmp.path().join("sibling.py");
-        let scripts = std::collections::HashSet::from([s.path.as_path(), sibling.as_path()]);
-        let jax = |v: &str| fingerprint(&s, &[("jax", v.into())], &scripts);
+        let scripts = HashSet::from([s.path.as_path(), sibling.as_path()]);
+        // Read afresh each time: the test changes the folder between calls.
+        let jax = |v: &str| {
+            let beside = Beside::of(&scripts, [s.path.as_path()]);
+            fingerprint(&s, &[("jax", v.into())], &beside)
+        };
         let base = jax("0.10.2");
         assert_eq!(base, jax("0.10.2"));
         assert_ne!(base.digest, jax("0.10.3").digest);
