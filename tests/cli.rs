@@ -364,15 +364,7 @@ fn k_takes_and_or_not_in_any_case() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(0), "{k}: {}", stderr(&out));
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let mut ids: Vec<String> = doc["scripts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["id"].as_str().unwrap().to_string())
-            .collect();
-        ids.sort();
-        ids
+        script_ids(&serde_json::from_slice(&out.stdout).unwrap())
     };
     assert_eq!(listed("POMDP and not large"), ["pomdp_small"]);
     assert_eq!(listed("general or large"), ["general", "pomdp_large"]);

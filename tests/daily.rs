@@ -9,14 +9,7 @@ use serde_json::Value;
 
 /// Ids of the scripts in the run's metrics, sorted.
 fn ran_ids(t: &Tree) -> Vec<String> {
-    let mut ids: Vec<String> = t.metrics()["scripts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["id"].as_str().unwrap().to_string())
-        .collect();
-    ids.sort();
-    ids
+    script_ids(&t.metrics())
 }
 
 /// Three plain scripts in three model folders.

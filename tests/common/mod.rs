@@ -158,6 +158,18 @@ pub fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
 }
 
+/// The ids of a document's `scripts` (the metrics', or `list --json`'s), sorted.
+pub fn script_ids(doc: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = doc["scripts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no scripts in {doc}"))
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
 /// A GNN step-11 tree under `tree` with one model: `11_render_output/m/jax/M_jax.py`
 /// (a copy of `fixtures/FIXTURE`) and a render manifest listing it by absolute path.
 /// Returns the render folder.
