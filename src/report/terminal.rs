@@ -224,8 +224,6 @@ pub struct TerminalReporter {
     /// The scripts this run did not start (skipped, not started before a stop), by
     /// status and reason: one line each kind at the end, after the culprit's.
     unstarted: Vec<((Status, String), usize)>,
-    /// Earlier successes `--resume` kept: one line at the end, no `PASS` for them.
-    kept: usize,
 }
 
 impl TerminalReporter {
@@ -239,7 +237,6 @@ impl TerminalReporter {
             slow_marks: HashMap::new(),
             carried: Vec::new(),
             unstarted: Vec::new(),
-            kept: 0,
         }
     }
 
@@ -272,9 +269,8 @@ impl Reporter for TerminalReporter {
                 self.slow_marks.remove(id);
             }
             RunEvent::Sample { id, elapsed_s, .. } => self.sample(id, *elapsed_s),
-            RunEvent::ScriptFinished { result } if result.resumed_from.is_some() => {
-                self.kept += 1;
-            }
+            // A success `--resume` kept did not run: no `PASS`; the end counts them.
+            RunEvent::ScriptFinished { result } if result.resumed_from.is_some() => {}
             RunEvent::ScriptFinished { result }
                 if never_started(result.attempts.len(), result.status) =>
             {
@@ -283,9 +279,6 @@ impl Reporter for TerminalReporter {
                 match self.unstarted.iter_mut().find(|(k, _)| *k == kind) {
                     Some((_, n)) => *n += 1,
                     None => self.unstarted.push((kind, 1)),
-                }
-                if Failure::listed(result.status) {
-                    self.failures.insert(result.id.clone(), Failure::of(result));
                 }
             }
             RunEvent::ScriptFinished { result } => {
@@ -304,11 +297,11 @@ impl Reporter for TerminalReporter {
                 }
             }
             RunEvent::RunFinished { metrics } if self.end && metrics.totals.total_scripts > 0 => {
-                if self.kept > 0 {
+                if metrics.totals.resumed > 0 {
                     let tag = painted("KEPT", style_of(Status::Succeeded), self.color);
                     let line = format!(
                         "{tag} {} earlier success(es), unchanged: not run again (--resume)",
-                        self.kept
+                        metrics.totals.resumed
                     );
                     self.line(&line);
                 }
