@@ -188,6 +188,10 @@ pub fn rebased(mut record: ScriptResult, tree: &Path) -> ScriptResult {
     let Some(old) = script.ancestors().nth(depth) else {
         return record;
     };
+    // The tree as given first: the usual case, and no system call per record.
+    if old == tree {
+        return record;
+    }
     let new = std::fs::canonicalize(tree).unwrap_or_else(|_| tree.to_path_buf());
     if old == new {
         return record;
