@@ -384,6 +384,7 @@ async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>)
                 sandbox,
                 cold_reason: warm.as_ref().err().cloned(),
                 zygote: warm.ok(),
+                homes: Default::default(),
             })
         }
     };

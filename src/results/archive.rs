@@ -176,13 +176,21 @@ fn has_contents(dir: &Path) -> bool {
 }
 
 /// Writes `bytes` as the file `rel` below `root`, making its folders without following
-/// a link planted on the way.
+/// a link planted on the way: a hidden temporary first, then renamed, so a runner
+/// killed in between leaves no torn copy in the history.
 fn write_into(root: &Path, rel: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let parent = rel.parent().unwrap_or(Path::new(""));
     let made = crate::confined::make_dirs(root, parent, crate::confined::Planted::Replace)?;
     let name = rel.file_name().unwrap_or_default();
-    crate::confined::create_file(&made.path.join(name))?.write_all(bytes)
+    let tmp = parent.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    crate::confined::create_file(&made.path.join(tmp.file_name().unwrap_or_default()))?
+        .write_all(bytes)?;
+    crate::confined::rename(root, &tmp, root, rel).map_err(std::io::Error::from)
 }
 
 /// The script id a log file name belongs to: `<id>.stdout.log`, `<id>.stderr.log`,

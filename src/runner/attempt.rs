@@ -39,6 +39,8 @@ pub struct AttemptRequest<'a> {
     pub settings: &'a crate::config::ScriptSettings,
     /// The GPU a GPU attempt was given, when the run spreads scripts over GPUs.
     pub gpu: Option<&'a crate::gpu::share::GpuSlot>,
+    /// The worker slot it runs on, when it holds one.
+    pub slot: Option<usize>,
 }
 
 /// What a finished attempt brings back, whatever ran it.

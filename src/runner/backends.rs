@@ -13,6 +13,7 @@ use super::attempt::{
     AttemptError, AttemptFuture, AttemptRequest, AttemptSpec, Attempted, Backend, Enforced,
     SampleSink, Start,
 };
+use super::homes::SlotHome;
 use super::zygote::Zygote;
 use super::{child, env, limits, ray, telemetry, Stop};
 use crate::config::RunConfig;
@@ -144,6 +145,8 @@ pub struct Local {
     pub python: PathBuf,
     pub sandbox: Option<SandboxSetup>,
     pub zygote: Option<Arc<Zygote>>,
+    /// Each worker slot's own zygote and cgroup, made from `zygote` as slots start.
+    pub homes: super::homes::SlotHomes,
     /// Why there is no zygote: every cold start of the run says so.
     pub cold_reason: Option<String>,
     /// Kills what the run's scripts left if the runner dies (held for the run).
@@ -163,7 +166,12 @@ impl Drop for Local {
 impl Local {
     /// The process an attempt runs as, and how `--max-procs` is enforced. `private` is
     /// the attempt's private temporary folder (a sandbox without a view of its own).
-    fn spec(&self, req: &AttemptRequest<'_>, private: Option<&Path>) -> (AttemptSpec, Enforced) {
+    fn spec(
+        &self,
+        req: &AttemptRequest<'_>,
+        private: Option<&Path>,
+        home: Option<&SlotHome>,
+    ) -> (AttemptSpec, Enforced) {
         let config = &self.shared.config;
         let cwd = req
             .script
@@ -175,8 +183,14 @@ impl Local {
         // `AttemptCgroup::create`), limits or not. The sentinel finds it by this name.
         let name = format!("{}-{}-{}", std::process::id(), req.script.id, req.number);
         let memory_limit = req.settings.memory_limit;
-        let cgroup =
-            limits::AttemptCgroup::create(&sanitize(&name), config.max_procs, memory_limit);
+        let cgroup = match home {
+            Some(home) => {
+                home.cgroup.begin_attempt();
+                Some(home.cgroup.clone())
+            }
+            None => limits::AttemptCgroup::create(&sanitize(&name), config.max_procs, memory_limit)
+                .map(Arc::new),
+        };
         let by = |kernel: bool| if kernel { "cgroup" } else { "watchdog" };
         let enforced = Enforced {
             max_procs: config
@@ -185,7 +199,6 @@ impl Local {
             memory_limit: memory_limit
                 .map(|_| by(cgroup.as_ref().is_some_and(|c| c.enforces_memory()))),
         };
-        let cgroup = cgroup.map(Arc::new);
         let sandbox = self
             .sandbox
             .as_ref()
@@ -230,6 +243,20 @@ impl Local {
     }
 }
 
+impl Local {
+    /// The attempt's slot's home, when it starts warm from one: a slot held, a zygote,
+    /// and no memory limit (which needs a memory cgroup of the attempt's own).
+    async fn home(&self, req: &AttemptRequest<'_>) -> Option<Arc<SlotHome>> {
+        let (zygote, slot) = (self.zygote.as_ref()?, req.slot?);
+        if req.settings.memory_limit.is_some() {
+            return None;
+        }
+        let name = sanitize(&format!("{}-slot{slot}", std::process::id()));
+        let max_procs = self.shared.config.max_procs;
+        self.homes.get(slot, zygote, name, max_procs).await
+    }
+}
+
 impl Backend for Local {
     fn run<'a>(
         &'a self,
@@ -243,8 +270,10 @@ impl Backend for Local {
                     .map_err(|(path, source)| AttemptError::Prepare { path, source })?,
                 None => None,
             };
-            let (spec, enforced) = self.spec(&req, private.as_deref());
-            let outcome = child::run_attempt(&spec, self.zygote.as_ref(), stop).await;
+            let home = self.home(&req).await;
+            let (spec, enforced) = self.spec(&req, private.as_deref(), home.as_deref());
+            let zygote = home.as_ref().map(|h| &h.zygote).or(self.zygote.as_ref());
+            let outcome = child::run_attempt(&spec, zygote, stop).await;
             if let Some(dir) = &private {
                 let _ = std::fs::remove_dir_all(dir);
             }

@@ -88,7 +88,14 @@ pub async fn run_attempt(
     };
     let out_task = drain(child_stdout, stdout_file, out_opts);
     let err_task = drain(child_stderr, stderr_file, err_opts);
-    let waiter = tokio::task::spawn_blocking(move || sys::wait4(pid));
+    // A slot's zygote forked the script as its own child: it says how it ended.
+    let waiter = match zygote.filter(|z| start == Start::Warm && z.resident()) {
+        Some(z) => {
+            let z = z.clone();
+            tokio::task::spawn_blocking(move || z.wait_exit(pid))
+        }
+        None => tokio::task::spawn_blocking(move || sys::wait4(pid)),
+    };
     let (exit, stopped_by, sampler, capabilities, gpu) =
         supervise(pid, spec, &mut stop, waiter, started, plumbing).await?;
     let duration = started.elapsed();

@@ -1,4 +1,5 @@
-//! `--max-procs` and `--memory-limit` enforced by the kernel: a cgroup per attempt
+//! `--max-procs` and `--memory-limit` enforced by the kernel: a pids cgroup per worker
+//! slot, reused by its warm attempts (see `homes.rs`), or a cgroup per attempt
 //! where the host lets the runner make one (cgroup v2, or v1's `pids` and `memory`
 //! hierarchies), so a fork past the limit is refused and a memory spike between two
 //! samples cannot pass it. Where no cgroup can be made, the sampling watchdog in
@@ -17,6 +18,11 @@ pub struct AttemptCgroup {
     pids: Option<PathBuf>,
     /// The folder holding the memory files, and whether it is cgroup v1.
     memory: Option<(PathBuf, bool)>,
+    /// A slot's cgroup, reused attempt after attempt: the slot's zygote, which lives
+    /// here and is no attempt's process (see [`AttemptCgroup::for_slot`]).
+    resident: std::sync::OnceLock<i32>,
+    /// `pids.events`' refused forks when the current attempt began.
+    refused_before: std::sync::atomic::AtomicU64,
 }
 
 /// Where this process sits in the hierarchy that has `controller`, and whether that
@@ -130,7 +136,41 @@ impl AttemptCgroup {
             procs,
             pids,
             memory,
+            resident: std::sync::OnceLock::new(),
+            refused_before: Default::default(),
         })
+    }
+
+    /// A worker slot's cgroup, for its attempts one after another: a pids cgroup
+    /// only (an attempt with a memory limit gets a cgroup of its own), holding the
+    /// slot's zygote, which counts as one process more than `--max-procs`.
+    pub fn for_slot(name: &str, max_procs: Option<u32>) -> Option<AttemptCgroup> {
+        let cg = AttemptCgroup::create(name, max_procs.map(|m| m.saturating_add(1)), None)?;
+        // Without the pids controller there is nothing to place the zygote in.
+        cg.dirs
+            .iter()
+            .any(|d| d.join("pids.current").exists())
+            .then_some(cg)
+    }
+
+    /// Marks `pid` as the slot's zygote once the runner moved it here: it is no
+    /// attempt's process, so [`AttemptCgroup::members`] leaves it out.
+    pub fn settle(&self, pid: i32) -> std::io::Result<()> {
+        self.join(pid)?;
+        let _ = self.resident.set(pid);
+        Ok(())
+    }
+
+    /// Whether a slot's zygote lives here.
+    pub fn has_resident(&self) -> bool {
+        self.resident.get().is_some()
+    }
+
+    /// An attempt begins in this (reused) cgroup: its refused forks count from now.
+    pub fn begin_attempt(&self) {
+        let now = self.refused_total();
+        self.refused_before
+            .store(now, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Whether the kernel refuses forks past `--max-procs`.
@@ -197,6 +237,9 @@ impl AttemptCgroup {
             .collect();
         out.sort_unstable();
         out.dedup();
+        if let Some(resident) = self.resident.get() {
+            out.retain(|p| p != resident);
+        }
         out
     }
 
@@ -208,8 +251,16 @@ impl AttemptCgroup {
             .collect()
     }
 
-    /// How many forks the limit refused (`pids.events`: `max N`).
+    /// How many forks the limit refused in this attempt (`pids.events`: `max N`).
     pub fn refused_forks(&self) -> u64 {
+        let before = self
+            .refused_before
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.refused_total().saturating_sub(before)
+    }
+
+    /// How many forks the limit refused since the cgroup was made.
+    fn refused_total(&self) -> u64 {
         self.pids
             .as_ref()
             .and_then(|d| std::fs::read_to_string(d.join("pids.events")).ok())

@@ -9,6 +9,7 @@ pub mod capacity;
 mod child;
 pub mod classify;
 pub mod env;
+pub mod homes;
 pub mod limits;
 mod output;
 pub mod ray;

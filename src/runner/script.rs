@@ -64,6 +64,7 @@ pub async fn run_script(
             events,
             settings: &settings,
             gpu: gpu_slot.as_ref(),
+            slot: lease.as_ref().map(Lease::slot),
         };
         let outcome = match &prepared {
             Ok(()) => run_when_the_runner_can(ctx, request, &stop).await,

@@ -59,11 +59,22 @@ pub fn wait4(pid: libc::pid_t) -> std::io::Result<Exit> {
 pub fn has_exited(pid: libc::pid_t) -> bool {
     // SAFETY: siginfo_t is plain data (all zeroes is valid) that the kernel fills in
     // when a child has exited; the pointer is to a live local; nothing is reaped.
-    unsafe {
+    let (rc, exited) = unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
         let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) == 0 && info.si_pid() != 0
+        let rc = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags);
+        (rc, rc == 0 && info.si_pid() != 0)
+    };
+    // Not the runner's child (a script a slot's zygote forked): a zombie, or gone.
+    if rc != 0 {
+        return match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+            Err(_) => true,
+        };
     }
+    exited
 }
 
 /// Sends `signal` to every process in group `pgid`; a group already gone is fine.

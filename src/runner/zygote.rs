@@ -13,7 +13,7 @@
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -31,11 +31,14 @@ mod request;
 use baseline::Baseline;
 pub use request::{warm_request, Request, WarmRequest};
 
-/// One program in two files: the zygote, then its sandbox half (which ends by serving).
+/// One program in three files: the zygote, its sandbox half, its slot part (which ends
+/// by serving).
 const ZYGOTE: &str = concat!(
     include_str!("zygote.py"),
     "\n",
-    include_str!("zygote_sandbox.py")
+    include_str!("zygote_sandbox.py"),
+    "\n",
+    include_str!("zygote_slot.py")
 );
 /// The width of the zygote's token slot: `JAX_RUNNER_TOKEN=` and this many `-` in the
 /// environment it starts with. A forked script never execs, so `/proc/<pid>/environ`
@@ -61,6 +64,9 @@ pub struct Zygote {
     /// What each forked child restores before the script, whatever an earlier script
     /// did to the zygote: the runner's values when it started the zygote.
     baseline: Baseline,
+    /// A slot's zygote (see [`Zygote::slot`]): a fork of the run's zygote that the
+    /// runner placed in its slot's cgroup, so what it forks is there from the start.
+    resident: bool,
 }
 
 /// A request as it goes on the wire: the attempt's, and the run's baseline.
@@ -79,6 +85,41 @@ pub use crate::sandbox::policy::ZygoteSandbox;
 struct Ready {
     ready: bool,
     sandbox: Option<String>,
+}
+
+/// A slot's zygote's word on how its script ended.
+#[derive(Deserialize)]
+struct Ended {
+    exit: Option<WaitStatus>,
+}
+
+/// A script's wait status and resource usage, as Python's `os.wait4` gives them.
+#[derive(Deserialize)]
+struct WaitStatus {
+    status: i32,
+    utime: f64,
+    stime: f64,
+    maxrss_kib: u64,
+}
+
+impl WaitStatus {
+    fn into_exit(self) -> super::sys::Exit {
+        let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
+        let (code, signal) = if libc::WIFEXITED(self.status) {
+            (Some(libc::WEXITSTATUS(self.status)), None)
+        } else if libc::WIFSIGNALED(self.status) {
+            (None, Some(libc::WTERMSIG(self.status)))
+        } else {
+            (None, None)
+        };
+        super::sys::Exit {
+            code,
+            signal,
+            user_cpu: secs(self.utime),
+            system_cpu: secs(self.stime),
+            max_rss_bytes: self.maxrss_kib.saturating_mul(1024),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -176,6 +217,7 @@ impl Zygote {
             sandboxed: sandbox.is_some(),
             namespaces: sandbox.is_some_and(|sb| sb.namespaces),
             baseline,
+            resident: false,
         };
         Ok(zygote)
     }
@@ -203,6 +245,51 @@ impl Zygote {
         }
     }
 
+    /// Forks a zygote for one worker slot, serving the same requests on a socket of its
+    /// own. The caller places it in the slot's cgroup (its [`Zygote::pid`]) before the
+    /// first request and marks it with [`Zygote::into_resident`]: a script it forks
+    /// then needs no move into a cgroup of its own, which on cgroup v1 costs a wait for
+    /// an RCU grace period (6 to 15 ms) per script.
+    pub fn slot(&self) -> Result<Zygote, ZygoteError> {
+        let (ours, theirs) = UnixStream::pair().map_err(ZygoteError::Socket)?;
+        let pid = {
+            let mut guard = self.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
+            let (writer, reader) = &mut *guard;
+            let line = format!("{{\"slot\":true,\"runner_pid\":{}}}\n", std::process::id());
+            send_with_fds(writer, line.as_bytes(), &[theirs.as_fd()])
+                .map_err(ZygoteError::Unreachable)?;
+            read_reply(reader)?
+        };
+        Ok(Zygote {
+            pid,
+            channel: Mutex::new((
+                ours.try_clone().map_err(ZygoteError::Socket)?,
+                BufReader::new(ours),
+            )),
+            sandboxed: self.sandboxed,
+            namespaces: self.namespaces,
+            baseline: self.baseline.clone(),
+            resident: false,
+        })
+    }
+
+    /// This slot zygote, now that it lives in the slot's cgroup.
+    pub fn into_resident(mut self) -> Zygote {
+        self.resident = true;
+        self
+    }
+
+    /// Its process (the host's PID).
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Whether it lives in the cgroup of the attempts it starts (a slot's zygote):
+    /// neither it nor the runner moves a script there.
+    pub fn resident(&self) -> bool {
+        self.resident
+    }
+
     /// Whether this zygote runs inside the sandbox (and serves sandboxed scripts only).
     pub fn sandboxed(&self) -> bool {
         self.sandboxed
@@ -211,7 +298,31 @@ impl Zygote {
     /// Whether the process it starts for a script is the init of the script's PID
     /// namespace (a fork of the zygote, the runner's plumbing) rather than the script.
     pub fn starts_init(&self) -> bool {
-        self.sandboxed && self.namespaces
+        self.sandboxed && self.namespaces && !self.resident
+    }
+
+    /// Waits (blocking) for the end of `pid`, a script this slot's zygote forked as its
+    /// own child: how it ended and its resource usage, as the zygote's `wait4` gave
+    /// them. Should the zygote be gone, the script is the runner's now (a subreaper
+    /// adopts it), and the runner waits for it itself.
+    pub fn wait_exit(&self, pid: libc::pid_t) -> std::io::Result<super::sys::Exit> {
+        let line = {
+            let mut guard = self
+                .channel
+                .lock()
+                .map_err(|_| std::io::Error::other("the zygote's channel is poisoned"))?;
+            let reader = &mut guard.1;
+            reader.get_ref().set_read_timeout(None).ok();
+            let mut line = String::new();
+            reader.read_line(&mut line).map(|_| line)
+        };
+        match line
+            .ok()
+            .and_then(|l| serde_json::from_str::<Ended>(&l).ok())
+        {
+            Some(Ended { exit: Some(e) }) => Ok(e.into_exit()),
+            _ => super::sys::wait4(pid),
+        }
     }
 
     /// Asks for one script; returns the PID of the process running it, which is now
@@ -231,23 +342,28 @@ impl Zygote {
         let mut guard = self.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
         let (writer, reader) = &mut *guard;
         send_with_fds(writer, &line, fds).map_err(ZygoteError::Unreachable)?;
-        reader
-            .get_ref()
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .ok();
-        let mut reply = String::new();
-        match reader.read_line(&mut reply) {
-            Ok(n) if n > 0 => {}
-            Ok(_) => return Err(ZygoteError::Gone),
-            Err(e) => return Err(ZygoteError::Unreachable(e)),
-        }
-        let reply: Reply =
-            serde_json::from_str(&reply).map_err(|e| ZygoteError::Protocol(e.to_string()))?;
-        match (reply.pid, reply.error) {
-            (Some(pid), _) if pid > 0 => Ok(pid),
-            (_, Some(e)) => Err(ZygoteError::Refused(e)),
-            _ => Err(ZygoteError::NoFork),
-        }
+        read_reply(reader)
+    }
+}
+
+/// The zygote's answer to one request: the PID of the process it forked.
+fn read_reply(reader: &mut BufReader<UnixStream>) -> Result<libc::pid_t, ZygoteError> {
+    reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok();
+    let mut reply = String::new();
+    match reader.read_line(&mut reply) {
+        Ok(n) if n > 0 => {}
+        Ok(_) => return Err(ZygoteError::Gone),
+        Err(e) => return Err(ZygoteError::Unreachable(e)),
+    }
+    let reply: Reply =
+        serde_json::from_str(&reply).map_err(|e| ZygoteError::Protocol(e.to_string()))?;
+    match (reply.pid, reply.error) {
+        (Some(pid), _) if pid > 0 => Ok(pid),
+        (_, Some(e)) => Err(ZygoteError::Refused(e)),
+        _ => Err(ZygoteError::NoFork),
     }
 }
 
@@ -255,7 +371,13 @@ impl Drop for Zygote {
     fn drop(&mut self) {
         super::sys::kill_pid(self.pid, libc::SIGKILL);
         let pid = rustix::process::Pid::from_raw(self.pid);
-        let _ = rustix::process::waitpid(pid, rustix::process::WaitOptions::empty());
+        // A slot's zygote is the run's zygote's child, which never reaps it, so its
+        // PID cannot be reused meanwhile; it is ours only if that zygote died first.
+        let options = match self.resident {
+            true => rustix::process::WaitOptions::NOHANG,
+            false => rustix::process::WaitOptions::empty(),
+        };
+        let _ = rustix::process::waitpid(pid, options);
     }
 }
 

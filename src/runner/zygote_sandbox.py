@@ -180,6 +180,3 @@ def probe_sandbox():
     if status == 0:
         return "ok"
     return message.decode("utf-8", "replace") or "the test child failed (%d)" % status
-
-
-serve()

@@ -21,6 +21,7 @@ mod tests {
                 "zygote_sandbox.py",
                 include_str!("../runner/zygote_sandbox.py"),
             ),
+            ("zygote_slot.py", include_str!("../runner/zygote_slot.py")),
         ] {
             for call in [
                 ".mount",

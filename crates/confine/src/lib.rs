@@ -53,6 +53,10 @@ pub struct Confinement {
     /// [`Phase::Process`] (the warm zygote's children).
     #[serde(default)]
     pub pid_namespace: bool,
+    /// A fresh `/proc` in [`Phase::Process`] with no PID namespace of the record's own:
+    /// a worker slot's script, in the PID namespace its slot's zygote is the init of.
+    #[serde(default)]
+    pub fresh_proc: bool,
     /// Scratch folders (fresh tmpfs) given to the sandbox user, mode 0700.
     pub own: Vec<PathBuf>,
     /// The unprivileged user a root runner's script becomes.
@@ -82,14 +86,22 @@ pub enum Phase {
     Process = 2,
     /// Both in turn, then every descriptor above 2 closed on exec: a cold start.
     All = 3,
+    /// Only a PID namespace for the caller's next child, which is then its init: a
+    /// worker slot's zygote (nothing else of the record applies).
+    SlotPid = 4,
 }
 
 impl Phase {
     /// The phase a caller names by number, `None` for one this build does not know.
     pub fn from_raw(n: u32) -> Option<Phase> {
-        [Phase::Namespaces, Phase::Process, Phase::All]
-            .into_iter()
-            .find(|p| *p as u32 == n)
+        [
+            Phase::Namespaces,
+            Phase::Process,
+            Phase::All,
+            Phase::SlotPid,
+        ]
+        .into_iter()
+        .find(|p| *p as u32 == n)
     }
 }
 
@@ -127,12 +139,28 @@ impl Confinement {
         Confinement {
             steps: steps.map(<[MountStep]>::to_vec).unwrap_or_default(),
             pid_namespace: steps.is_some(),
+            fresh_proc: false,
             own: Vec::new(),
             user: self.user,
             landlock: self.landlock.clone(),
             cwd: self.cwd.clone(),
             parent: steps.is_none().then_some(runner),
             death_signal: steps.is_some(),
+        }
+    }
+
+    /// The same confinement for a script a worker slot's zygote forks: the same view,
+    /// built in mount, network, IPC and UTS namespaces of the script's own with a
+    /// fresh `/proc` of the slot's PID namespace (whose init is that zygote), or the
+    /// host's view; the rest as [`Confinement::for_warm`]. The script dies with the
+    /// slot's zygote, its parent, which dies with the runner.
+    pub fn for_slot(&self, steps: Option<&[MountStep]>) -> Confinement {
+        Confinement {
+            pid_namespace: false,
+            fresh_proc: steps.is_some(),
+            parent: None,
+            death_signal: true,
+            ..self.for_warm(steps)
         }
     }
 
@@ -152,6 +180,10 @@ impl Confinement {
         phase: Phase,
         seccomp: &[Vec<u8>],
     ) -> Result<(), (&'static str, std::io::Error)> {
+        if phase == Phase::SlotPid {
+            return namespaces::pid_namespace_for_children()
+                .map_err(|e| ("make the slot's PID namespace", e));
+        }
         if phase != Phase::Process && !self.steps.is_empty() {
             MountNamespace::new(&self.steps, &self.cwd, self.user, self.pid_namespace)
                 .and_then(|mut ns| ns.apply())
@@ -160,7 +192,7 @@ impl Confinement {
         if phase == Phase::Namespaces {
             return Ok(());
         }
-        if self.pid_namespace {
+        if self.pid_namespace || self.fresh_proc {
             namespaces::fresh_proc().map_err(|e| ("mount a fresh /proc", e))?;
         }
         if let Some(u) = self.user {

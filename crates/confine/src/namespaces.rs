@@ -190,6 +190,15 @@ fn loopback_up() -> std::io::Result<()> {
     Ok(())
 }
 
+/// A PID namespace for this process's next child (its init); this process stays in
+/// its own. For the zygote's child that forks a worker slot's zygote.
+pub fn pid_namespace_for_children() -> std::io::Result<()> {
+    // SAFETY: only the PID namespace for children changes; this process's own
+    // namespaces, memory and descriptors are untouched.
+    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWPID)? };
+    Ok(())
+}
+
 /// In the init of a new PID namespace: a `/proc` of its own, its knobs read-only as
 /// bwrap leaves them.
 pub fn fresh_proc() -> std::io::Result<()> {

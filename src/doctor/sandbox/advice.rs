@@ -309,7 +309,7 @@ fn cgroups(c: &CgroupProbe, root: bool) -> LayerFinding {
     let (state, message) = match (c.pids, c.memory) {
         (true, true) => {
             let message = format!(
-                "cgroup {v}: a cgroup per attempt; the kernel enforces --max-procs and --memory-limit"
+                "cgroup {v}: a cgroup per slot (per attempt with --memory-limit); the kernel enforces --max-procs and --memory-limit"
             );
             return finding(layer, LayerState::Active, message, None);
         }

@@ -131,7 +131,8 @@ pub(super) async fn start(
 
 /// Asks the zygote for the script. Inside the sandbox the new process waits for the
 /// runner's go: the runner first places it in the attempt's cgroup (the script cannot
-/// reach the cgroup files), so everything it starts is counted.
+/// reach the cgroup files), so everything it starts is counted; a slot's zygote forked
+/// it there already.
 async fn start_warm(
     spec: &AttemptSpec,
     zygote: &Arc<Zygote>,
@@ -140,10 +141,11 @@ async fn start_warm(
     let (out_r, out_w) = sys::pipe()?;
     let (err_r, err_w) = sys::pipe()?;
     let null = std::fs::File::open("/dev/null")?;
-    let (go_r, go_w) = match request.sandboxed() {
+    let (go_r, go_w) = match request.waits_for_go() {
         true => sys::pipe().map(|(r, w)| (Some(r), Some(w)))?,
         false => (None, None),
     };
+    let resident = zygote.resident();
     let zygote = zygote.clone();
     // The zygote has its copies once the request is sent: ours close with the closure.
     let asked = tokio::task::spawn_blocking(move || {
@@ -159,8 +161,8 @@ async fn start_warm(
     };
     if let Some(go_w) = go_w {
         let placed = match &spec.cgroup {
-            Some(cg) => cg.join(pid),
-            None => Ok(()),
+            Some(cg) if !resident => cg.join(pid),
+            _ => Ok(()),
         };
         if let Err(e) = placed {
             // Without its go the process exits at once; reap it and start cold.

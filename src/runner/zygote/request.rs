@@ -25,6 +25,8 @@ pub struct Request<'a> {
     pub plan: Option<&'a Confinement>,
     /// Sandboxed: the child confines the script (user, Landlock, filter) before it runs.
     pub confined: bool,
+    /// For a slot's zygote: it forks the script as its own child and answers its end.
+    pub resident: bool,
 }
 
 /// An owned warm-start request, or why this attempt must start cold.
@@ -35,6 +37,7 @@ pub struct WarmRequest {
     cgroup_procs: Vec<String>,
     view: bool,
     plan: Option<Confinement>,
+    resident: bool,
 }
 
 impl WarmRequest {
@@ -48,13 +51,15 @@ impl WarmRequest {
             view: self.view,
             plan: self.plan.as_ref(),
             confined: self.plan.is_some(),
+            resident: self.resident,
         }
     }
 
-    /// Whether the script runs in a view of its own (its cgroup is joined by the runner
-    /// and it waits for the runner's go).
-    pub fn sandboxed(&self) -> bool {
-        self.view
+    /// Whether the process started waits for the runner's go, after the runner moved
+    /// it into the attempt's cgroup: in a view of its own, from the run's zygote (a
+    /// slot's zygote forks it in its cgroup already).
+    pub fn waits_for_go(&self) -> bool {
+        self.view && !self.resident
     }
 }
 
@@ -67,10 +72,13 @@ pub fn warm_request(spec: &AttemptSpec, zygote: &Zygote) -> Result<WarmRequest, 
         (Some(_), true) => zygote.namespaces,
         (None, false) => false,
     };
-    let plan = spec
-        .sandbox
-        .as_ref()
-        .map(|sb| sb.confine.for_warm(view.then_some(sb.steps.as_slice())));
+    let plan = spec.sandbox.as_ref().map(|sb| {
+        let steps = view.then_some(sb.steps.as_slice());
+        match zygote.resident {
+            true => sb.confine.for_slot(steps),
+            false => sb.confine.for_warm(steps),
+        }
+    });
     // The plan travels as JSON: every path in it must be text.
     if let Some(p) = &plan {
         let paths = p
@@ -100,13 +108,15 @@ pub fn warm_request(spec: &AttemptSpec, zygote: &Zygote) -> Result<WarmRequest, 
         script: utf8(&spec.script, "script path")?,
         cwd: utf8(&spec.cwd, "working directory path")?,
         env: warm_env(spec)?,
-        // Inside a view the cgroup files are out of reach: the runner places it.
-        cgroup_procs: match (&spec.cgroup, view) {
+        // Inside a view the cgroup files are out of reach: the runner places it. A
+        // slot's zygote forks it in its cgroup already.
+        cgroup_procs: match (&spec.cgroup, view || zygote.resident) {
             (Some(c), false) => c.procs_paths(),
             _ => Vec::new(),
         },
         view,
         plan,
+        resident: zygote.resident,
     })
 }
 

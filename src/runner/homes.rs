@@ -1,0 +1,118 @@
+//! A worker slot's home: a zygote of its own (a fork of the run's) that lives in a
+//! cgroup of the slot's, made at the slot's first warm attempt and kept for the run.
+//! Each warm script is then forked where it is counted, with no move between cgroups
+//! per script: on cgroup v1 every move waits for an RCU grace period (6 to 15 ms,
+//! measured), more than a trivial script's whole run.
+
+use std::sync::{Arc, Mutex};
+
+use super::limits::AttemptCgroup;
+use super::zygote::Zygote;
+
+/// A slot's zygote and the cgroup it lives in.
+#[derive(Debug)]
+pub struct SlotHome {
+    pub zygote: Arc<Zygote>,
+    pub cgroup: Arc<AttemptCgroup>,
+}
+
+/// What became of a slot's home.
+#[derive(Debug, Default)]
+enum State {
+    #[default]
+    Unmade,
+    Ready(Arc<SlotHome>),
+    /// Tried and refused (no pids controller, the zygote gone): the slot's attempts
+    /// use the run's zygote and a cgroup each, as before.
+    Refused,
+}
+
+/// The run's slot homes, by slot number.
+#[derive(Debug, Default)]
+pub struct SlotHomes {
+    states: Mutex<Vec<State>>,
+    /// Homes made so far, for a fresh cgroup name when one is made again.
+    made: std::sync::atomic::AtomicUsize,
+}
+
+impl SlotHomes {
+    /// The home of `slot`, made from `zygote` at its first call; `None` when it cannot
+    /// be made here (then never tried again). `name` names the slot's cgroup.
+    pub async fn get(
+        &self,
+        slot: usize,
+        zygote: &Arc<Zygote>,
+        name: String,
+        max_procs: Option<u32>,
+    ) -> Option<Arc<SlotHome>> {
+        {
+            let mut states = self.states.lock().ok()?;
+            match states.get(slot) {
+                Some(State::Ready(home)) if home.zygote_alive() => return Some(home.clone()),
+                // Gone (a script may kill its parent when nothing stops it): made
+                // again, once its cgroup is emptied and removed with the old home.
+                Some(State::Ready(_)) => states[slot] = State::Unmade,
+                Some(State::Refused) => return None,
+                _ => {}
+            }
+        }
+        // A slot runs one attempt at a time: no one else makes this slot's home now.
+        // A home made again gets a cgroup of another name: the old one may still hold
+        // its zombie zygote a moment.
+        let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = match n < slot + 1 {
+            true => name,
+            false => format!("{name}.{n}"),
+        };
+        let zygote = zygote.clone();
+        let made = tokio::task::spawn_blocking(move || make(&zygote, &name, max_procs))
+            .await
+            .ok()
+            .flatten()
+            .map(Arc::new);
+        let mut states = self.states.lock().ok()?;
+        if states.len() <= slot {
+            states.resize_with(slot + 1, State::default);
+        }
+        states[slot] = match &made {
+            Some(home) => State::Ready(home.clone()),
+            None => State::Refused,
+        };
+        made
+    }
+}
+
+impl SlotHome {
+    /// Whether the slot's zygote is still there to fork scripts (not gone, not a
+    /// zombie).
+    fn zygote_alive(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.zygote.pid()))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().to_string())
+            })
+            .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+    }
+}
+
+/// Makes a slot's cgroup, forks the slot's zygote and moves it there (the one move of
+/// the slot's life). Whatever fails leaves nothing behind.
+fn make(zygote: &Zygote, name: &str, max_procs: Option<u32>) -> Option<SlotHome> {
+    let cgroup = AttemptCgroup::for_slot(name, max_procs)?;
+    let slot = match zygote.slot() {
+        Ok(z) => z,
+        Err(e) => {
+            tracing::debug!("no slot zygote: {e}");
+            return None;
+        }
+    };
+    if let Err(e) = cgroup.settle(slot.pid()) {
+        tracing::debug!("the slot zygote could not join its cgroup: {e}");
+        return None;
+    }
+    Some(SlotHome {
+        zygote: Arc::new(slot.into_resident()),
+        cgroup: Arc::new(cgroup),
+    })
+}

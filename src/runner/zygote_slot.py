@@ -1,0 +1,179 @@
+# jax-runner's warm-start zygote, its slot part: appended after the sandbox half (one
+# program). A worker slot's zygote is a fork of the run's zygote that the runner moves
+# once into a cgroup of the slot's. It forks each of the slot's scripts as its own
+# child, so a script is one fork of the 150 MiB image instead of two or three (fork and
+# exit of such a process cost 3 ms each, most of a trivial script's CPU), and is in
+# the slot's cgroup from its first instruction, with no move. It answers the script's
+# PID, waits for it, and answers how it ended, with its resource usage, as wait4 gives
+# it. Sandboxed in a view, the slot's zygote is the init of a PID namespace of the
+# slot's: each script makes its own mount, network, IPC and UTS namespaces and a fresh
+# /proc of the slot's PID namespace, through the library (jax_runner_confine, called
+# by the sandbox half's confine) as every other start.
+PHASE_SLOT_PID = 4
+
+
+def probe_plan():
+    """The plan the runner gave for the start-up probe (any plan serves the slot's
+    PID namespace, which reads none of it)."""
+    return json.loads(next(a.split("=", 1)[1] for a in sys.argv
+                           if a.startswith("--probe-plan=")))
+
+
+def start_slot(req, fds):
+    """Forks the slot's zygote, which serves the slot on fds[0]; answers its PID (the
+    host's). Sandboxed in a view, a middle child makes the PID namespace, forks the
+    slot's zygote as its init and exits, so the runner (a subreaper) adopts it."""
+    if len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        return {"error": "expected 1 file descriptor, got %d" % len(fds)}
+    reap_orphans()  # a slot's zygote that died before this one is made again
+    r, w = os.pipe()
+    try:
+        child = os.fork()
+    except OSError as exc:
+        os.close(fds[0])
+        return {"error": "fork failed: %s" % exc}
+    if child == 0:
+        os.close(r)
+        try:
+            if SANDBOXED:
+                middle = os.getpid()
+                confine(probe_plan(), PHASE_SLOT_PID)
+                slot = os.fork()
+                if slot:
+                    os.write(w, b"%d" % slot)
+                    os._exit(0)
+                os.close(w)
+                become_slot(fds[0], req["runner_pid"], middle=middle)
+            os.write(w, b"%d" % os.getpid())
+            os.close(w)
+            become_slot(fds[0], req["runner_pid"], middle=None)
+        except BaseException as exc:
+            try:
+                os.write(w, ("!%s" % (exc,)).encode())
+            finally:
+                os._exit(70)
+    os.close(w)
+    os.close(fds[0])
+    got = read_all(r)
+    os.close(r)
+    if SANDBOXED:
+        os.waitpid(child, 0)  # the middle child; the slot's zygote is the runner's now
+    if got.startswith(b"!"):
+        return {"error": got[1:].decode("utf-8", "replace")}
+    return {"pid": int(got or b"0")} if got else {"error": "the slot's zygote failed"}
+
+
+def become_slot(sock, runner, middle):
+    """The rest of a slot's zygote's life: tied to the runner (adopted by it, once the
+    middle child is gone) or to the run's zygote, it serves the slot's requests."""
+    global CONTROL
+    import time
+
+    if middle is not None:
+        # Its parent is the middle child until it exits; /proc is still the host's.
+        for _ in range(5000):
+            if host_parent() != middle:
+                break
+            time.sleep(0.0002)
+        LIBC.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with the runner
+        if host_parent() != runner:
+            os._exit(0)
+    else:
+        parent = os.getppid()
+        LIBC.prctl(1, 9, 0, 0, 0)  # die with the run's zygote
+        if os.getppid() != parent:
+            os._exit(0)
+    CONTROL.close()
+    CONTROL = socket.socket(fileno=sock)
+    try:
+        serve_requests()
+    finally:
+        os._exit(0)
+
+
+def reap_orphans():
+    """A PID namespace's init reaps what ends in it: processes an earlier script left,
+    which the runner killed after it."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def run_resident(req, fds):
+    """Forks the script as this slot's zygote's own child, confined as its request
+    says, answers its PID (the host's) once its confinement took, and returns how it
+    ended. A confinement that fails is answered as an error before the script runs:
+    the runner then starts it cold."""
+    reap_orphans()
+    if len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return {"error": "expected 3 file descriptors, got %d" % len(fds)}
+    me = os.getpid()
+    r, w = os.pipe()
+    try:
+        script = os.fork()
+    except OSError as exc:
+        for fd in fds + [r, w]:
+            os.close(fd)
+        return {"error": "fork failed: %s" % exc}
+    if script == 0:
+        os.close(r)
+        try:
+            os.setpgid(0, 0)
+            # Its PID as the runner knows it: a fork's answer is this namespace's, but
+            # /proc (still the host's) names the reader as the host does.
+            os.write(w, b"%s\n" % os.readlink("/proc/self").encode())
+            claim_token(req["env"]["JAX_RUNNER_TOKEN"])  # with the host's /proc
+            restore_baseline(req["baseline"])  # before any confinement
+            LIBC.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with the slot
+            if os.getppid() != me:
+                os._exit(137)
+            if req.get("view"):
+                confine(req["plan"], PHASE_NAMESPACES)
+                confine(req["plan"], PHASE_PROCESS)
+            elif req.get("confined"):
+                confine(req["plan"], PHASE_PROCESS)
+        except BaseException as exc:
+            os.write(w, ("!%s" % (exc,)).encode())
+            os._exit(70)
+        os.close(w)
+        run_script(req, fds)
+    os.close(w)
+    for fd in fds:
+        os.close(fd)
+    try:
+        os.setpgid(script, script)  # before the runner may signal its group
+    except OSError:
+        pass
+    got = read_all(r)
+    os.close(r)
+    host, _, rest = got.partition(b"\n")
+    if rest.startswith(b"!") or not host.isdigit():
+        os.waitpid(script, 0)
+        return {"error": (rest[1:] or host).decode("utf-8", "replace")}
+    CONTROL.sendall(json.dumps({"pid": int(host)}).encode() + b"\n")
+    return wait_for(script)
+
+
+def wait_for(script):
+    """Waits for the script (reaping whatever else ends meanwhile, as an init must)
+    and returns its wait status and resource usage."""
+    while True:
+        try:
+            pid, status, usage = os.wait4(-1, 0)
+        except ChildProcessError:
+            return {"error": "the script was not this zygote's child"}
+        if pid == script:
+            break
+    return {"exit": {"status": status, "utime": usage.ru_utime, "stime": usage.ru_stime,
+                     "maxrss_kib": usage.ru_maxrss}}
+
+
+serve()

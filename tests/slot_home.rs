@@ -1,0 +1,176 @@
+//! Issue 34: each worker slot has a zygote of its own living in the slot's cgroup, so a
+//! warm script is forked where it is counted, with no move between cgroups per script.
+//! The boundary: every warm script of a slot is in that slot's cgroup from its first
+//! line, the slot's zygote is neither a leftover nor part of any script's budget, and
+//! `--max-procs` gives a warm script exactly what it gives a cold one.
+
+mod common;
+
+use common::*;
+
+/// Prints the script's pids cgroup (v1's `pids` line, or v2's single line), then
+/// lives long enough for the runner to sample it.
+const CGROUP: &str = r#"
+import time
+time.sleep(0.5)
+for line in open("/proc/self/cgroup"):
+    parts = line.strip().split(":", 2)
+    if "pids" in parts[1].split(",") or parts[1] == "":
+        print(parts[2])
+        break
+"#;
+
+/// Forks children that wait until the script ends, until a fork is refused or
+/// `want` succeeded; prints how many succeeded.
+const FORKS: &str = r#"
+import os, sys, time
+want = int(os.environ["WANT"])
+r, w = os.pipe()
+made = 0
+for _ in range(want):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.close(w)
+        os.read(r, 1)
+        os._exit(0)
+    made += 1
+print(made)
+sys.stdout.flush()
+os.close(w)
+for _ in range(made):
+    os.wait()
+"#;
+
+/// Whether this host lets the runner make pids cgroups (root, a pids controller).
+fn pids_cgroups() -> bool {
+    let root = rustix::process::geteuid().is_root();
+    let v1 = std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists();
+    let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"));
+    root && (v1 || v2)
+}
+
+fn stdout_of(t: &Tree, id: &str) -> String {
+    let r = t.result(id);
+    std::fs::read_to_string(r["stdout_log"].as_str().unwrap())
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn warm_scripts_of_a_slot_start_in_its_cgroup_and_it_is_no_leftover() {
+    if !pids_cgroups() {
+        eprintln!("skipped: no pids cgroups for this user here");
+        return;
+    }
+    for sandbox in ["off", "auto"] {
+        let t = Tree::new();
+        for n in 1..=3 {
+            t.write(&format!("m/jax/c{n}.py"), CGROUP);
+        }
+        let out = t.run(&["--sandbox", sandbox, "--jobs", "1"]);
+        assert_eq!(code(&out), 0, "{sandbox}: {}", stderr(&out));
+        let paths: Vec<String> = (1..=3)
+            .map(|n| {
+                let id = format!("c{n}");
+                let r = t.result(&id);
+                assert_eq!(r["attempts"][0]["start"], "warm", "{sandbox}: {r}");
+                assert_eq!(r["leaks"].as_array().map(Vec::len), Some(0), "{r}");
+                // The runner watched the script's own process (the PID it was given
+                // is the host's, not the slot's PID namespace's).
+                assert_eq!(r["memory_source"], "pss", "{sandbox}: {r}");
+                let cpu = r["attempts"][0]["cpu_system_s"].as_f64().unwrap();
+                assert!(cpu < 5.0, "{sandbox}: {r}");
+                stdout_of(&t, &id)
+            })
+            .collect();
+        // One slot, one cgroup for all three: none was moved into one of its own.
+        assert!(
+            paths
+                .iter()
+                .all(|p| p == &paths[0] && p.ends_with("-slot0")),
+            "{sandbox}: {paths:?}"
+        );
+        // The slot's cgroup goes with the run.
+        let name = paths[0].rsplit('/').next().unwrap().to_string();
+        let left = std::fs::read_dir("/sys/fs/cgroup/pids")
+            .or_else(|_| std::fs::read_dir("/sys/fs/cgroup"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy() == name);
+        assert!(!left, "{sandbox}: {name} is still there");
+    }
+}
+
+#[test]
+fn max_procs_gives_a_warm_script_what_it_gives_a_cold_one() {
+    if !pids_cgroups() {
+        eprintln!("skipped: no pids cgroups for this user here");
+        return;
+    }
+    let t = Tree::new();
+    t.write("m/jax/forks.py", FORKS);
+    let mut made = Vec::new();
+    for warm in ["off", "on"] {
+        let out = t.run(&[
+            "--sandbox",
+            "off",
+            "--max-procs",
+            "4",
+            "--env",
+            "WANT=10",
+            "--warm-start",
+            warm,
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let r = t.result("forks");
+        let start = if warm == "on" { "warm" } else { "cold" };
+        assert_eq!(r["attempts"][0]["start"], start, "{r}");
+        assert_eq!(r["sandbox"]["max_procs_enforced_by"], "cgroup", "{r}");
+        assert!(r["attempts"][0]["refused_forks"].as_u64() > Some(0), "{r}");
+        made.push(stdout_of(&t, "forks"));
+    }
+    // The script and three children: four processes, the slot's zygote not counted.
+    assert_eq!(made, ["3", "3"]);
+}
+
+/// Prints the PID of the process that forked it (its slot's zygote), then kills it
+/// (nothing stops that unsandboxed), which ends the script too: it dies with its
+/// parent, as it would with the runner. First by size, so it runs first.
+const KILLS_ITS_PARENT: &str = r#"
+import os, signal, sys, time
+parent = os.getppid()
+print(parent)
+sys.stdout.flush()
+os.kill(parent, signal.SIGKILL)
+time.sleep(30)
+"#;
+
+/// Prints the PID of the process that forked it.
+const PARENT: &str = "import os\nprint(os.getppid())\n";
+
+#[test]
+fn a_script_that_kills_its_slots_zygote_costs_the_next_one_nothing() {
+    let t = Tree::new();
+    t.write(
+        "m/jax/a_killer.py",
+        &format!("{KILLS_ITS_PARENT}{}\n", "#".repeat(4096)),
+    );
+    t.write("m/jax/b_next.py", PARENT);
+    let out = t.run(&["--sandbox", "off", "--jobs", "1", "--retries", "0"]);
+    let killer = t.result("a_killer");
+    assert_eq!(killer["attempts"][0]["start"], "warm", "{killer}");
+    assert_eq!(killer["signal_name"], "SIGKILL", "{killer}");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let next = t.result("b_next");
+    assert_eq!(next["status"], "succeeded", "{next}");
+    assert_eq!(next["attempts"][0]["start"], "warm", "{next}");
+    // A new slot zygote forked the second script, well before the killer's sleep.
+    let (killed, parent) = (stdout_of(&t, "a_killer"), stdout_of(&t, "b_next"));
+    assert_ne!(killed, parent);
+    assert!(killer["execution_time_s"].as_f64() < Some(20.0), "{killer}");
+}
