@@ -171,6 +171,7 @@ async fn execute(
         settings: exec.schedule.settings,
         fingerprints: exec.schedule.fingerprints,
         device_times: exec.schedule.device_times,
+        families: exec.schedule.families,
         halt: halt.clone(),
         fail_budget: runner::budget::FailBudget::new(
             config.max_fail.map(std::num::NonZeroUsize::get),

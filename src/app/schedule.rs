@@ -32,6 +32,9 @@ pub struct Schedule {
     pub why: HashMap<String, String>,
     /// Each script's seconds per device in earlier runs (what `--device auto` learns).
     pub device_times: HashMap<String, crate::model::DeviceTimes>,
+    /// The scripts that wait for their family's first (see `runner/families.rs`), by
+    /// id: families of more than one script whose compilations the cache may not hold.
+    pub families: HashMap<String, u64>,
 }
 
 /// What the run's execution is decided from.
@@ -104,12 +107,17 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
     // other slots idle at the end.
     let scripts: Vec<Script> = to_run.iter().map(|(_, s)| s.clone()).collect();
     let expected_s = history.expected_total(&scripts);
-    let order = history
+    let order: Vec<(usize, Script)> = history
         .schedule(&scripts)
         .into_iter()
         .map(|k| to_run[k].clone())
         .collect();
+    let families = match config.compilation_cache {
+        crate::config::CompilationCache::Off => HashMap::new(),
+        _ => families(config, &order),
+    };
     Schedule {
+        families,
         kept,
         order,
         expected_s,
@@ -119,6 +127,35 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         why,
         device_times: history.device_times.clone(),
     }
+}
+
+/// The scripts to gate behind their family's first (in `order`): families of more
+/// than one script, unless the first one's last run loaded every compilation from the
+/// cache (the family's functions are there already).
+fn families(config: &RunConfig, order: &[(usize, Script)]) -> HashMap<String, u64> {
+    const MAX_SOURCE: u64 = 4 << 20;
+    let mut members: HashMap<u64, Vec<&str>> = HashMap::new();
+    for (_, s) in order {
+        let Ok(source) = crate::confined::read_file(
+            s.path.parent().unwrap_or(std::path::Path::new("/")),
+            std::path::Path::new(s.path.file_name().unwrap_or_default()),
+            MAX_SOURCE,
+        ) else {
+            continue;
+        };
+        let f = crate::runner::families::family_of(&source);
+        members.entry(f).or_default().push(&s.id);
+    }
+    let cached = |id: &str| {
+        past::previous_result(&config.results_dir, &config.output_dir, id)
+            .and_then(|r| r.attempts.last().and_then(|a| a.jax.clone()))
+            .is_some_and(|j| j.cache_hits > 0 && j.cache_misses == 0)
+    };
+    members
+        .into_iter()
+        .filter(|(_, ids)| ids.len() > 1 && !cached(ids[0]))
+        .flat_map(|(f, ids)| ids.into_iter().map(move |id| (id.to_string(), f)))
+        .collect()
 }
 
 /// Splits the scripts into earlier successes that stand and scripts to run, with why

@@ -163,6 +163,15 @@ pub struct Totals {
     /// run's failures; `jax-runner show` fails while any stands.
     #[serde(default)]
     pub still_failing: usize,
+    /// XLA compilations this run's scripts ran, persistent-cache hits included.
+    #[serde(default)]
+    pub compilations: u64,
+    /// Of those, loaded from the persistent compilation cache.
+    #[serde(default)]
+    pub cache_hits: u64,
+    /// Persistent compilation cache misses: compiled and written to the cache.
+    #[serde(default)]
+    pub cache_misses: u64,
 }
 
 impl Totals {
@@ -263,6 +272,9 @@ impl PerformanceMetrics {
             warm_starts: count(|r| r.warm),
             carried: outcomes.carried,
             still_failing: scripts.iter().filter(|r| r.still_failing()).count(),
+            compilations: ran.iter().map(|r| r.compilations).sum(),
+            cache_hits: ran.iter().map(|r| r.cache_hits).sum(),
+            cache_misses: ran.iter().map(|r| r.cache_misses).sum(),
             by_class: (scripts.iter())
                 .filter(|r| r.status != Status::Carried && !r.resumed)
                 .fold(BTreeMap::new(), |mut m, r| {

@@ -98,7 +98,7 @@ fn cold() -> String {
     "cold".into()
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

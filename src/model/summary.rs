@@ -60,6 +60,16 @@ pub struct ScriptSummary {
     /// Carried: the status of that record.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub carried_status: Option<Status>,
+    /// XLA compilations its attempts ran (persistent-cache hits included), as the
+    /// telemetry shim counted them.
+    #[serde(skip_serializing_if = "super::result::is_zero", default)]
+    pub compilations: u64,
+    /// Of those, loaded from the persistent compilation cache.
+    #[serde(skip_serializing_if = "super::result::is_zero", default)]
+    pub cache_hits: u64,
+    /// Persistent compilation cache misses: compiled, and written to the cache.
+    #[serde(skip_serializing_if = "super::result::is_zero", default)]
+    pub cache_misses: u64,
 }
 
 impl ScriptSummary {
@@ -88,8 +98,20 @@ impl ScriptSummary {
             warm: r.attempts.last().is_some_and(|a| a.start == "warm"),
             carried_from: None,
             carried_status: None,
+            compilations: jax_sum(r, |j| j.compilations),
+            cache_hits: jax_sum(r, |j| j.cache_hits),
+            cache_misses: jax_sum(r, |j| j.cache_misses),
         }
     }
+}
+
+/// A count of the telemetry shim's, summed over the result's attempts.
+fn jax_sum(r: &ScriptResult, count: fn(&super::JaxTelemetry) -> u64) -> u64 {
+    r.attempts
+        .iter()
+        .filter_map(|a| a.jax.as_ref())
+        .map(count)
+        .sum()
 }
 
 impl ScriptSummary {

@@ -120,6 +120,12 @@ pub fn run_table(m: &PerformanceMetrics) -> String {
     if t.leaks > 0 {
         out.push_str(&format!("leaked processes killed: {}\n", t.leaks));
     }
+    if t.compilations > 0 {
+        out.push_str(&format!(
+            "compilations: {} ({} from the persistent cache, {} missed it)\n",
+            t.compilations, t.cache_hits, t.cache_misses
+        ));
+    }
     out.push_str(&format!("results: {}\n", escape::line(&m.run.results_dir)));
     out
 }

@@ -9,6 +9,7 @@ pub mod capacity;
 mod child;
 pub mod classify;
 pub mod env;
+pub mod families;
 pub mod homes;
 pub mod limits;
 mod output;
@@ -78,6 +79,9 @@ pub struct RunContext {
     pub halt: Halt,
     /// `--fail-fast`/`--max-fail`: spent, it lets no script start.
     pub fail_budget: budget::FailBudget,
+    /// Scripts that wait for their family's first to fill the compilation cache, by
+    /// id, with their family (see [`families`]).
+    pub families: std::collections::HashMap<String, u64>,
 }
 
 /// A script's data folder outside GNN's layout: `RESULTS/data/<id>`.
@@ -165,32 +169,39 @@ pub async fn run_all(
     let mut results: Vec<Option<ScriptSummary>> = vec![None; scripts.len()];
     let mut not_started = Vec::new();
     let mut skipped = Vec::new();
+    let mut gates =
+        families::Gates::new(ctx.families.clone(), scripts.iter().map(|s| s.id.as_str()));
+    let mut queue: std::collections::VecDeque<(usize, Script)> =
+        scripts.into_iter().enumerate().collect();
 
-    for (index, script) in scripts.into_iter().enumerate() {
+    while !queue.is_empty() {
         let mut stop_rx = stop.clone();
         let lease = tokio::select! {
-            lease = slots.acquire() => lease,
-            _ = stop_rx.wait_for(|s| *s != Stop::Run) => {
-                not_started.push((index, script));
-                continue;
-            }
-            _ = ctx.halt.raised() => {
-                not_started.push((index, script));
-                continue;
-            }
-            _ = budget.spent() => {
-                skipped.push((index, script));
-                continue;
-            }
+            lease = slots.acquire() => Some(lease),
+            _ = stop_rx.wait_for(|s| *s != Stop::Run) => None,
+            _ = ctx.halt.raised() => None,
+            _ = budget.spent() => None,
         };
-        if *stop.borrow() != Stop::Run || ctx.halt.is_raised() {
-            not_started.push((index, script));
-            continue;
-        }
-        if budget.is_spent() {
-            skipped.push((index, script));
-            continue;
-        }
+        let stopped = || *stop.borrow() != Stop::Run || ctx.halt.is_raised();
+        let picked = match lease {
+            Some(_) if stopped() || budget.is_spent() => None,
+            Some(_) => {
+                let (q, g, t, r) = (&mut queue, &mut gates, &mut tasks, &mut results[..]);
+                next_to_start(q, g, t, r, &ctx, &stop).await
+            }
+            None => None,
+        };
+        let (Some(lease), Some((index, script))) = (lease, picked) else {
+            // Nothing more starts: the stop or the halt leave the rest not started,
+            // the spent budget skips them.
+            let left = queue.drain(..);
+            match !stopped() && budget.is_spent() {
+                true => skipped.extend(left),
+                false => not_started.extend(left),
+            }
+            break;
+        };
+        gates.started(&script.id, std::time::Instant::now());
         let (ctx, events, slots) = (ctx.clone(), events.clone(), slots.clone());
         let stop = script_stop.clone();
         // Spawned tasks run on tokio's worker threads, which live as long as the run:
@@ -203,6 +214,7 @@ pub async fn run_all(
         // memory stays flat however many scripts the run has.
         while let Some(joined) = tasks.try_join_next() {
             let (index, summary) = joined.expect("script task does not panic");
+            gates.ended(&summary.id);
             results[index] = Some(summary);
         }
     }
@@ -229,6 +241,44 @@ pub async fn run_all(
         .into_iter()
         .map(|r| r.expect("every script has a result"))
         .collect()
+}
+
+/// The next script to start, now that a slot is free: the first in the queue that its
+/// family's gate lets start. While every script left waits on its family's first,
+/// the scripts running are joined as they end (which opens their families) until
+/// one may start; `None` when the run stops, halts or spends its budget meanwhile.
+async fn next_to_start(
+    queue: &mut std::collections::VecDeque<(usize, Script)>,
+    gates: &mut families::Gates,
+    tasks: &mut JoinSet<(usize, ScriptSummary)>,
+    results: &mut [Option<ScriptSummary>],
+    ctx: &RunContext,
+    stop: &watch::Receiver<Stop>,
+) -> Option<(usize, Script)> {
+    loop {
+        let now = std::time::Instant::now();
+        if let Some(pos) = queue.iter().position(|(_, s)| gates.may_start(&s.id, now)) {
+            return queue.remove(pos);
+        }
+        let mut stop_rx = stop.clone();
+        let opening = gates.next_opening().map(tokio::time::Instant::from_std);
+        let far = tokio::time::Instant::now() + std::time::Duration::from_secs(3600);
+        tokio::select! {
+            joined = tasks.join_next() => match joined {
+                Some(joined) => {
+                    let (index, summary) = joined.expect("script task does not panic");
+                    gates.ended(&summary.id);
+                    results[index] = Some(summary);
+                }
+                // Nothing running is left to wait for.
+                None => gates.open_all(),
+            },
+            _ = tokio::time::sleep_until(opening.unwrap_or(far)), if opening.is_some() => {}
+            _ = stop_rx.wait_for(|s| *s != Stop::Run) => return None,
+            _ = ctx.halt.raised() => return None,
+            _ = ctx.fail_budget.spent() => return None,
+        }
+    }
 }
 
 /// The line of a script this run did not start (`why`): its earlier record stands,

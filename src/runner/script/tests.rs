@@ -175,6 +175,7 @@ pub(super) fn context_with(
         settings: Default::default(),
         fingerprints: Default::default(),
         device_times: Default::default(),
+        families: Default::default(),
         halt: Default::default(),
         fail_budget: crate::runner::budget::FailBudget::new(None),
     }
