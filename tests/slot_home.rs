@@ -140,13 +140,17 @@ fn max_procs_gives_a_warm_script_what_it_gives_a_cold_one() {
 
 /// Prints the PID of the process that forked it (its slot's zygote), then kills it
 /// (nothing stops that unsandboxed), which ends the script too: it dies with its
-/// parent, as it would with the runner. First by size, so it runs first.
+/// parent, as it would with the runner. A parent that is no zygote (the runner, were
+/// the script started cold) is left alone. First by size, so it runs first.
 const KILLS_ITS_PARENT: &str = r#"
 import os, signal, sys, time
 parent = os.getppid()
-print(parent)
+with open("/proc/%d/cmdline" % parent, "rb") as fh:
+    zygote = fh.read().split(b"\0")[1:2] == [b"-"]
+print(parent, zygote)
 sys.stdout.flush()
-os.kill(parent, signal.SIGKILL)
+if zygote:
+    os.kill(parent, signal.SIGKILL)
 time.sleep(30)
 "#;
 
@@ -169,8 +173,64 @@ fn a_script_that_kills_its_slots_zygote_costs_the_next_one_nothing() {
     let next = t.result("b_next");
     assert_eq!(next["status"], "succeeded", "{next}");
     assert_eq!(next["attempts"][0]["start"], "warm", "{next}");
-    // A new slot zygote forked the second script, well before the killer's sleep.
+    // The killer ran once, forked by a zygote; a new slot zygote forked the second
+    // script, well before the killer's sleep.
     let (killed, parent) = (stdout_of(&t, "a_killer"), stdout_of(&t, "b_next"));
+    assert_eq!(killed.lines().count(), 1, "{killed}");
+    let (killed, zygote) = killed.split_once(' ').unwrap();
+    assert_eq!(zygote, "True", "its parent was no zygote");
     assert_ne!(killed, parent);
     assert!(killer["execution_time_s"].as_f64() < Some(20.0), "{killer}");
+}
+
+/// Prints a line, then kills every zygote it finds (the run's and its slot's;
+/// nothing stops that unsandboxed), which may end it too (it dies with its parent).
+const KILLS_EVERY_ZYGOTE: &str = r#"
+import os, signal, sys
+print("ran")
+sys.stdout.flush()
+
+def ppid(pid):
+    with open("/proc/%d/stat" % pid) as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+def argv(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as fh:
+        return fh.read().split(b"\0")[:-1]
+
+# This run's runner, then its zygotes (never another run's).
+runner = os.getppid()
+while not argv(runner)[0].endswith(b"jax-runner"):
+    runner = ppid(runner)
+for name in os.listdir("/proc"):
+    try:
+        pid = int(name)
+        if pid != os.getpid() and argv(pid)[1:2] == [b"-"] and (
+                ppid(pid) == runner or ppid(ppid(pid)) == runner):
+            os.kill(pid, signal.SIGKILL)
+    except (OSError, IndexError, ValueError):
+        pass
+"#;
+
+/// The class behind the killer above: a warm script never starts before the runner
+/// has its PID. Were it to, a zygote it killed would leave the runner with no answer,
+/// and the runner would start the script a second time, cold. From a slot's zygote,
+/// and from the run's (an attempt with a memory limit), on a loaded machine alike.
+#[test]
+fn a_warm_script_never_starts_before_the_runner_has_its_pid() {
+    for limit in [None, Some("2G")] {
+        for round in 0..4 {
+            let t = Tree::new();
+            t.write("m/jax/kills.py", KILLS_EVERY_ZYGOTE);
+            let mut args = vec!["--sandbox", "off", "--jobs", "1", "--retries", "0"];
+            if let Some(l) = limit {
+                args.extend(["--memory-limit", l]);
+            }
+            let out = t.run(&args);
+            let r = t.result("kills");
+            let case = format!("{limit:?}, round {round}: {}", stderr(&out));
+            assert_eq!(r["attempts"][0]["start"], "warm", "{case}: {r}");
+            assert_eq!(stdout_of(&t, "kills"), "ran", "{case}");
+        }
+    }
 }

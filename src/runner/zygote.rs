@@ -23,18 +23,20 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 mod baseline;
 mod request;
+mod wire;
 
 use baseline::Baseline;
 pub use request::{warm_request, Request, WarmRequest};
+use wire::{read_reply, send_with_fds, Ended, Ready, Wire};
 
-/// One program in three files: the zygote, its sandbox half, its slot part (which ends
-/// by serving).
+/// One program in four files: the zygote, its child part, its sandbox half, its slot
+/// part (which ends by serving).
 const ZYGOTE: &str = concat!(
     include_str!("zygote.py"),
+    "\n",
+    include_str!("zygote_child.py"),
     "\n",
     include_str!("zygote_sandbox.py"),
     "\n",
@@ -69,64 +71,7 @@ pub struct Zygote {
     resident: bool,
 }
 
-/// A request as it goes on the wire: the attempt's, and the run's baseline.
-#[derive(serde::Serialize)]
-struct Wire<'a> {
-    #[serde(flatten)]
-    request: &'a Request<'a>,
-    baseline: &'a Baseline,
-}
-
 pub use crate::sandbox::policy::ZygoteSandbox;
-
-/// The zygote's first line: ready, and (sandboxed) whether a test child could build
-/// a script's namespaces, mounts and filter here.
-#[derive(Deserialize)]
-struct Ready {
-    ready: bool,
-    sandbox: Option<String>,
-}
-
-/// A slot's zygote's word on how its script ended.
-#[derive(Deserialize)]
-struct Ended {
-    exit: Option<WaitStatus>,
-}
-
-/// A script's wait status and resource usage, as Python's `os.wait4` gives them.
-#[derive(Deserialize)]
-struct WaitStatus {
-    status: i32,
-    utime: f64,
-    stime: f64,
-    maxrss_kib: u64,
-}
-
-impl WaitStatus {
-    fn into_exit(self) -> super::sys::Exit {
-        let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
-        let (code, signal) = if libc::WIFEXITED(self.status) {
-            (Some(libc::WEXITSTATUS(self.status)), None)
-        } else if libc::WIFSIGNALED(self.status) {
-            (None, Some(libc::WTERMSIG(self.status)))
-        } else {
-            (None, None)
-        };
-        super::sys::Exit {
-            code,
-            signal,
-            user_cpu: secs(self.utime),
-            system_cpu: secs(self.stime),
-            max_rss_bytes: self.maxrss_kib.saturating_mul(1024),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct Reply {
-    pid: Option<i32>,
-    error: Option<String>,
-}
 
 impl Zygote {
     /// Starts the zygote with `python` and the given environment (inside the sandbox
@@ -321,7 +266,7 @@ impl Zygote {
             .and_then(|l| serde_json::from_str::<Ended>(&l).ok())
         {
             Some(Ended { exit: Some(e) }) => Ok(e.into_exit()),
-            _ => super::sys::wait4(pid),
+            _ => wait_adopted(pid),
         }
     }
 
@@ -346,24 +291,22 @@ impl Zygote {
     }
 }
 
-/// The zygote's answer to one request: the PID of the process it forked.
-fn read_reply(reader: &mut BufReader<UnixStream>) -> Result<libc::pid_t, ZygoteError> {
-    reader
-        .get_ref()
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .ok();
-    let mut reply = String::new();
-    match reader.read_line(&mut reply) {
-        Ok(n) if n > 0 => {}
-        Ok(_) => return Err(ZygoteError::Gone),
-        Err(e) => return Err(ZygoteError::Unreachable(e)),
-    }
-    let reply: Reply =
-        serde_json::from_str(&reply).map_err(|e| ZygoteError::Protocol(e.to_string()))?;
-    match (reply.pid, reply.error) {
-        (Some(pid), _) if pid > 0 => Ok(pid),
-        (_, Some(e)) => Err(ZygoteError::Refused(e)),
-        _ => Err(ZygoteError::NoFork),
+/// Waits for `pid`, a script whose slot's zygote died: the runner adopts it, but only
+/// once the kernel has finished with its parent (the socket closes before that), so
+/// a `wait4` that comes too early is tried again while the process is there.
+fn wait_adopted(pid: libc::pid_t) -> std::io::Result<super::sys::Exit> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match super::sys::wait4(pid) {
+            Err(e)
+                if e.raw_os_error() == Some(libc::ECHILD)
+                    && std::time::Instant::now() < deadline
+                    && std::path::Path::new(&format!("/proc/{pid}")).exists() =>
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            other => return other,
+        }
     }
 }
 
@@ -417,26 +360,4 @@ fn place_fds(socket: RawFd, filters: &[RawFd]) -> std::io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Sends `data` with `fds` attached (SCM_RIGHTS), then any rest of `data` plainly.
-fn send_with_fds(
-    sock: &mut UnixStream,
-    data: &[u8],
-    fds: &[BorrowedFd<'_>],
-) -> std::io::Result<()> {
-    use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
-    let mut space =
-        vec![std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    if !control.push(SendAncillaryMessage::ScmRights(fds)) {
-        return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
-    }
-    let sent = sendmsg(
-        &*sock,
-        &[std::io::IoSlice::new(data)],
-        &mut control,
-        SendFlags::NOSIGNAL,
-    )?;
-    sock.write_all(&data[sent..])
 }

@@ -117,14 +117,19 @@ def run_resident(req, fds):
         return {"error": "expected 3 file descriptors, got %d" % len(fds)}
     me = os.getpid()
     r, w = os.pipe()
+    # The go, once the runner has the script's PID: a script that ran before would be
+    # run a second time, cold, should this zygote die before it answers (nothing stops
+    # an unsandboxed script from killing it).
+    go_r, go_w = os.pipe()
     try:
         script = os.fork()
     except OSError as exc:
-        for fd in fds + [r, w]:
+        for fd in fds + [r, w, go_r, go_w]:
             os.close(fd)
         return {"error": "fork failed: %s" % exc}
     if script == 0:
         os.close(r)
+        os.close(go_w)
         try:
             os.setpgid(0, 0)
             # Its PID as the runner knows it: a fork's answer is this namespace's, but
@@ -144,8 +149,12 @@ def run_resident(req, fds):
             os.write(w, ("!%s" % (exc,)).encode())
             os._exit(70)
         os.close(w)
+        if os.read(go_r, 1) != b"g":
+            os._exit(70)  # this zygote died before the runner had the PID
+        os.close(go_r)
         run_script(req, fds)
     os.close(w)
+    os.close(go_r)
     for fd in fds:
         os.close(fd)
     try:
@@ -156,9 +165,12 @@ def run_resident(req, fds):
     os.close(r)
     host, _, rest = got.partition(b"\n")
     if rest.startswith(b"!") or not host.isdigit():
+        os.close(go_w)
         os.waitpid(script, 0)
         return {"error": (rest[1:] or host).decode("utf-8", "replace")}
     CONTROL.sendall(json.dumps({"pid": int(host)}).encode() + b"\n")
+    os.write(go_w, b"g")
+    os.close(go_w)
     return wait_for(script)
 
 

@@ -17,6 +17,7 @@ mod tests {
     fn the_zygote_holds_no_step_of_the_policy() {
         for (name, src) in [
             ("zygote.py", include_str!("../runner/zygote.py")),
+            ("zygote_child.py", include_str!("../runner/zygote_child.py")),
             (
                 "zygote_sandbox.py",
                 include_str!("../runner/zygote_sandbox.py"),
@@ -37,7 +38,11 @@ mod tests {
             ] {
                 assert!(!src.contains(call), "{name} makes {call}");
             }
-            assert!(src.contains("jax_runner_confine") || name == "zygote.py");
+            assert!(
+                src.contains("jax_runner_confine")
+                    || name == "zygote.py"
+                    || name == "zygote_child.py"
+            );
         }
     }
 }

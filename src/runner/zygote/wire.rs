@@ -1,0 +1,113 @@
+//! The zygote's wire: a request as it goes out (with the run's baseline), the lines
+//! the zygote answers (ready, a PID, how a slot's script ended), and the descriptors
+//! sent beside a request.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::BorrowedFd;
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Baseline, Request};
+use crate::error::ZygoteError;
+
+/// A request as it goes on the wire: the attempt's, and the run's baseline.
+#[derive(serde::Serialize)]
+pub(super) struct Wire<'a> {
+    #[serde(flatten)]
+    pub request: &'a Request<'a>,
+    pub baseline: &'a Baseline,
+}
+
+/// The zygote's first line: ready, and (sandboxed) whether a test child could build
+/// a script's namespaces, mounts and filter here.
+#[derive(Deserialize)]
+pub(super) struct Ready {
+    pub ready: bool,
+    pub sandbox: Option<String>,
+}
+
+/// A slot's zygote's word on how its script ended.
+#[derive(Deserialize)]
+pub(super) struct Ended {
+    pub exit: Option<WaitStatus>,
+}
+
+/// A script's wait status and resource usage, as Python's `os.wait4` gives them.
+#[derive(Deserialize)]
+pub(super) struct WaitStatus {
+    status: i32,
+    utime: f64,
+    stime: f64,
+    maxrss_kib: u64,
+}
+
+impl WaitStatus {
+    pub fn into_exit(self) -> crate::runner::sys::Exit {
+        let secs = |s: f64| Duration::from_secs_f64(s.max(0.0));
+        let (code, signal) = if libc::WIFEXITED(self.status) {
+            (Some(libc::WEXITSTATUS(self.status)), None)
+        } else if libc::WIFSIGNALED(self.status) {
+            (None, Some(libc::WTERMSIG(self.status)))
+        } else {
+            (None, None)
+        };
+        crate::runner::sys::Exit {
+            code,
+            signal,
+            user_cpu: secs(self.utime),
+            system_cpu: secs(self.stime),
+            max_rss_bytes: self.maxrss_kib.saturating_mul(1024),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Reply {
+    pid: Option<i32>,
+    error: Option<String>,
+}
+
+/// The zygote's answer to one request: the PID of the process it forked.
+pub(super) fn read_reply(reader: &mut BufReader<UnixStream>) -> Result<libc::pid_t, ZygoteError> {
+    reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok();
+    let mut reply = String::new();
+    match reader.read_line(&mut reply) {
+        Ok(n) if n > 0 => {}
+        Ok(_) => return Err(ZygoteError::Gone),
+        Err(e) => return Err(ZygoteError::Unreachable(e)),
+    }
+    let reply: Reply =
+        serde_json::from_str(&reply).map_err(|e| ZygoteError::Protocol(e.to_string()))?;
+    match (reply.pid, reply.error) {
+        (Some(pid), _) if pid > 0 => Ok(pid),
+        (_, Some(e)) => Err(ZygoteError::Refused(e)),
+        _ => Err(ZygoteError::NoFork),
+    }
+}
+
+/// Sends `data` with `fds` attached (SCM_RIGHTS), then any rest of `data` plainly.
+pub(super) fn send_with_fds(
+    sock: &mut UnixStream,
+    data: &[u8],
+    fds: &[BorrowedFd<'_>],
+) -> std::io::Result<()> {
+    use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+    let mut space =
+        vec![std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(std::io::Error::from_raw_os_error(libc::E2BIG));
+    }
+    let sent = sendmsg(
+        &*sock,
+        &[std::io::IoSlice::new(data)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    sock.write_all(&data[sent..])
+}
