@@ -289,6 +289,14 @@ mod tests {
         assert!(plain.steps.is_empty() && !plain.pid_namespace);
         assert_eq!(plain.parent, Some(std::process::id()));
         assert_eq!(plain.landlock, cold.landlock);
+        // A slot's script: the same view and rules, in the slot's PID namespace (a
+        // fresh /proc of it), dying with the slot's zygote, its parent.
+        let slot = cold.for_slot(Some(&view));
+        assert_eq!(slot.steps, view);
+        assert!(!slot.pid_namespace && slot.fresh_proc && slot.death_signal);
+        assert_eq!((slot.parent, &slot.landlock), (None, &cold.landlock));
+        let plain = cold.for_slot(None);
+        assert!(plain.steps.is_empty() && !plain.fresh_proc && plain.parent.is_none());
     }
 
     #[test]
@@ -302,7 +310,8 @@ mod tests {
             assert!(serde_json::from_value::<Confinement>(bad).is_err());
         }
         assert!(serde_json::from_value::<Confinement>(known).is_ok());
-        assert_eq!(Phase::from_raw(4), None);
+        assert_eq!(Phase::from_raw(5), None);
+        assert_eq!(Phase::from_raw(4), Some(Phase::SlotPid));
         assert_eq!(Phase::from_raw(2), Some(Phase::Process));
     }
 
