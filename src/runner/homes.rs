@@ -31,8 +31,8 @@ enum State {
 #[derive(Debug, Default)]
 pub struct SlotHomes {
     states: Mutex<Vec<State>>,
-    /// Homes made so far, for a fresh cgroup name when one is made again.
-    made: std::sync::atomic::AtomicUsize,
+    /// Homes made again so far, for a fresh cgroup name each time.
+    remade: std::sync::atomic::AtomicUsize,
 }
 
 impl SlotHomes {
@@ -45,24 +45,31 @@ impl SlotHomes {
         name: String,
         max_procs: Option<u32>,
     ) -> Option<Arc<SlotHome>> {
-        {
+        let again = {
             let mut states = self.states.lock().ok()?;
             match states.get(slot) {
                 Some(State::Ready(home)) if home.zygote_alive() => return Some(home.clone()),
                 // Gone (a script may kill its parent when nothing stops it): made
                 // again, once its cgroup is emptied and removed with the old home.
-                Some(State::Ready(_)) => states[slot] = State::Unmade,
+                Some(State::Ready(_)) => {
+                    states[slot] = State::Unmade;
+                    true
+                }
                 Some(State::Refused) => return None,
-                _ => {}
+                _ => false,
             }
-        }
+        };
         // A slot runs one attempt at a time: no one else makes this slot's home now.
         // A home made again gets a cgroup of another name: the old one may still hold
         // its zombie zygote a moment.
-        let n = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = match n < slot + 1 {
-            true => name,
-            false => format!("{name}.{n}"),
+        let name = match again {
+            false => name,
+            true => {
+                let n = self
+                    .remade
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                format!("{name}.{}", n + 1)
+            }
         };
         let zygote = zygote.clone();
         let made = tokio::task::spawn_blocking(move || make(&zygote, &name, max_procs))

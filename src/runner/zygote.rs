@@ -293,16 +293,31 @@ impl Zygote {
 
 /// Waits for `pid`, a script whose slot's zygote died: the runner adopts it, but only
 /// once the kernel has finished with its parent (the socket closes before that), so
-/// a `wait4` that comes too early is tried again while the process is there.
+/// a `wait4` that comes too early is tried again while the process is there. A script
+/// the zygote reaped just before it died (killed, say, by the script itself) is gone
+/// with how it ended: it is recorded as ended with neither a code nor a signal.
 fn wait_adopted(pid: libc::pid_t) -> std::io::Result<super::sys::Exit> {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         match super::sys::wait4(pid) {
-            Err(e)
-                if e.raw_os_error() == Some(libc::ECHILD)
-                    && std::time::Instant::now() < deadline
-                    && std::path::Path::new(&format!("/proc/{pid}")).exists() =>
-            {
+            Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
+                let there = std::path::Path::new(&format!("/proc/{pid}")).exists();
+                if !there {
+                    tracing::warn!(
+                        pid,
+                        "the script's zygote died before saying how the script ended"
+                    );
+                    return Ok(super::sys::Exit {
+                        code: None,
+                        signal: None,
+                        user_cpu: Duration::ZERO,
+                        system_cpu: Duration::ZERO,
+                        max_rss_bytes: 0,
+                    });
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(e);
+                }
                 std::thread::sleep(Duration::from_millis(1));
             }
             other => return other,
@@ -314,13 +329,8 @@ impl Drop for Zygote {
     fn drop(&mut self) {
         super::sys::kill_pid(self.pid, libc::SIGKILL);
         let pid = rustix::process::Pid::from_raw(self.pid);
-        // A slot's zygote is the run's zygote's child, which never reaps it, so its
-        // PID cannot be reused meanwhile; it is ours only if that zygote died first.
-        let options = match self.resident {
-            true => rustix::process::WaitOptions::NOHANG,
-            false => rustix::process::WaitOptions::empty(),
-        };
-        let _ = rustix::process::waitpid(pid, options);
+        // A slot's zygote is the runner's child too (adopted), killed just now.
+        let _ = rustix::process::waitpid(pid, rustix::process::WaitOptions::empty());
     }
 }
 

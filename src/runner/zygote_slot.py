@@ -21,8 +21,9 @@ def probe_plan():
 
 def start_slot(req, fds):
     """Forks the slot's zygote, which serves the slot on fds[0]; answers its PID (the
-    host's). Sandboxed in a view, a middle child makes the PID namespace, forks the
-    slot's zygote as its init and exits, so the runner (a subreaper) adopts it."""
+    host's). A middle child forks it (sandboxed in a view, as the init of a PID
+    namespace the middle child makes) and exits, so the runner (a subreaper) adopts
+    it: it dies with the runner, not with this zygote, which a script may kill."""
     if len(fds) != 1:
         for fd in fds:
             os.close(fd)
@@ -37,18 +38,15 @@ def start_slot(req, fds):
     if child == 0:
         os.close(r)
         try:
+            middle = os.getpid()
             if SANDBOXED:
-                middle = os.getpid()
                 confine(probe_plan(), PHASE_SLOT_PID)
-                slot = os.fork()
-                if slot:
-                    os.write(w, b"%d" % slot)
-                    os._exit(0)
-                os.close(w)
-                become_slot(fds[0], req["runner_pid"], middle=middle)
-            os.write(w, b"%d" % os.getpid())
+            slot = os.fork()
+            if slot:
+                os.write(w, b"%d" % slot)
+                os._exit(0)
             os.close(w)
-            become_slot(fds[0], req["runner_pid"], middle=None)
+            become_slot(fds[0], req["runner_pid"], middle)
         except BaseException as exc:
             try:
                 os.write(w, ("!%s" % (exc,)).encode())
@@ -58,33 +56,27 @@ def start_slot(req, fds):
     os.close(fds[0])
     got = read_all(r)
     os.close(r)
-    if SANDBOXED:
-        os.waitpid(child, 0)  # the middle child; the slot's zygote is the runner's now
+    os.waitpid(child, 0)  # the middle child; the slot's zygote is the runner's now
     if got.startswith(b"!"):
         return {"error": got[1:].decode("utf-8", "replace")}
     return {"pid": int(got or b"0")} if got else {"error": "the slot's zygote failed"}
 
 
 def become_slot(sock, runner, middle):
-    """The rest of a slot's zygote's life: tied to the runner (adopted by it, once the
-    middle child is gone) or to the run's zygote, it serves the slot's requests."""
+    """The rest of a slot's zygote's life: tied to the runner, which adopts it once
+    the middle child is gone, it serves the slot's requests."""
     global CONTROL
     import time
 
-    if middle is not None:
-        # Its parent is the middle child until it exits; /proc is still the host's.
-        for _ in range(5000):
-            if host_parent() != middle:
-                break
-            time.sleep(0.0002)
-        LIBC.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with the runner
-        if host_parent() != runner:
-            os._exit(0)
-    else:
-        parent = os.getppid()
-        LIBC.prctl(1, 9, 0, 0, 0)  # die with the run's zygote
-        if os.getppid() != parent:
-            os._exit(0)
+    # Its parent is the middle child until it exits; /proc is still the host's (in a
+    # PID namespace of its own, getppid() would say 0).
+    for _ in range(5000):
+        if host_parent() != middle:
+            break
+        time.sleep(0.0002)
+    LIBC.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with the runner
+    if host_parent() != runner:
+        os._exit(0)
     CONTROL.close()
     CONTROL = socket.socket(fileno=sock)
     try:
