@@ -187,10 +187,12 @@ def spawn(req, fds):
         if not pid:
             return {"error": "fork failed"}
         CONTROL.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-        os.write(go_w, b"g")
+        give_go(go_w)
+        go_w = None
         return None  # answered
     except OSError as exc:
         return {"error": "fork failed: %s" % exc}
     finally:
-        for fd in (r, go_w) if go_r is None else (r, go_w, go_r):
-            os.close(fd)
+        for fd in (r, go_w, go_r):
+            if fd is not None:
+                os.close(fd)

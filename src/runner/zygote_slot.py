@@ -161,9 +161,18 @@ def run_resident(req, fds):
         os.waitpid(script, 0)
         return {"error": (rest[1:] or host).decode("utf-8", "replace")}
     CONTROL.sendall(json.dumps({"pid": int(host)}).encode() + b"\n")
-    os.write(go_w, b"g")
-    os.close(go_w)
+    give_go(go_w)
     return wait_for(script)
+
+
+def give_go(go_w):
+    """The script's go, once the runner has its PID. A script already gone (killed
+    meanwhile) has closed its end: nothing more to say, and the answer stands."""
+    try:
+        os.write(go_w, b"g")
+    except OSError:
+        pass
+    os.close(go_w)
 
 
 def wait_for(script):
