@@ -183,32 +183,17 @@ fn a_script_that_kills_its_slots_zygote_costs_the_next_one_nothing() {
     assert!(killer["execution_time_s"].as_f64() < Some(20.0), "{killer}");
 }
 
-/// Prints a line, then kills every zygote it finds (the run's and its slot's;
-/// nothing stops that unsandboxed), which may end it too (it dies with its parent).
+/// After [`THIS_RUNS_ZYGOTES_PY`]: prints a line, then kills every zygote of its run
+/// (the run's and its slot's; nothing stops that unsandboxed), which may end it too
+/// (it dies with its parent).
 const KILLS_EVERY_ZYGOTE: &str = r#"
-import os, signal, sys
+import signal, sys
 print("ran")
 sys.stdout.flush()
-
-def ppid(pid):
-    with open("/proc/%d/stat" % pid) as fh:
-        return int(fh.read().rsplit(")", 1)[1].split()[1])
-
-def argv(pid):
-    with open("/proc/%d/cmdline" % pid, "rb") as fh:
-        return fh.read().split(b"\0")[:-1]
-
-# This run's runner, then its zygotes (never another run's).
-runner = os.getppid()
-while not argv(runner)[0].endswith(b"jax-runner"):
-    runner = ppid(runner)
-for name in os.listdir("/proc"):
+for pid in this_runs_zygotes():
     try:
-        pid = int(name)
-        if pid != os.getpid() and argv(pid)[1:2] == [b"-"] and (
-                ppid(pid) == runner or ppid(ppid(pid)) == runner):
-            os.kill(pid, signal.SIGKILL)
-    except (OSError, IndexError, ValueError):
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
         pass
 "#;
 
@@ -221,7 +206,10 @@ fn a_warm_script_never_starts_before_the_runner_has_its_pid() {
     for limit in [None, Some("2G")] {
         for round in 0..4 {
             let t = Tree::new();
-            t.write("m/jax/kills.py", KILLS_EVERY_ZYGOTE);
+            t.write(
+                "m/jax/kills.py",
+                &format!("{THIS_RUNS_ZYGOTES_PY}{KILLS_EVERY_ZYGOTE}"),
+            );
             let mut args = vec!["--sandbox", "off", "--jobs", "1", "--retries", "0"];
             if let Some(l) = limit {
                 args.extend(["--memory-limit", l]);
@@ -233,4 +221,44 @@ fn a_warm_script_never_starts_before_the_runner_has_its_pid() {
             assert_eq!(stdout_of(&t, "kills"), "ran", "{case}");
         }
     }
+}
+
+/// Signals PID 1 of its PID namespace (its slot's zygote, sandboxed) with every signal
+/// Python would handle or die of, and prints what each did and that zygote's start
+/// time.
+const SIGNALS_ITS_INIT: &str = r#"
+import os, signal
+done = []
+for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGUSR1):
+    try:
+        os.kill(1, sig)
+        done.append("sent")
+    except OSError as exc:
+        done.append(exc.strerror)
+with open("/proc/1/stat") as fh:
+    started = fh.read().rsplit(")", 1)[1].split()[19]
+print(started, ",".join(done))
+"#;
+
+/// A sandboxed script cannot stop its slot's zygote, the init of its PID namespace:
+/// whether a layer refuses the signals (Landlock's scope) or they reach it, the next
+/// script of the slot starts warm from the same zygote.
+#[test]
+fn a_sandboxed_script_cannot_stop_its_slots_zygote() {
+    let t = Tree::new();
+    t.write(
+        "m/jax/a_signals.py",
+        &format!("{SIGNALS_ITS_INIT}{}\n", "#".repeat(4096)),
+    );
+    t.write("m/jax/b_after.py", &format!("{SIGNALS_ITS_INIT}\n"));
+    let out = t.run(&["--sandbox", "auto", "--jobs", "1"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let mut started = Vec::new();
+    for id in ["a_signals", "b_after"] {
+        let r = t.result(id);
+        assert_eq!(r["attempts"][0]["start"], "warm", "{r}");
+        let line = stdout_of(&t, id);
+        started.push(line.split(' ').next().unwrap().to_string());
+    }
+    assert_eq!(started[0], started[1], "the slot's zygote was made again");
 }

@@ -244,38 +244,13 @@ fn live_samples_measure_the_warm_script_in_every_sandbox() {
     }
 }
 
-/// Finds the warm zygote (the runner's child whose command line is `python -`) and
-/// changes what it runs with: nice 19, SCHED_IDLE, one CPU, and `RLIMIT_NOFILE`
+/// After [`THIS_RUNS_ZYGOTES_PY`]: finds this run's zygotes (the run's, and the slot's
+/// that forked it) and changes what they run with: nice 19, SCHED_IDLE, one CPU, and `RLIMIT_NOFILE`
 /// lowered to 64 (the soft limit, or with `LOWER_HARD` the hard one too). Then leaves
 /// a mark at `$ATTACKED`. Padded so that, with no history, it is the largest script
 /// and runs first (longest expected first, by size).
-const ATTACKER: &str = r#"import json, os, resource
-parent, me = os.getppid(), os.getpid()
-
-def ppid(pid):
-    with open("/proc/%d/stat" % pid) as fh:
-        return int(fh.read().rsplit(")", 1)[1].split()[1])
-
-def argv(pid):
-    with open("/proc/%d/cmdline" % pid, "rb") as fh:
-        return fh.read().split(b"\0")[:-1]
-
-# This run's runner: the nearest ancestor that is jax-runner.
-runner = parent
-while not argv(runner)[0].endswith(b"jax-runner"):
-    runner = ppid(runner)
-zygotes = []
-for name in os.listdir("/proc"):
-    if not name.isdigit() or int(name) == me:
-        continue
-    try:
-        pid = int(name)
-        # This run's zygotes: the run's (the runner's child) and its slots'.
-        ours = ppid(pid) == runner or ppid(ppid(pid)) == runner
-        if argv(pid)[1:] == [b"-"] and ours:
-            zygotes.append(pid)
-    except (OSError, IndexError, ValueError):
-        continue
+const ATTACKER: &str = r#"import json, resource
+zygotes = this_runs_zygotes()
 nofile = resource.RLIMIT_NOFILE
 for pid in zygotes:
     os.setpriority(os.PRIO_PROCESS, pid, 19)
@@ -284,7 +259,7 @@ for pid in zygotes:
     hard = 64 if os.environ.get("LOWER_HARD") else resource.prlimit(pid, nofile)[1]
     resource.prlimit(pid, nofile, (64, hard))
 open(os.environ["ATTACKED"], "w").close()
-print(json.dumps({"zygotes": zygotes, "forked_by_one": parent in zygotes}))
+print(json.dumps({"zygotes": zygotes, "forked_by_one": os.getppid() in zygotes}))
 "#;
 
 /// What the script's process runs with, and whether the attacker ran before it.
@@ -308,7 +283,7 @@ fn stdout_json(r: &Value) -> Value {
 fn attacker_then_probe(t: &Tree) -> String {
     t.write(
         "m/jax/attacker.py",
-        &format!("{ATTACKER}{}\n", "#".repeat(4096)),
+        &format!("{THIS_RUNS_ZYGOTES_PY}{ATTACKER}{}\n", "#".repeat(4096)),
     );
     t.write("m/jax/probe.py", PROBE);
     t.dir.path().join("attacked").to_str().unwrap().to_string()

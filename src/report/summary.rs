@@ -295,6 +295,44 @@ mod tests {
     }
 
     #[test]
+    fn the_table_counts_this_runs_compilations_when_there_were_any() {
+        let line = |id: &str, compilations: u64, hits: u64| -> crate::model::ScriptSummary {
+            serde_json::from_value(serde_json::json!({
+                "id": id, "status": "succeeded", "execution_time_s": 1.0,
+                "cpu_user_s": 1.0, "cpu_system_s": 0.0, "peak_memory_mb": 1.0,
+                "attempts": 1, "class": "succeeded", "device_requested": "cpu",
+                "device_used": "cpu", "fallback": false, "device_mismatch": false,
+                "leaks": 0, "results_file": format!("{id}_results.json"),
+                "compilations": compilations, "cache_hits": hits,
+                "cache_misses": compilations - hits,
+            }))
+            .unwrap()
+        };
+        let run = || crate::model::test_run_info(serde_json::json!({}));
+        let m = PerformanceMetrics::build(
+            run(),
+            vec![line("a", 32, 30), line("b", 35, 0)],
+            vec![],
+            vec![],
+        );
+        assert_eq!(
+            (
+                m.totals.compilations,
+                m.totals.cache_hits,
+                m.totals.cache_misses
+            ),
+            (67, 30, 37)
+        );
+        let table = run_table(&m);
+        assert!(
+            table.contains("compilations: 67 (30 from the persistent cache, 37 missed it)\n"),
+            "{table}"
+        );
+        let none = PerformanceMetrics::build(run(), vec![line("a", 0, 0)], vec![], vec![]);
+        assert!(!run_table(&none).contains("compilations"));
+    }
+
+    #[test]
     fn a_long_missing_list_ends_in_one_counting_line() {
         let missing: Vec<String> = (0..200_000).map(|i| format!("gone/{i}.py")).collect();
         let mut out = String::new();

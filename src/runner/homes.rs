@@ -93,13 +93,7 @@ impl SlotHome {
     /// Whether the slot's zygote is still there to fork scripts (not gone, not a
     /// zombie).
     fn zygote_alive(&self) -> bool {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.zygote.pid()))
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .map(|(_, rest)| rest.trim_start().to_string())
-            })
-            .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+        !super::sys::ended(self.zygote.pid() as u32)
     }
 }
 

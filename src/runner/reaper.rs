@@ -60,13 +60,7 @@ fn command_line(pid: u32) -> String {
 }
 
 fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
+    sys::state(pid) == Some('Z')
 }
 
 /// Finds every live process carrying `token` among `seen` (PIDs sampled from the

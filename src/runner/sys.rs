@@ -67,14 +67,22 @@ pub fn has_exited(pid: libc::pid_t) -> bool {
     };
     // Not the runner's child (a script a slot's zygote forked): a zombie, or gone.
     if rc != 0 {
-        return match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(stat) => stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-            Err(_) => true,
-        };
+        return ended(pid as u32);
     }
     exited
+}
+
+/// The state letter of `pid` in `/proc/<pid>/stat` (`R`, `S`, `Z`, …); `None` once
+/// it is gone.
+pub fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.trim_start().chars().next()
+}
+
+/// Whether `pid` has ended: gone, or a zombie (or dead) waiting to be reaped.
+pub fn ended(pid: u32) -> bool {
+    !matches!(state(pid), Some(c) if c != 'Z' && c != 'X')
 }
 
 /// Sends `signal` to every process in group `pgid`; a group already gone is fine.

@@ -301,8 +301,7 @@ fn wait_adopted(pid: libc::pid_t) -> std::io::Result<super::sys::Exit> {
     loop {
         match super::sys::wait4(pid) {
             Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
-                let there = std::path::Path::new(&format!("/proc/{pid}")).exists();
-                if !there {
+                if super::sys::state(pid as u32).is_none() {
                     tracing::warn!(
                         pid,
                         "the script's zygote died before saying how the script ended"

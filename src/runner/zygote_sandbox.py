@@ -73,16 +73,23 @@ def be_init(req, fds):
     wait_as_init(script)
 
 
+def take_no_signal_from_inside():
+    """For the init of a PID namespace: the kernel's default action for every signal
+    Python handles, which for an init is to ignore any sent from inside its namespace
+    (a script's SIGINT would otherwise raise KeyboardInterrupt in it)."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def wait_as_init(script):
     """The rest of the init's life: wait for the script, reap whatever else ends, and
     exit as a cold sandbox's init does, with the script's code or 128 + the signal
     that killed it. When it exits, the kernel ends the namespace and all left in it.
     Only the kernel's default actions from here: an init ignores what it does not
     handle, so nothing inside can stop it but the end of the script."""
-    import signal
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_DFL)
+    take_no_signal_from_inside()
     while True:
         try:
             pid, status = os.wait()

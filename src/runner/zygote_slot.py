@@ -77,6 +77,8 @@ def become_slot(sock, runner, middle):
     LIBC.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL: die with the runner
     if host_parent() != runner:
         os._exit(0)
+    if SANDBOXED:
+        take_no_signal_from_inside()  # the init of the slot's PID namespace
     CONTROL.close()
     CONTROL = socket.socket(fileno=sock)
     try:

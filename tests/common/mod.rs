@@ -296,3 +296,34 @@ pub fn wait_for_line(log: &Path, needle: &str) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Python a test script starts with to reach the zygotes of its own run, never
+/// another run's (tests run side by side): `runner`, the nearest ancestor that is
+/// jax-runner, and `this_runs_zygotes()`, the processes running `python -` that are
+/// the runner's children (the run's zygote, a slot's) or its zygote's.
+pub const THIS_RUNS_ZYGOTES_PY: &str = r#"import os
+
+def ppid(pid):
+    with open("/proc/%d/stat" % pid) as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+def argv(pid):
+    with open("/proc/%d/cmdline" % pid, "rb") as fh:
+        return fh.read().split(b"\0")[:-1]
+
+runner = os.getppid()
+while not argv(runner)[0].endswith(b"jax-runner"):
+    runner = ppid(runner)
+
+def this_runs_zygotes():
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            pid = int(name)
+            ours = ppid(pid) == runner or ppid(ppid(pid)) == runner
+            if pid != os.getpid() and ours and argv(pid)[1:2] == [b"-"]:
+                found.append(pid)
+        except (OSError, IndexError, ValueError):
+            pass
+    return found
+"#;
