@@ -4,6 +4,7 @@
 
 mod cache;
 mod dry;
+mod local;
 mod prepare;
 mod reporters;
 mod schedule;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::discover;
 use super::schedule::{schedule, Inputs, Schedule};
 pub use super::surroundings::choose_sandbox;
-use super::surroundings::{compilation_cache, sandbox_info, seccomp_filter, warm_start};
+use super::surroundings::compilation_cache;
 use crate::config::RunConfig;
 use crate::discovery::Discovery;
 use crate::doctor::{self, DoctorReport, Live};
@@ -22,13 +22,8 @@ use crate::plan::{plan, ray_plan, Cluster, Plan};
 use crate::python::{Interpreter, Resolver};
 use crate::report::gnn::GnnEntry;
 use crate::results::past::History;
-use crate::runner::backends::{self, Shared};
 use crate::runner::ray::RayClient;
-use crate::runner::{telemetry, Backend};
-use crate::sandbox::bwrap;
-use crate::sandbox::layers::Sandboxing;
-use crate::sandbox::policy::SandboxSetup;
-use crate::sandbox::user::Identity;
+use crate::runner::Backend;
 
 /// Everything decided before the first script starts.
 #[derive(Debug)]
@@ -78,6 +73,23 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         }
         _ => None,
     };
+    let missing_layers = match (&sandboxing, &config.ray) {
+        (Ok(s), None) => s.missing(),
+        _ => None,
+    };
+    // Said after the plan's warnings, in the order they were always said.
+    let mut later = Vec::new();
+    let compilation_cache = compilation_cache(config, sandboxing.is_ok(), &mut later);
+    // The backend is begun here, so that the zygote imports jax while the pre-flight,
+    // the history and the schedule's fingerprints are made (issue 34's item 3).
+    let (begun, sandboxing) = match &interpreter {
+        Some(interp) if !config.dry_run => {
+            let begun =
+                super::local::begin(config, interp, sandboxing, &compilation_cache, &mut later)?;
+            (Some(begun), None)
+        }
+        _ => (None, Some(sandboxing)),
+    };
     let environment = match &interpreter {
         // On a Ray cluster this machine's GPUs do not matter: the cluster check did it.
         Some(interp) if config.preflight && config.ray.is_none() => {
@@ -96,16 +108,14 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         &history,
         &mut warnings,
     );
-    if let (Ok(s), None) = (&sandboxing, &config.ray) {
-        warnings.extend(s.missing());
-    }
+    warnings.extend(missing_layers);
     warnings.extend(xla_preset_conflicts(config));
     if let (Some(reason), false) = (&plan.gpu_unusable, config.fallback_to_cpu) {
         warnings.push(format!(
             "GPU requested but unusable ({reason}) and --fallback none: scripts will fail"
         ));
     }
-    let compilation_cache = compilation_cache(config, sandboxing.is_ok(), &mut warnings);
+    warnings.extend(later);
     // Placed with the scripts the selection left out: a model's layout is the same
     // whatever `-k` picks, and their step-12 files are still theirs.
     let gnn = config.gnn_layout.then(|| {
@@ -123,8 +133,8 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         history: &history,
         gnn: gnn.as_ref(),
     });
-    let (execution, dry) = match inputs {
-        Some(inputs) if config.dry_run => {
+    let (execution, dry) = match (inputs, begun, sandboxing) {
+        (Some(inputs), None, Some(sandboxing)) => {
             let dry = super::dry::DryPlan::new(
                 config,
                 &plan,
@@ -134,18 +144,12 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
             );
             (None, Some(dry))
         }
-        Some(inputs) => {
-            let setup = setup(
-                config,
-                inputs.interp,
-                sandboxing,
-                &compilation_cache,
-                &mut warnings,
-            )?;
-            let exec = execution(inputs, setup, &mut warnings).await;
+        (Some(inputs), Some(begun), _) => {
+            let order = schedule(&inputs);
+            let exec = super::local::finish(begun, order, &mut warnings).await;
             (Some(exec), None)
         }
-        None => (None, None),
+        _ => (None, None),
     };
     let sandbox_layers = execution
         .as_ref()
@@ -208,191 +212,6 @@ fn plan_run(
     plan.jobs = jobs;
     warnings.extend(lowered);
     plan
-}
-
-/// Who the scripts are on the host, and the cache they write: a root runner's take
-/// an unused uid for the run (never for a dry run, which holds nothing).
-fn setup(
-    config: &RunConfig,
-    interp: &Interpreter,
-    sandboxing: Result<Sandboxing, String>,
-    compilation_cache: &Option<PathBuf>,
-    warnings: &mut Vec<String>,
-) -> Result<Setup, Error> {
-    let identity = match sandboxing.is_ok() {
-        true => Identity::for_tree(&config.output_dir).map_err(|e| {
-            Error::Config(crate::error::ConfigError::SandboxUnavailable {
-                reason: format!("failed to choose the sandbox user: {e}"),
-                hint: "run jax-runner as an ordinary user, or with --sandbox off",
-            })
-        })?,
-        false => Identity::current(),
-    };
-    let no_view = sandboxing.as_ref().is_ok_and(|s| !s.has_view());
-    if no_view {
-        reachable(config, interp, &identity)?;
-    }
-    let compilation_cache = match (compilation_cache, sandboxing.is_ok()) {
-        (Some(dir), true) => match identity.closed_on_the_way(dir).filter(|_| no_view) {
-            Some((closed, mode)) => {
-                warnings.push(format!(
-                    "compilation cache disabled: the sandbox user cannot pass through {} (mode {mode:04o}) to {}; pass --compilation-cache with a folder outside it",
-                    closed.display(),
-                    dir.display()
-                ));
-                None
-            }
-            None => give_cache(dir, &identity, warnings),
-        },
-        (cache, _) => cache.clone(),
-    };
-    Ok(Setup {
-        sandboxing,
-        identity: Arc::new(identity),
-        compilation_cache,
-    })
-}
-
-/// For a root runner whose scripts get no view of their own (nothing bridges a
-/// folder closed to the sandbox user, such as `/root`): that the user reaches the
-/// interpreter's installation, the tree and the results, else why not and what to do.
-fn reachable(config: &RunConfig, interp: &Interpreter, identity: &Identity) -> Result<(), Error> {
-    let needed = bwrap::python_paths(&interp.path, &interp.info)
-        .into_iter()
-        .map(|p| ("the interpreter's installation", p))
-        .chain([
-            ("the tree", config.output_dir.clone()),
-            ("the results folder", config.results_dir.clone()),
-        ]);
-    for (what, path) in needed {
-        if let Some((closed, mode)) = identity.closed_on_the_way(&path) {
-            return Err(Error::Config(
-                crate::error::ConfigError::SandboxCannotReach {
-                    uid: identity.uid,
-                    what,
-                    needed: path,
-                    closed,
-                    mode,
-                },
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The compilation cache given to the sandbox user, who writes it; `None` (and a
-/// warning) when that fails.
-fn give_cache(
-    dir: &std::path::Path,
-    identity: &Identity,
-    warnings: &mut Vec<String>,
-) -> Option<PathBuf> {
-    match identity.own_all(dir) {
-        Ok(()) => Some(dir.to_path_buf()),
-        Err(e) => {
-            warnings.push(format!(
-                "compilation cache disabled: failed to give {} to the sandbox user: {e}",
-                dir.display()
-            ));
-            None
-        }
-    }
-}
-
-/// How the run's scripts are sandboxed, as decided before the backend is made.
-struct Setup {
-    sandboxing: Result<Sandboxing, String>,
-    identity: Arc<Identity>,
-    compilation_cache: Option<PathBuf>,
-}
-
-/// The backend, and which scripts run in what order.
-async fn execution(inputs: Inputs<'_>, setup: Setup, warnings: &mut Vec<String>) -> Execution {
-    let Setup {
-        sandboxing,
-        identity,
-        compilation_cache,
-    } = setup;
-    let Inputs {
-        config,
-        interp,
-        gnn,
-        ..
-    } = inputs;
-    let shim_dir = match telemetry::install(&crate::paths::cache_dir()) {
-        Ok(dir) => Some(dir),
-        Err(e) => {
-            warnings.push(format!(
-                "device telemetry disabled: failed to install the shim: {e}"
-            ));
-            None
-        }
-    };
-    let seccomp = match (&sandboxing, &config.ray) {
-        (Ok(s), None) => seccomp_filter(s, config.may_use_gpu(), warnings),
-        _ => Vec::new(),
-    };
-    let sandbox_info = sandbox_info(config, &sandboxing, &identity, !seccomp.is_empty());
-    let shared = Shared {
-        config: config.clone(),
-        compilation_cache,
-        shim_dir: shim_dir.clone(),
-        run_token: format!(
-            "{}-{}",
-            std::process::id(),
-            crate::paths::rfc3339(std::time::SystemTime::now())
-        ),
-    };
-    let backend: Arc<dyn Backend> = match &config.ray {
-        Some(r) => Arc::new(backends::Ray {
-            shared,
-            client: RayClient::new(&r.address, r.token.clone()),
-            max_return: r.max_return,
-        }),
-        None => {
-            let sandboxing_has_view = sandboxing.as_ref().is_ok_and(|s| s.has_view());
-            let sandbox = sandboxing.ok().map(|sandboxing| SandboxSetup {
-                sandboxing,
-                home: config.environment.var_os("HOME").map(PathBuf::from),
-                python_paths: bwrap::python_paths(&interp.path, &interp.info),
-                seccomp,
-                identity,
-                helper: bwrap::helper(),
-                // Only a run without a view of its own needs one; a failure to make it
-                // fails each attempt with the reason.
-                private_root: match sandboxing_has_view {
-                    true => std::env::temp_dir(),
-                    false => crate::sandbox::policy::private_root()
-                        .unwrap_or_else(|_| std::env::temp_dir().join("jax-runner-unavailable")),
-                },
-            });
-            if gnn.is_some() {
-                // The zygote binds the data folders' roots as they are when it starts.
-                // Made without following a link planted on its path since the check.
-                let _ = crate::confined::make_dir(&config.step12_dir);
-            }
-            let inside = sandbox.as_ref().map(|sb| sb.zygote(shared.place()));
-            let warm = warm_start(config, interp, inside, shim_dir, warnings).await;
-            let sentinel = crate::runner::sentinel::start(
-                &format!("{}:", shared.run_token),
-                &crate::runner::limits::parent_dirs(),
-            );
-            Arc::new(backends::Local {
-                sentinel,
-                shared,
-                python: interp.path.clone(),
-                sandbox,
-                cold_reason: warm.as_ref().err().cloned(),
-                zygote: warm.ok(),
-                homes: Default::default(),
-            })
-        }
-    };
-    Execution {
-        backend,
-        sandbox_info,
-        schedule: schedule(&inputs),
-    }
 }
 
 /// The interpreter, resolved off the async threads (a first run builds a venv).

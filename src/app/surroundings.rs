@@ -130,17 +130,21 @@ fn cache_folder(config: &RunConfig, sandboxed: bool) -> Option<PathBuf> {
     }
 }
 
-/// The warm-start zygote, when warm start is on and possible; otherwise why every
-/// script of the run starts cold (each result says so in `cold_start_reason`).
+/// A zygote importing jax, not yet awaited: the run's other preparations (the
+/// pre-flight, the history, each script's fingerprint) go on meanwhile.
+pub(super) type Starting = tokio::task::JoinHandle<Result<Zygote, String>>;
+
+/// Starts the warm-start zygote, when warm start is on and possible; otherwise why
+/// every script of the run starts cold (each result says so in `cold_start_reason`).
 /// `sandbox` is `None` for an unsandboxed run, else how to start the zygote inside the
-/// sandbox (or why that cannot be done here).
-pub(super) async fn warm_start(
+/// sandbox (or why that cannot be done here). [`ready`] waits for it.
+pub(super) fn start_zygote(
     config: &RunConfig,
     interp: &Interpreter,
     sandbox: Option<Result<ZygoteSandbox, String>>,
-    shim_dir: Option<PathBuf>,
+    shim_dir: Option<&std::path::Path>,
     warnings: &mut Vec<String>,
-) -> Result<Arc<Zygote>, String> {
+) -> Result<Starting, String> {
     if config.warm_start == WarmStart::Off {
         return Err("--warm-start off".into());
     }
@@ -158,17 +162,24 @@ pub(super) async fn warm_start(
         None => None,
     };
     let pass = sandbox.as_ref().map(|_| config.pass_env.as_slice());
-    let env = zygote_env(&config.environment, shim_dir.as_deref(), pass);
-    let python = interp.path.clone();
+    let env = zygote_env(&config.environment, shim_dir, pass);
     // Forked from this worker thread, which lives as long as the run (see
     // `Zygote::launch`); only the wait for it goes to the blocking pool.
-    let started = match Zygote::launch(&python, &env, sandbox.as_ref()) {
-        Ok(zygote) => tokio::task::spawn_blocking(move || zygote.wait_ready().map(|()| zygote))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string())),
-        Err(e) => Err(e.to_string()),
-    };
+    let started = Zygote::launch(&interp.path, &env, sandbox.as_ref());
+    Ok(tokio::task::spawn_blocking(move || {
+        let zygote = started.map_err(|e| e.to_string())?;
+        zygote.wait_ready().map_err(|e| e.to_string())?;
+        Ok(zygote)
+    }))
+}
+
+/// The zygote [`start_zygote`] started, once it has imported jax; otherwise why every
+/// script starts cold (and a warning when it failed to start).
+pub(super) async fn ready(
+    starting: Result<Starting, String>,
+    warnings: &mut Vec<String>,
+) -> Result<Arc<Zygote>, String> {
+    let started = starting?.await.map_err(|e| e.to_string()).and_then(|r| r);
     started.map(Arc::new).map_err(|reason| {
         warnings.push(format!(
             "warm start unavailable, scripts start cold: {reason}"
