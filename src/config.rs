@@ -11,6 +11,7 @@ use crate::model::{Device, Reuse, SandboxMode, Setting, XlaPreset};
 use crate::retry::RetryPolicy;
 
 mod choices;
+mod cluster;
 mod exports;
 pub mod layers;
 mod options;
@@ -98,6 +99,8 @@ pub struct RunConfig {
     pub jax_trace: bool,
     /// `--backend ray`: the cluster's dashboard address and token.
     pub ray: Option<RayOptions>,
+    /// `--backend slurm`: where and how jobs are submitted.
+    pub slurm: Option<SlurmOptions>,
     /// `-k/--filter` and `--exclude`: the scripts this run takes.
     pub selection: Selection,
     /// `--fail-fast` (1) or `--max-fail N`: no script starts after this many failures.
@@ -162,6 +165,19 @@ pub struct RayOptions {
     pub max_return: u64,
 }
 
+/// How Slurm jobs are submitted (`--slurm-*`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlurmOptions {
+    /// `--slurm-partition`.
+    pub partition: Option<String>,
+    /// `--slurm-account`.
+    pub account: Option<String>,
+    /// `--slurm-qos`.
+    pub qos: Option<String>,
+    /// `--slurm-arg`, each passed to sbatch as given.
+    pub args: Vec<String>,
+}
+
 /// `--warm-start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WarmStart {
@@ -207,6 +223,12 @@ impl RunConfig {
             None => CompilationCache::Dir(CompilationCache::default_dir()),
         };
         let ray = ray_options(&opts)?;
+        let slurm = (opts.cluster.backend == Backend::Slurm).then(|| SlurmOptions {
+            partition: opts.cluster.slurm_partition.clone(),
+            account: opts.cluster.slurm_account.clone(),
+            qos: opts.cluster.slurm_qos.clone(),
+            args: opts.cluster.slurm_arg.clone(),
+        });
         let gpu_share = gpu_share(opts.gpu_share.as_deref())?;
         let retry_on = retry_on(opts.retry_on.as_deref())?;
         let extra_env = extra_env(&opts.env)?;
@@ -248,6 +270,7 @@ impl RunConfig {
             },
             extra_env,
             ray,
+            slurm,
             sandbox: opts.sandbox,
             memory_limit: opts.memory_limit,
             max_procs: opts.max_procs,

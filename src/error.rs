@@ -230,6 +230,8 @@ pub enum Error {
     Report(#[from] ReportError),
     #[error(transparent)]
     Ray(#[from] RayError),
+    #[error(transparent)]
+    Slurm(#[from] SlurmError),
     #[error("failed to start the async runtime")]
     Runtime(#[source] std::io::Error),
     /// A stop request (SIGINT, SIGTERM, SIGHUP) came before the first script started.
@@ -255,6 +257,32 @@ pub enum RayError {
     NoGpu { address: String },
     #[error("failed to package {path}: {message}")]
     Package { path: PathBuf, message: String },
+}
+
+/// A Slurm failure: a client command that would not answer, or a cluster that cannot
+/// run what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SlurmError {
+    #[error("failed to run {command}: {source}; is Slurm's client (sbatch, squeue, scontrol, scancel, sinfo) on PATH?")]
+    Missing {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{command}` failed: {stderr}")]
+    Refused { command: String, stderr: String },
+    #[error("the Slurm partition {partition:?} does not exist (sinfo lists: {known}); pass --slurm-partition with one of them")]
+    NoPartition { partition: String, known: String },
+    #[error("the Slurm partition {partition} has no GPU (no gpu GRES on its nodes), and a GPU run was asked for: use --device cpu, or --slurm-partition with GPUs")]
+    NoGpu { partition: String },
+    #[error("failed to write the job's files in {path}: {source}")]
+    Files {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the compute node {node} cannot see {path}: the tree and its results must be on a file system the nodes share (run jax-runner from such a folder, or use --backend local inside an allocation)")]
+    NotShared { node: String, path: PathBuf },
 }
 
 /// Why bubblewrap cannot sandbox scripts on this machine.

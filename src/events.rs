@@ -44,6 +44,23 @@ pub enum RunEvent {
         /// Worker slot running it, from 0 to jobs - 1 (the timeline's row).
         slot: usize,
     },
+    /// A Slurm job was submitted for an attempt (`--backend slurm`): it waits in the
+    /// queue until [`RunEvent::JobRunning`].
+    JobQueued {
+        /// The script's id.
+        id: String,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// Slurm's job id.
+        job_id: String,
+    },
+    /// The attempt's Slurm job left the queue and runs on a node.
+    JobRunning {
+        /// The script's id.
+        id: String,
+        /// The attempt, from 1.
+        attempt: u32,
+    },
     /// A running attempt's resources, about once a second.
     Sample {
         /// Script id.

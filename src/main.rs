@@ -53,6 +53,15 @@ fn main() -> ExitCode {
             .collect();
         return ExitCode::from(jax_runner::runner::sentinel::run(&rest) as u8);
     }
+    // A Slurm job of a run, on its compute node (never started by a user): see
+    // `runner::slurm`.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(jax_runner::runner::slurm::JOB_ARG))
+    {
+        let request = std::env::args_os().nth(2).unwrap_or_default();
+        let code = jax_runner::app::slurm_job(std::path::Path::new(&request));
+        return ExitCode::from(code.clamp(0, 255) as u8);
+    }
     // The one read of the parent's environment: every later decision asks this.
     let env = Arc::new(Environment::capture());
     let parsed = match layers::parse(std::env::args_os().collect(), &env) {
@@ -137,7 +146,7 @@ fn main() -> ExitCode {
 fn exit_code(err: &Error) -> u8 {
     match err {
         Error::Config(_) | Error::Discovery(_) | Error::Python(_) | Error::Runtime(_) => EXIT_USAGE,
-        Error::Report(_) | Error::Ray(_) => EXIT_USAGE,
+        Error::Report(_) | Error::Ray(_) | Error::Slurm(_) => EXIT_USAGE,
         Error::Interrupted => EXIT_INTERRUPTED,
     }
 }

@@ -22,7 +22,9 @@ impl Plan {
 /// What a Ray cluster offers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cluster {
-    pub ray_version: String,
+    /// What it is, for the plan's reason: `Ray cluster (Ray 2.9.0)`, `Slurm 22.05.8,
+    /// partition debug`.
+    pub what: String,
     pub gpus: f64,
     pub cpus: f64,
 }
@@ -165,7 +167,7 @@ fn cpu_slots(history_peak_mb: Option<f64>) -> usize {
     cores.min(fit.max(1))
 }
 
-/// A Ray run: the cluster decides. `auto` takes a GPU when the cluster has one (the
+/// A Ray or Slurm run: the cluster decides. `auto` takes a GPU when the cluster has one (the
 /// check before the run refused `gpu` on a cluster without); jobs default to the
 /// cluster's CPUs, or its GPUs for a GPU run.
 pub fn ray_plan(config: &RunConfig, cluster: &Cluster) -> Plan {
@@ -186,8 +188,8 @@ pub fn ray_plan(config: &RunConfig, cluster: &Cluster) -> Plan {
         gpu_unusable: None,
         gpu: None,
         reason: format!(
-            "Ray cluster (Ray {}): {} CPU, {} GPU",
-            cluster.ray_version, cluster.cpus, cluster.gpus
+            "{}: {} CPU, {} GPU",
+            cluster.what, cluster.cpus, cluster.gpus
         ),
     }
 }

@@ -33,23 +33,6 @@ fn sample_scripts_are_rendered_from_the_templates() {
 }
 
 #[cfg(feature = "integration")]
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in walkdir::WalkDir::new(from) {
-        let entry = entry.unwrap();
-        let rel = entry.path().strip_prefix(from).unwrap();
-        if rel.starts_with("execution_results") {
-            continue;
-        }
-        let dest = to.join(rel);
-        if entry.file_type().is_dir() {
-            std::fs::create_dir_all(&dest).unwrap();
-        } else {
-            std::fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
-}
-
-#[cfg(feature = "integration")]
 #[test]
 fn the_sample_runs_and_each_model_writes_its_simulation_results() {
     let t = Tree::new();

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::prepare::Execution;
 use super::schedule::Schedule;
 use super::surroundings::{ready, sandbox_info, seccomp_filter, start_zygote, Starting};
 use crate::config::RunConfig;
@@ -20,6 +19,14 @@ use crate::sandbox::layers::Sandboxing;
 use crate::sandbox::policy::SandboxSetup;
 use crate::sandbox::user::Identity;
 
+/// What the runner needs.
+#[derive(Debug)]
+pub struct Execution {
+    pub backend: Arc<dyn Backend>,
+    pub sandbox_info: SandboxInfo,
+    pub schedule: Schedule,
+}
+
 /// The backend's parts, made; on a local run the zygote may still be importing jax.
 pub(super) struct Begun {
     shared: Shared,
@@ -30,6 +37,7 @@ pub(super) struct Begun {
 /// Where the scripts go.
 enum Kind {
     Ray,
+    Slurm(Box<crate::runner::slurm::Slurm>),
     Local(Box<LocalParts>),
 }
 
@@ -87,6 +95,14 @@ pub(super) fn begin(
             kind: Kind::Ray,
         });
     }
+    if config.slurm.is_some() {
+        let slurm = super::slurm::backend(&shared, interp)?;
+        return Ok(Begun {
+            shared,
+            sandbox_info,
+            kind: Kind::Slurm(Box::new(slurm)),
+        });
+    }
     let sandboxing_has_view = sandboxing.as_ref().is_ok_and(|s| s.has_view());
     let sandbox = sandboxing.ok().map(|sandboxing| SandboxSetup {
         sandboxing,
@@ -127,12 +143,26 @@ pub(super) async fn finish(
     schedule: Schedule,
     warnings: &mut Vec<String>,
 ) -> Execution {
-    let Begun {
-        shared,
+    let sandbox_info = begun.sandbox_info.clone();
+    Execution {
+        backend: backend(begun, warnings).await,
         sandbox_info,
-        kind,
-    } = begun;
-    let backend: Arc<dyn Backend> = match kind {
+        schedule,
+    }
+}
+
+impl Begun {
+    /// What confines the scripts, as the run records it.
+    pub(super) fn sandbox_info(&self) -> &SandboxInfo {
+        &self.sandbox_info
+    }
+}
+
+/// The backend, once the zygote is ready (or known not to be).
+pub(super) async fn backend(begun: Begun, warnings: &mut Vec<String>) -> Arc<dyn Backend> {
+    let Begun { shared, kind, .. } = begun;
+    match kind {
+        Kind::Slurm(slurm) => Arc::new(*slurm),
         Kind::Ray => {
             let r = shared
                 .config
@@ -166,11 +196,6 @@ pub(super) async fn finish(
                 homes: Default::default(),
             })
         }
-    };
-    Execution {
-        backend,
-        sandbox_info,
-        schedule,
     }
 }
 

@@ -5,9 +5,12 @@
 mod cache;
 mod dry;
 mod local;
+mod node;
+pub use node::slurm_job;
 mod prepare;
 mod reporters;
 mod schedule;
+mod slurm;
 mod surroundings;
 
 use std::sync::{Arc, Mutex};

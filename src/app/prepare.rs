@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::discover;
-use super::schedule::{schedule, Inputs, Schedule};
+use super::schedule::{schedule, Inputs};
 pub use super::surroundings::choose_sandbox;
 use super::surroundings::compilation_cache;
 use crate::config::RunConfig;
@@ -17,13 +17,12 @@ use crate::doctor::{self, DoctorReport, Live};
 use crate::environment::Environment;
 use crate::error::Error;
 use crate::listing::{bounded_messages, first_named, LISTED, NAMED};
-use crate::model::{Device, Platform, SandboxInfo};
+use crate::model::{Device, Platform};
 use crate::plan::{plan, ray_plan, Cluster, Plan};
 use crate::python::{Interpreter, Resolver};
 use crate::report::gnn::GnnEntry;
 use crate::results::past::History;
 use crate::runner::ray::RayClient;
-use crate::runner::Backend;
 
 /// Everything decided before the first script starts.
 #[derive(Debug)]
@@ -47,13 +46,7 @@ pub struct Prepared {
     pub dry: Option<super::dry::DryPlan>,
 }
 
-/// What the runner needs.
-#[derive(Debug)]
-pub struct Execution {
-    pub backend: Arc<dyn Backend>,
-    pub sandbox_info: SandboxInfo,
-    pub schedule: Schedule,
-}
+pub use super::local::Execution;
 
 /// Prepares a run of `config`.
 pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
@@ -70,6 +63,9 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         (Some(r), Some(_)) => {
             let client = RayClient::new(&r.address, r.token.clone());
             Some(client.check(config.device == Device::Gpu).await?)
+        }
+        (None, Some(_)) if config.slurm.is_some() => {
+            Some(super::slurm::check(config, &mut warnings).await?)
         }
         _ => None,
     };
@@ -92,7 +88,7 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
     };
     let environment = match &interpreter {
         // On a Ray cluster this machine's GPUs do not matter: the cluster check did it.
-        Some(interp) if config.preflight && config.ray.is_none() => {
+        Some(interp) if config.preflight && config.ray.is_none() && config.slurm.is_none() => {
             let (config, interp) = (config.clone(), interp.clone());
             tokio::task::spawn_blocking(move || preflight(&config, &interp))
                 .await

@@ -23,6 +23,13 @@ pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Sandboxing, String>, 
     if config.ray.is_some() {
         return Ok(Err("scripts run on the Ray cluster".into()));
     }
+    if config.slurm.is_some() {
+        // Each job's node confines its script with the layers it has: every attempt's
+        // `slurm.sandbox_layers` says which.
+        return Ok(Err(
+            "scripts run as Slurm jobs, sandboxed by each node".into()
+        ));
+    }
     let mode = config.sandbox;
     if mode == SandboxMode::Off {
         return Ok(Err("--sandbox off".into()));

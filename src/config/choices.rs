@@ -9,6 +9,8 @@ use clap::ValueEnum;
 pub enum Backend {
     Local,
     Ray,
+    /// Each attempt a Slurm batch job (`sbatch`), run on the node by jax-runner itself.
+    Slurm,
 }
 
 /// `--layout`: whether GNN's step-12 layout is written too.

@@ -162,45 +162,9 @@ pub struct RunOptions {
         default_value = "auto"
     )]
     pub warm_start: WarmStart,
-    /// Where scripts run: here, or as jobs on a Ray cluster (--ray-address).
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_enum,
-        ignore_case = true,
-        default_value = "local",
-        help_heading = "Backend"
-    )]
-    pub backend: Backend,
-    /// The Ray cluster's dashboard address, e.g. http://head-node:8265 (also
-    /// RAY_ADDRESS).
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "URL",
-        help_heading = "Backend"
-    )]
-    pub ray_address: Option<String>,
-    /// Bearer token for Ray clusters with token authentication (better given as
-    /// JAX_RUNNER_RAY_TOKEN: a command line is visible to other users).
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "TOKEN",
-        help_heading = "Backend"
-    )]
-    pub ray_token: Option<String>,
-    /// The largest data folder a Ray job sends back (compressed, through its log);
-    /// a larger one stays on the cluster and the result says where.
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "SIZE",
-        default_value = "50M",
-        value_parser = parse_size,
-        help_heading = "Backend"
-    )]
-    pub ray_max_return: u64,
+    /// Where scripts run, and the cluster's options.
+    #[command(flatten)]
+    pub cluster: super::cluster::ClusterOptions,
     /// Skip scripts whose previous success still matches.
     ///
     /// A success in this results folder matches when its source, interpreter, jax, device

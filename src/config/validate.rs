@@ -115,10 +115,10 @@ pub(super) fn extra_env(pairs: &[String]) -> Result<Vec<(String, String)>, Confi
 /// `--backend ray`: the dashboard URL and token.
 /// Only `--backend ray` uses the address (RAY_ADDRESS may be set for other tools).
 pub(super) fn ray_options(opts: &RunOptions) -> Result<Option<RayOptions>, ConfigError> {
-    if opts.backend != Backend::Ray {
+    if opts.cluster.backend != Backend::Ray {
         return Ok(None);
     }
-    match &opts.ray_address {
+    match &opts.cluster.ray_address {
         None => Err(invalid(
             "--ray-address",
             "",
@@ -126,8 +126,8 @@ pub(super) fn ray_options(opts: &RunOptions) -> Result<Option<RayOptions>, Confi
         )),
         Some(a) if a.starts_with("http://") || a.starts_with("https://") => Ok(Some(RayOptions {
             address: a.clone(),
-            token: opts.ray_token.clone(),
-            max_return: opts.ray_max_return,
+            token: opts.cluster.ray_token.clone(),
+            max_return: opts.cluster.ray_max_return,
         })),
         Some(a) => Err(invalid(
             "--ray-address",

@@ -31,7 +31,7 @@ pub use summary::ScriptSummary;
 pub use timestamp::Timestamp;
 pub use vocab::{
     Device, ExceptionInfo, FailureClass, GpuMemorySource, Leak, MemorySource, Platform, RayJob,
-    Reuse, SandboxMode, SourceFrame, XlaPreset,
+    Reuse, SandboxMode, SlurmJob, SourceFrame, XlaPreset,
 };
 
 /// Bumped whenever a field changes meaning or disappears (additions keep it).

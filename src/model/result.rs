@@ -80,6 +80,9 @@ pub struct Attempt {
     /// The Ray job that ran this attempt (`--backend ray`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub ray: Option<RayJob>,
+    /// The Slurm job that ran this attempt (`--backend slurm`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub slurm: Option<super::SlurmJob>,
     /// `warm` (forked from the zygote that had jax imported) or `cold` (a fresh
     /// interpreter).
     #[serde(default = "cold")]

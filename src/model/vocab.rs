@@ -170,6 +170,40 @@ pub struct Leak {
     pub command: String,
 }
 
+/// The Slurm job that ran an attempt (`--backend slurm`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SlurmJob {
+    /// The job's id, as `sbatch --parsable` gave it.
+    pub job_id: String,
+    /// Its last state as Slurm showed it (`COMPLETED`, `FAILED`, `TIMEOUT`,
+    /// `CANCELLED`, `NODE_FAIL`, `PREEMPTED`, `OUT_OF_MEMORY`, …).
+    pub state: String,
+    /// Slurm's reason for that state, when it gave one (`NonZeroExitCode`,
+    /// `TimeLimit`, …).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reason: Option<String>,
+    /// The node it ran on.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub node: Option<String>,
+    /// Slurm's `ExitCode` (`code:signal`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub exit_code: Option<String>,
+    /// Seconds the job waited in the queue before it ran (not part of the attempt's
+    /// duration, which is the script's own run on the node).
+    pub queued_s: f64,
+    /// Whether jax-runner on the node recorded the attempt (its streams, CPU time,
+    /// memory, telemetry, sandbox). False when the job ended before it could: the
+    /// attempt is then told from Slurm's state alone.
+    #[serde(default)]
+    pub reported: bool,
+    /// The layers the node confined the script with (each node sandboxes as it can).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub sandbox_layers: Vec<String>,
+    /// This run cancelled the job (`scancel`: Ctrl-C, `--fail-fast=now`).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub cancelled: bool,
+}
+
 /// Where a job ran.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RayJob {

@@ -158,6 +158,18 @@ impl Reporter for LogReporter {
                 )
             }
             RunEvent::Sample { .. } => {}
+            RunEvent::JobQueued {
+                id,
+                attempt,
+                job_id,
+            } => tracing::info!(
+                target: DETAIL,
+                "queued {id} (attempt {attempt}): Slurm job {job_id}"
+            ),
+            RunEvent::JobRunning { id, attempt } => tracing::info!(
+                target: DETAIL,
+                "runs   {id} (attempt {attempt}): its Slurm job left the queue"
+            ),
             RunEvent::ScriptStarted {
                 id,
                 attempt,

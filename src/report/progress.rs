@@ -46,6 +46,8 @@ pub struct ProgressReporter {
     started: std::time::Instant,
     /// The run's expected wall seconds from the history, if it knew.
     expected_s: Option<f64>,
+    /// Scripts whose Slurm job waits in the queue (`--backend slurm`).
+    queued: std::collections::HashSet<String>,
 }
 
 impl ProgressReporter {
@@ -68,7 +70,32 @@ impl ProgressReporter {
             outcomes: Default::default(),
             started: std::time::Instant::now(),
             expected_s: None,
+            queued: Default::default(),
         }
+    }
+
+    /// The bar's message: problems so far, the queue (a cluster's), the estimate.
+    fn overall_message(&self) -> String {
+        let eta = eta(
+            self.started.elapsed(),
+            self.overall.position(),
+            self.overall.length().unwrap_or(0),
+            self.expected_s,
+        );
+        let queue = queue_counts(self.queued.len(), self.running.len());
+        [self.outcomes.problems(), queue, format!("ETA {eta}")]
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>()
+            .join("  ")
+    }
+}
+
+/// `2 queued, 3 running` while a cluster's jobs wait; nothing when none does.
+fn queue_counts(queued: usize, started: usize) -> String {
+    match queued {
+        0 => String::new(),
+        q => format!("{q} queued, {} running", started.saturating_sub(q)),
     }
 }
 
@@ -134,6 +161,20 @@ impl Reporter for ProgressReporter {
                 bar.enable_steady_tick(Duration::from_millis(200));
                 self.running.insert(id.clone(), bar);
             }
+            RunEvent::JobQueued { id, job_id, .. } => {
+                self.queued.insert(id.clone());
+                if let Some(bar) = self.running.get(id) {
+                    bar.set_message(format!("queued (Slurm job {job_id})"));
+                }
+                self.overall.set_message(self.overall_message());
+            }
+            RunEvent::JobRunning { id, .. } => {
+                self.queued.remove(id);
+                if let Some(bar) = self.running.get(id) {
+                    bar.set_message("running");
+                }
+                self.overall.set_message(self.overall_message());
+            }
             RunEvent::Sample { id, rss_mb, .. } => {
                 if let Some(bar) = self.running.get(id) {
                     bar.set_message(format!("{rss_mb:.0} MiB"));
@@ -146,18 +187,10 @@ impl Reporter for ProgressReporter {
                     bar.finish_and_clear();
                     self.mp.remove(&bar);
                 }
+                self.queued.remove(&result.id);
                 self.outcomes.add(result.status);
                 self.overall.inc(1);
-                let eta = eta(
-                    self.started.elapsed(),
-                    self.overall.position(),
-                    self.overall.length().unwrap_or(0),
-                    self.expected_s,
-                );
-                self.overall.set_message(match self.outcomes.problems() {
-                    none if none.is_empty() => format!("ETA {eta}"),
-                    problems => format!("{problems}  ETA {eta}"),
-                });
+                self.overall.set_message(self.overall_message());
             }
             RunEvent::RunFinished { .. } => {
                 for (_, bar) in self.running.drain() {
@@ -182,6 +215,13 @@ mod tests {
         assert_eq!(eta(Duration::from_secs(10), 2, 10, None), "40s");
         assert_eq!(eta(Duration::from_secs(60), 1, 3, None), "2m00s");
         assert_eq!(eta(Duration::from_secs(10), 10, 10, None), "0s");
+    }
+
+    #[test]
+    fn a_clusters_queue_is_counted_apart_from_what_runs() {
+        assert_eq!(queue_counts(0, 4), "");
+        assert_eq!(queue_counts(3, 5), "3 queued, 2 running");
+        assert_eq!(queue_counts(2, 2), "2 queued, 0 running");
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct AttemptRecord {
     pub class: FailureClass,
     /// How it ended, in the reports' words; `None` when it succeeded.
     pub words: Option<String>,
+    /// Seconds its Slurm job waited in the queue before `started_at`.
+    pub queued_s: Option<f64>,
 }
 
 /// One finished script, as every end-of-run report sees it.
@@ -151,6 +153,7 @@ impl ScriptRecord {
                     status: a.status,
                     class: a.class,
                     words: Ending::of_attempt(a, r).words(),
+                    queued_s: a.slurm.as_ref().map(|j| j.queued_s),
                 })
                 .collect(),
             execution_time_s: r.execution_time_s,

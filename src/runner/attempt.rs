@@ -52,6 +52,8 @@ pub struct Attempted {
     pub jax: super::telemetry::Telemetry,
     /// The Ray job that ran it.
     pub ray: Option<RayJob>,
+    /// The Slurm job that ran it.
+    pub slurm: Option<crate::model::SlurmJob>,
     /// How the limits were enforced.
     pub enforced: Enforced,
 }
@@ -225,4 +227,6 @@ pub enum AttemptError {
     Wait(#[source] std::io::Error),
     #[error("failed to run the script as a Ray job")]
     Ray(#[source] crate::error::RayError),
+    #[error("failed to run the script as a Slurm job")]
+    Slurm(#[source] crate::error::SlurmError),
 }

@@ -285,6 +285,7 @@ impl Backend for Local {
                 outcome,
                 jax: telemetry::take(&telemetry_report(&req)),
                 ray: None,
+                slurm: None,
                 enforced,
             })
         })
@@ -344,6 +345,7 @@ impl Backend for Ray {
                 outcome,
                 jax: done.jax.into(),
                 ray: Some(done.job),
+                slurm: None,
                 enforced: Enforced::default(),
             })
         })
@@ -352,7 +354,7 @@ impl Backend for Ray {
 
 /// cgroup and job names: letters, digits, `-`, `_`, `.` only, and not too long; a name
 /// that had to change gets a hash of the original, so two ids never share one.
-fn sanitize(name: &str) -> String {
+pub(crate) fn sanitize(name: &str) -> String {
     let mut out: String = name
         .chars()
         .map(|c| {

@@ -19,6 +19,7 @@ pub mod scratch;
 mod script;
 pub mod sentinel;
 mod slots;
+pub mod slurm;
 pub mod sys;
 pub mod telemetry;
 pub mod tree;

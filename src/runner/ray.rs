@@ -128,7 +128,10 @@ impl RayClient {
             });
         }
         Ok(Cluster {
-            ray_version: version["ray_version"].as_str().unwrap_or("?").to_string(),
+            what: format!(
+                "Ray cluster (Ray {})",
+                version["ray_version"].as_str().unwrap_or("?")
+            ),
             gpus,
             cpus,
         })

@@ -1,7 +1,8 @@
 //! Shared helpers for the test files: the managed interpreter, fixture trees, reading
-//! what a run wrote, what the integration tier needs from the machine (`prereq`), and
-//! committed files checked as snapshots (`snapshot`). Both tiers compile it; only the
-//! integration tier (`--features integration`) calls [`python`].
+//! what a run wrote, what the integration tier needs from the machine (`prereq`),
+//! committed files checked as snapshots (`snapshot`), and a one-node Slurm cluster
+//! (`slurm`). Both tiers compile it; only the integration tier (`--features
+//! integration`) calls [`python`] and starts a cluster.
 #![allow(dead_code)]
 
 pub mod watched;
@@ -16,6 +17,7 @@ use serde_json::Value;
 pub mod catalogue;
 pub mod modes;
 pub mod prereq;
+pub mod slurm;
 pub mod snapshot;
 pub mod user;
 
@@ -327,3 +329,21 @@ def this_runs_zygotes():
             pass
     return found
 "#;
+
+/// A pipeline tree copied, without its results (`execution_results/`): the committed
+/// sample, for a test to run on.
+pub fn copy_tree(from: &Path, to: &Path) {
+    for entry in walkdir::WalkDir::new(from) {
+        let entry = entry.unwrap();
+        let rel = entry.path().strip_prefix(from).unwrap();
+        if rel.starts_with("execution_results") {
+            continue;
+        }
+        let dest = to.join(rel);
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}

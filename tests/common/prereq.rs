@@ -1,7 +1,7 @@
 //! What the integration tier needs from the machine beyond Python: root, bubblewrap,
-//! headless Chromium, a tmpfs it may mount, cgroups it may make. A test that finds one
-//! missing fails and says what to install or change: CI must never pass a test that did
-//! not run. Where a prerequisite is absent on purpose, `JAX_RUNNER_TEST_SKIP` names it
+//! headless Chromium, a tmpfs it may mount, cgroups it may make, munge and Slurm. A test
+//! that finds one missing fails and says what to install or change: CI must never pass
+//! a test that did not run. Where a prerequisite is absent on purpose, `JAX_RUNNER_TEST_SKIP` names it
 //! (`JAX_RUNNER_TEST_SKIP=root,chromium`), and the tests that need it print that they
 //! skip and return.
 
@@ -20,14 +20,17 @@ pub enum Prereq {
     Tmpfs,
     /// A writable cgroup file system for the runner's per-attempt cgroups.
     Cgroups,
+    /// munge and Slurm's daemons and clients, for a one-node cluster (`slurm`).
+    Slurm,
 }
 
-const ALL: [Prereq; 5] = [
+const ALL: [Prereq; 6] = [
     Prereq::Root,
     Prereq::Bwrap,
     Prereq::Chromium,
     Prereq::Tmpfs,
     Prereq::Cgroups,
+    Prereq::Slurm,
 ];
 
 impl Prereq {
@@ -38,6 +41,7 @@ impl Prereq {
             Prereq::Chromium => "chromium",
             Prereq::Tmpfs => "tmpfs",
             Prereq::Cgroups => "cgroups",
+            Prereq::Slurm => "slurm",
         }
     }
 
@@ -48,6 +52,7 @@ impl Prereq {
             Prereq::Chromium => "`.ci/run` installs it; locally `apt-get install -y chromium`",
             Prereq::Tmpfs => "run as root where `mount -t tmpfs` is allowed",
             Prereq::Cgroups => "run as root with a writable /sys/fs/cgroup",
+            Prereq::Slurm => "run as root; `.ci/run` installs it through `.ci/slurm-setup`",
         }
     }
 }
@@ -121,4 +126,9 @@ pub fn bwrap() -> Result<(), String> {
     jax_runner::sandbox::bwrap::detect()
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// Whether a one-node Slurm cluster can start here, as [`require`] wants it.
+pub fn slurm() -> Result<(), String> {
+    super::slurm::available()
 }

@@ -73,11 +73,23 @@ impl RunOptions {
         l.list(&mut self.env, "env")?;
         l.list(&mut self.env_pass, "env-pass")?;
         l.value(&mut self.warm_start, "warm-start", choice)?;
-        l.value(&mut self.backend, "backend", choice)?;
-        l.value(&mut self.ray_address, "ray-address", some(text))?;
-        l.value(&mut self.ray_token, "ray-token", some(text))?;
+        l.value(&mut self.cluster.backend, "backend", choice)?;
+        l.value(&mut self.cluster.ray_address, "ray-address", some(text))?;
+        l.value(&mut self.cluster.ray_token, "ray-token", some(text))?;
         l.hide("ray-token");
-        l.value(&mut self.ray_max_return, "ray-max-return", parse_size)?;
+        l.value(
+            &mut self.cluster.ray_max_return,
+            "ray-max-return",
+            parse_size,
+        )?;
+        l.value(
+            &mut self.cluster.slurm_partition,
+            "slurm-partition",
+            some(text),
+        )?;
+        l.value(&mut self.cluster.slurm_account, "slurm-account", some(text))?;
+        l.value(&mut self.cluster.slurm_qos, "slurm-qos", some(text))?;
+        l.list(&mut self.cluster.slurm_arg, "slurm-arg")?;
         l.flag(&mut self.resume, "resume")?;
         l.flag(&mut self.rerun_failed, "rerun-failed")?;
         l.flag(&mut self.jax_trace, "jax-trace")?;

@@ -81,7 +81,7 @@ fn every_source_parses_with_the_same_types() {
     assert_eq!(o.sandbox, crate::model::SandboxMode::Landlock);
     assert_eq!(setting(&o, "no-preflight").0, "true");
     assert_eq!(setting(&o, "ray-token").0, "(hidden)");
-    assert_eq!(o.ray_token.as_deref(), Some("secret"));
+    assert_eq!(o.cluster.ray_token.as_deref(), Some("secret"));
 }
 
 #[test]

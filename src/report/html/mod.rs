@@ -326,6 +326,8 @@ struct Timeline {
     rows: Vec<TimelineRow>,
     ticks: Vec<Tick>,
     bars: Vec<Bar>,
+    /// Some attempt waited in a cluster's queue (the legend then names it).
+    queued: bool,
     /// Attempts left out because their start time did not parse.
     skipped: usize,
     span: String,
@@ -361,6 +363,8 @@ struct Bar {
     text_y: f64,
     /// SVG path of the mark above a failed attempt, so no failure is too small to see.
     mark: Option<String>,
+    /// Where its Slurm job waited in the queue, drawn apart before the bar: x, width.
+    queue: Option<(f64, f64)>,
 }
 
 #[derive(Debug, Serialize)]

@@ -205,6 +205,7 @@ pub(super) fn timeline(
         .collect();
     // Failures are drawn last: a neighbour's minimum width never covers them.
     bars.sort_by_key(|b| b.mark.is_some());
+    let queued = bars.iter().any(|b| b.queue.is_some());
 
     Timeline {
         width: TL_GUTTER + TL_PLOT_W + 16.0,
@@ -217,6 +218,7 @@ pub(super) fn timeline(
         rows,
         ticks,
         bars,
+        queued,
         skipped,
         span: fmt_secs(span),
     }
@@ -245,6 +247,13 @@ fn bar(
         let cx = x + w / 2.0;
         format!("M{:.1} {:.1}h8l-4 6z", cx - 4.0, lane + 1.0)
     });
+    // The queue ends where the run on the node starts.
+    let queued = a.queued_s.filter(|q| *q > 0.0);
+    let queue = queued.map(|q| {
+        let qw = (q / span) * TL_PLOT_W;
+        let qx = (x - qw).max(TL_GUTTER);
+        (round1(qx), round1(x - qx))
+    });
     Bar {
         i: row_of.get(f.id.as_str()).copied().unwrap_or(usize::MAX),
         x: round1(x),
@@ -265,10 +274,13 @@ fn bar(
                 .as_ref()
                 .map(|w| format!(" · {w}"))
                 .unwrap_or_default(),
-        ),
+        ) + &queued
+            .map(|q| format!(" · queued {} before", fmt_secs(q)))
+            .unwrap_or_default(),
         label,
         text_x: round1(x + LABEL_PAD),
         text_y: round1(y + TL_BAR_H / 2.0 + 4.0),
         mark,
+        queue,
     }
 }

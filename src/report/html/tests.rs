@@ -198,6 +198,51 @@ fn one_timeline_rect_per_attempt() {
 }
 
 #[test]
+fn a_slurm_jobs_queue_wait_is_drawn_apart_before_its_run() {
+    let (_d, html) = feed(&sample_events());
+    assert!(
+        !html.contains("rect class=\"queue\""),
+        "no queue on a local run"
+    );
+    assert!(!html.contains("waiting in Slurm's queue"));
+    let mut events = sample_events();
+    for e in &mut events {
+        if let RunEvent::ScriptFinished { result } = e {
+            if result.id == "ok_model" {
+                result.attempts[0].slurm = Some(crate::model::SlurmJob {
+                    job_id: "41".into(),
+                    state: "COMPLETED".into(),
+                    queued_s: 1.25,
+                    reported: true,
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    let (_d, html) = feed(&events);
+    assert_eq!(html.matches("<rect class=\"queue\"").count(), 1);
+    assert!(html.contains("waiting in Slurm's queue"));
+    assert!(
+        html.contains("queued 1.25 s before"),
+        "the tooltip says how long"
+    );
+    // The queue ends where the run starts.
+    let bar = html.split("<rect class=\"queue\"").nth(1).unwrap();
+    let num = |k: &str, s: &str| -> f64 {
+        let v = s.split(&format!("{k}=\"")).nth(1).unwrap();
+        v[..v.find('"').unwrap()].parse().unwrap()
+    };
+    let (qx, qw) = (num("x", bar), num("width", bar));
+    let attempt = bar.split("<rect class=\"attempt").nth(1).unwrap();
+    assert!(
+        (qx + qw - num("x", attempt)).abs() < 0.2,
+        "{qx} + {qw} against {}",
+        num("x", attempt)
+    );
+    assert!(qw > 0.0);
+}
+
+#[test]
 fn memory_sparkline_from_samples() {
     let (_d, html) = feed(&sample_events());
     assert_eq!(

@@ -45,6 +45,12 @@ pub(super) fn recorded(
         result,
     );
     a.ray = done.ray;
+    // A job Slurm ended before jax-runner on its node could record it: Slurm's state
+    // and reason are what decided the class, and what the reader needs.
+    if let Some(job) = done.slurm.as_ref().filter(|j| !j.reported) {
+        a.matched_line = Some(crate::runner::slurm::slurm_line(job));
+    }
+    a.slurm = done.slurm;
     gpu::usage(&mut a, o.gpu.as_ref());
     a
 }
@@ -140,6 +146,7 @@ fn record(
         leaks: o.leaks.clone(),
         refused_forks: o.refused_forks,
         ray: None,
+        slurm: None,
         start: if o.start == Start::Warm {
             "warm"
         } else {

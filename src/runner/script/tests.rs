@@ -128,6 +128,7 @@ impl Backend for Fake {
                 outcome,
                 jax: Default::default(),
                 ray: None,
+                slurm: None,
                 enforced: Default::default(),
             })
         })

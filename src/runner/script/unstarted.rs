@@ -79,6 +79,7 @@ pub(super) fn spawn_failure(
         leaks: Vec::new(),
         refused_forks: 0,
         ray: None,
+        slurm: None,
         start: "cold".into(),
         cold_start_reason: None,
     }
