@@ -281,6 +281,8 @@ pub enum SlurmError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{0}; no script started after that")]
+    Halted(String),
     #[error("the compute node {node} cannot see {path}: the tree and its results must be on a file system the nodes share (run jax-runner from such a folder, or use --backend local inside an allocation)")]
     NotShared { node: String, path: PathBuf },
 }

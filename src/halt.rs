@@ -1,6 +1,7 @@
 //! The runner's own stop: when a file the runner writes for itself (a log, a result,
 //! the execution log) cannot be written because its file system is full (`ENOSPC`,
-//! `EDQUOT`), every later script would run only to lose its output. The first such
+//! `EDQUOT`), or a Slurm job's node cannot see the runner's files (no shared file
+//! system), every later script would run only to lose its output. The first such
 //! failure raises the [`Halt`]: no script starts after it, retries are dropped, the
 //! run says why, and the binary exits with the error code. Scripts already running
 //! finish.
@@ -10,21 +11,40 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::watch;
 
-/// Why the runner stopped starting scripts: the file it failed to write, and the error.
+/// Why the runner stopped starting scripts: the file it failed to write (or a node
+/// failed to see), and the error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HaltReason {
     pub path: PathBuf,
     pub error: String,
+    pub kind: HaltKind,
+}
+
+/// What stopped the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HaltKind {
+    /// The runner's file system is full.
+    DiskFull,
+    /// A Slurm job's node does not share the runner's file system.
+    NotShared,
 }
 
 impl std::fmt::Display for HaltReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "failed to write {} ({}): the runner's file system is full",
-            self.path.display(),
-            self.error
-        )
+        match self.kind {
+            HaltKind::DiskFull => write!(
+                f,
+                "failed to write {} ({}): the runner's file system is full",
+                self.path.display(),
+                self.error
+            ),
+            HaltKind::NotShared => write!(
+                f,
+                "a compute node cannot see {} ({}): the tree and its results must be on a file system the nodes share",
+                self.path.display(),
+                self.error
+            ),
+        }
     }
 }
 
@@ -69,13 +89,23 @@ impl Halt {
 
     /// Raises the halt: writing `path` failed with `error` for lack of space.
     pub fn raise(&self, path: &Path, error: String) {
+        self.raise_for(HaltKind::DiskFull, path, error);
+    }
+
+    /// Raises the halt of `kind` for `path`; the first reason stays.
+    pub fn raise_for(&self, kind: HaltKind, path: &Path, error: String) {
         let first = self.inner.reason.set(HaltReason {
             path: path.to_path_buf(),
             error,
+            kind,
         });
         if first.is_ok() {
+            let what = match kind {
+                HaltKind::DiskFull => "free space, then run again with --resume",
+                HaltKind::NotShared => "run from a folder the nodes share",
+            };
             tracing::error!(
-                "{}: no more scripts start; free space, then run again with --resume",
+                "{}: no more scripts start; {what}",
                 self.inner.reason.get().expect("just set")
             );
             self.inner.raised.send_replace(true);

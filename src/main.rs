@@ -238,7 +238,12 @@ fn start_and_run(
     let m = &report.metrics;
     // After the summary: what ran is shown even when results could not all be written.
     if let Some(reason) = report.halted {
-        return Err(Error::Report(ReportError::NoSpace(reason)));
+        return Err(match reason.kind {
+            jax_runner::halt::HaltKind::DiskFull => Error::Report(ReportError::NoSpace(reason)),
+            jax_runner::halt::HaltKind::NotShared => {
+                Error::Slurm(jax_runner::error::SlurmError::Halted(reason.to_string()))
+            }
+        });
     }
     if let Some(err) = report.report_errors.into_iter().next() {
         return Err(Error::Report(err));

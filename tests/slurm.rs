@@ -355,3 +355,43 @@ fn a_job_that_can_never_start_fails_with_slurms_reason_and_leaves_nothing_queued
     );
     assert!(slurm.queued().is_empty(), "{:?}", slurm.queued());
 }
+
+#[test]
+fn a_node_that_cannot_see_the_tree_stops_the_run_with_the_reason() {
+    if !prereq::require(
+        prereq::Prereq::Slurm,
+        prereq::slurm(),
+        "slurm, no shared tree",
+    ) {
+        return;
+    }
+    let t = Tree::new();
+    for i in 0..3 {
+        t.write(&format!("jax/s{i}.py"), "print('ran')\n");
+    }
+    // slurmd (and its jobs) see an empty folder where the tree is.
+    let slurm = TestSlurm::start_hiding(Some(&t.root())).unwrap();
+    let out = run(&slurm, &t.root(), &["--jobs", "1"]);
+    assert_eq!(
+        code(&out),
+        2,
+        "{}\n{:#}",
+        stderr(&out),
+        result(&t.root(), "s0")
+    );
+    let err = stderr(&out);
+    assert!(err.contains("a compute node cannot see"), "{err}");
+    assert!(err.contains("file system the nodes share"), "{err}");
+    // The first job said so; nothing else was submitted, and every script says why.
+    let m = read_json(
+        &t.root()
+            .join("execution_results/jax/performance_metrics.json"),
+    );
+    assert_eq!(m["totals"]["succeeded"], 0, "{m:#}");
+    let ran: usize = (0..3)
+        .map(|i| result(&t.root(), &format!("s{i}")))
+        .filter(|r| r["attempts"].as_array().is_some_and(|a| !a.is_empty()))
+        .count();
+    assert_eq!(ran, 1, "one job found it out; the rest never started");
+    assert!(slurm.queued().is_empty());
+}

@@ -220,10 +220,13 @@ pub async fn run_all(
         }
     }
     let why = match ctx.halt.reason() {
-        Some(reason) if *stop.borrow() == Stop::Run => format!(
-            "the runner's file system is full (writing {} failed)",
-            reason.path.display()
-        ),
+        Some(reason) if *stop.borrow() == Stop::Run => match reason.kind {
+            crate::halt::HaltKind::DiskFull => format!(
+                "the runner's file system is full (writing {} failed)",
+                reason.path.display()
+            ),
+            crate::halt::HaltKind::NotShared => reason.to_string(),
+        },
         _ => "the run was interrupted".into(),
     };
     let skip_why = budget.reason();

@@ -187,6 +187,11 @@ fn attempt_of(
             if let AttemptError::Prepare { path, source } = &e {
                 ctx.halt.check(path, source);
             }
+            if let AttemptError::Slurm(crate::error::SlurmError::NotShared { node, path }) = &e {
+                let error = format!("its job ran on {node}");
+                ctx.halt
+                    .raise_for(crate::halt::HaltKind::NotShared, path, error);
+            }
             spawn_failure(number, platform, stdout_log, stderr_log, &e, result)
         }
     }

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 pub mod catalogue;
 pub mod modes;
+pub mod netns;
 pub mod prereq;
 pub mod slurm;
 pub mod snapshot;

@@ -13,9 +13,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rustix::process::{kill_process, pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+use rustix::process::{kill_process, Pid, Signal};
+
+pub use super::netns::processes_in_netns;
+use super::netns::{end_in_netns, exited, poll, GRACE};
 
 use super::prereq::{self, Prereq};
 
@@ -44,9 +47,6 @@ pub const TERMINAL: [&str; 9] = [
 const HOLDER: &str = "hostname \"$1\" && ip link set lo up && ip addr add 127.0.0.2/8 dev lo \
     && ip -o link show lo | grep -q ,UP && echo ready && exec sleep infinity >/dev/null";
 
-/// How long a process has between SIGTERM and SIGKILL when the cluster stops.
-const GRACE: Duration = Duration::from_secs(5);
-
 /// Where `program` is: PATH, then the sbin folders a non-root PATH may lack.
 pub fn which(program: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -65,27 +65,6 @@ pub fn available() -> Result<(), String> {
         true => Ok(()),
         false => Err(format!("{} not found", missing.join(", "))),
     }
-}
-
-/// Whether `pid` is a live process in network namespace `netns` (a zombie has no
-/// namespaces left: it is gone in every way that matters).
-fn in_netns(pid: u32, netns: &Path) -> bool {
-    fs::read_link(format!("/proc/{pid}/ns/net")).is_ok_and(|ns| ns == netns)
-}
-
-/// Whether `pid` has exited: a zombie, or reaped.
-fn exited(pid: u32) -> bool {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat.rsplit_once(") ").map_or("X", |(_, rest)| rest);
-    state.starts_with(['Z', 'X'])
-}
-
-/// The PIDs of the live processes in the network namespace `netns` (a `/proc/*/ns/net`
-/// link's target, as [`TestSlurm::netns`] gives it).
-pub fn processes_in_netns(netns: &Path) -> Vec<u32> {
-    let pids = fs::read_dir("/proc").unwrap().flatten();
-    let pids = pids.filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok());
-    pids.filter(|&pid| in_netns(pid, netns)).collect()
 }
 
 /// The value of `key` in a line of `scontrol show -o` (`JobState`, `ExitCode`, …).
@@ -120,6 +99,12 @@ impl TestSlurm {
     /// Starts munged, slurmctld and slurmd, and waits (30 s at most) until the node
     /// is idle. On failure, what was started is stopped again.
     pub fn start() -> Result<TestSlurm, String> {
+        Self::start_hiding(None)
+    }
+
+    /// [`TestSlurm::start`], with slurmd (and so every job) in a mount namespace where
+    /// `hidden` is an empty tmpfs: a node that does not share that folder.
+    pub fn start_hiding(hidden: Option<&Path>) -> Result<TestSlurm, String> {
         let dir = tempfile::Builder::new().prefix("jr-slurm-").tempdir();
         let dir = dir.map_err(|e| format!("no temporary folder: {e}"))?;
         let d = dir.path().to_path_buf();
@@ -181,7 +166,17 @@ impl TestSlurm {
         // -D: in the foreground, a child of ours; -i: a state file it cannot read is no
         // reason to stop (there are none yet).
         cluster.daemon("slurmctld", &["-D", "-i", "-f", &conf])?;
-        cluster.daemon("slurmd", &["-D", "-N", NODE, "-f", &conf])?;
+        let slurmd = ["-D", "-N", NODE, "-f", &conf];
+        match hidden {
+            None => cluster.daemon("slurmd", &slurmd)?,
+            Some(dir) => {
+                let program = which("slurmd").ok_or("slurmd not found")?;
+                let hide = "mount -t tmpfs tmpfs \"$0\" && exec \"$@\"";
+                let mut args = vec!["-m", "--propagation", "private", "--", "sh", "-c", hide];
+                args.extend([dir.to_str().unwrap(), program.to_str().unwrap()]);
+                cluster.daemon_as("slurmd", "unshare", &[args, slurmd.to_vec()].concat())?;
+            }
+        }
         cluster.wait("the node to be idle", 30, |c| {
             // One line per partition the node is in.
             let states = c.stdout("sinfo", &["-h", "-N", "-o", "%T"]);
@@ -194,8 +189,18 @@ impl TestSlurm {
     /// Starts daemon `name` in the namespaces, in a process group of its own, its
     /// output in `<name>.out` (in the foreground the daemons log there too).
     fn daemon(&mut self, name: &'static str, args: &[impl AsRef<OsStr>]) -> Result<(), String> {
+        self.daemon_as(name, name, args)
+    }
+
+    /// [`Self::daemon`], started through `program` (which execs the daemon in place).
+    fn daemon_as(
+        &mut self,
+        name: &'static str,
+        program: &str,
+        args: &[impl AsRef<OsStr>],
+    ) -> Result<(), String> {
         let out = fs::File::create(self.dir().join(format!("{name}.out"))).unwrap();
-        let program = which(name).ok_or_else(|| format!("{name} not found"))?;
+        let program = which(program).ok_or_else(|| format!("{program} not found"))?;
         let child = self
             .command(program)
             .args(args)
@@ -329,37 +334,6 @@ fn slurm_conf(dir: &Path) -> String {
         .replace("@CPUS@", &cpus.to_string())
         // Below what slurmd finds, or it drains the node for "Low RealMemory".
         .replace("@MEMORY@", &(kib / 1024 * 9 / 10).to_string())
-}
-
-/// Whether `done` came true within `within`, asked every 100 ms.
-fn poll(within: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while !done() {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    true
-}
-
-/// SIGTERM to `pids`, [`GRACE`] for them to go, then SIGKILL. Each is signalled
-/// through a pidfd opened while it was still in namespace `netns`, so a PID that a
-/// process elsewhere took over meanwhile is never hit.
-fn end_in_netns(pids: &[u32], netns: &Path) {
-    let pidfd = |&pid: &u32| pidfd_open(Pid::from_raw(pid as i32)?, PidfdFlags::empty()).ok();
-    let ours: Vec<_> = pids
-        .iter()
-        .filter_map(|pid| Some((pidfd(pid)?, *pid)))
-        .filter(|(_, pid)| in_netns(*pid, netns))
-        .collect();
-    for (fd, _) in &ours {
-        let _ = pidfd_send_signal(fd, Signal::TERM);
-    }
-    poll(GRACE, || !ours.iter().any(|(_, pid)| in_netns(*pid, netns)));
-    for (fd, _) in &ours {
-        let _ = pidfd_send_signal(fd, Signal::KILL);
-    }
 }
 
 impl Drop for TestSlurm {

@@ -141,6 +141,15 @@ async fn read_record(path: &Path, wait: bool) -> Option<NodeRecord> {
     None
 }
 
+/// The job ran on a node that does not see the runner's files: jax-runner there said
+/// so (its own exit code), or the job failed with no output file here, which Slurm
+/// opens on the node before anything runs (the job's `--output` is in the jobs
+/// folder, beside the request).
+fn not_shared(job: &SlurmJob, slurm_out: &Path) -> bool {
+    let said = job.exit_code.as_deref() == Some(&format!("{}:0", job::NOT_SHARED_EXIT));
+    said || (job.state == "FAILED" && !slurm_out.exists())
+}
+
 impl Backend for Slurm {
     fn run<'a>(
         &'a self,
@@ -195,9 +204,7 @@ impl Backend for Slurm {
                     stderr: r.error.unwrap_or_default(),
                 })),
                 Some(r) => Ok(outcome::from_record(r, req.stderr_log, job)),
-                None if job.exit_code.as_deref()
-                    == Some(&format!("{}:0", job::NOT_SHARED_EXIT)) =>
-                {
+                None if not_shared(&job, &files.slurm_out) => {
                     Err(AttemptError::Slurm(SlurmError::NotShared {
                         node: job.node.clone().unwrap_or_else(|| "?".into()),
                         path: req.data_dir.to_path_buf(),
