@@ -395,3 +395,48 @@ fn a_node_that_cannot_see_the_tree_stops_the_run_with_the_reason() {
     assert_eq!(ran, 1, "one job found it out; the rest never started");
     assert!(slurm.queued().is_empty());
 }
+
+#[test]
+fn fail_fast_now_cancels_the_jobs_still_running() {
+    let Some(slurm) = TestSlurm::for_test("fail_fast_now_cancels_the_jobs_still_running") else {
+        return;
+    };
+    let t = Tree::new();
+    t.write("jax/a_sleeps.py", "import time\ntime.sleep(300)\n");
+    // Fails once the sleeper's job runs, so the stop has a running job to cancel.
+    t.write(
+        "jax/b_fails.py",
+        "import time\ntime.sleep(3)\nraise SystemExit('b fails')\n",
+    );
+    let out = run(
+        &slurm,
+        &t.root(),
+        &["--jobs", "2", "--fail-fast=now", "--sandbox", "off"],
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(slurm.queued().is_empty(), "{:?}", slurm.queued());
+    let r = result(&t.root(), "a_sleeps");
+    assert_eq!(r["status"], "interrupted", "{r:#}");
+    assert_eq!(r["attempts"][0]["slurm"]["cancelled"], true, "{r:#}");
+    assert_eq!(result(&t.root(), "b_fails")["status"], "failed");
+}
+
+#[test]
+fn without_slurms_commands_the_run_says_what_is_missing() {
+    let t = Tree::new();
+    t.write("jax/a.py", "print(1)\n");
+    let out = t
+        .cmd()
+        .args(["--backend", "slurm"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("failed to run sinfo"), "{err}");
+    assert!(
+        err.contains("sbatch, squeue, scontrol, scancel, sinfo"),
+        "{err}"
+    );
+    assert!(!t.results_dir().join("a_results.json").exists());
+}
