@@ -173,6 +173,7 @@ pub(super) fn backend(shared: &Shared, interp: &Interpreter) -> Result<Slurm, Er
         marker: run_marker(&hostname(), pid, process_start(pid).unwrap_or(0)),
         node_argv: node_argv(config, shared.compilation_cache.as_deref(), interp),
         grace: config.grace,
+        queue: Default::default(),
     })
 }
 

@@ -18,6 +18,7 @@ use crate::error::SlurmError;
 mod backend;
 mod job;
 mod outcome;
+mod queue;
 mod wait;
 
 pub use backend::Slurm;

@@ -11,7 +11,7 @@ use super::wait::{self, Progress};
 use super::{outcome, SlurmClient};
 use crate::error::SlurmError;
 use crate::model::{Platform, SlurmJob};
-use crate::runner::attempt::{AttemptError, AttemptFuture, AttemptRequest, Backend};
+use crate::runner::attempt::{AttemptError, AttemptFuture, AttemptRequest, Backend, StoppedBy};
 use crate::runner::backends::sanitize;
 use crate::runner::Stop;
 
@@ -30,6 +30,8 @@ pub struct Slurm {
     pub node_argv: Vec<String>,
     /// `--grace`.
     pub grace: std::time::Duration,
+    /// The run's one reader of the queue.
+    pub queue: super::queue::Queue,
 }
 
 impl Drop for Slurm {
@@ -176,7 +178,8 @@ impl Backend for Slurm {
                 id: &req.script.id,
                 attempt: req.number,
             };
-            let waited = wait::submit_and_wait(&self.client, args, stop, progress).await;
+            let waited =
+                wait::submit_and_wait(&self.client, &self.queue, args, stop, progress).await;
             let waited = match waited {
                 Ok(w) => w,
                 Err(e) => {
@@ -203,7 +206,15 @@ impl Backend for Slurm {
                     command: format!("jax-runner on {}", r.node),
                     stderr: r.error.unwrap_or_default(),
                 })),
-                Some(r) => Ok(outcome::from_record(r, req.stderr_log, job)),
+                Some(r) => {
+                    let mut done = outcome::from_record(r, req.stderr_log, job);
+                    // Slurm signals every process of a job it cancels, the script's
+                    // too: what the node saw end it was this run's stop.
+                    if waited.cancelled {
+                        done.outcome.stopped_by = Some(StoppedBy::Interrupt);
+                    }
+                    Ok(done)
+                }
                 None if not_shared(&job, &files.slurm_out) => {
                     Err(AttemptError::Slurm(SlurmError::NotShared {
                         node: job.node.clone().unwrap_or_else(|| "?".into()),
