@@ -440,3 +440,31 @@ fn without_slurms_commands_the_run_says_what_is_missing() {
     );
     assert!(!t.results_dir().join("a_results.json").exists());
 }
+
+/// A sandboxed script can write the compilation cache, so a Slurm run's default cache
+/// is a sandboxed run's (one per tree), never the one unsandboxed runs load.
+#[test]
+fn a_slurm_runs_default_cache_is_the_sandboxed_one_of_its_tree() {
+    let Some(slurm) = TestSlurm::for_test("a_slurm_runs_default_cache_is_the_sandboxed_one") else {
+        return;
+    };
+    let t = Tree::new();
+    t.write("jax/a.py", "print(1)\n");
+    let cache_home = tempfile::tempdir().unwrap();
+    let out = slurm
+        .command(assert_cmd::cargo::cargo_bin("jax-runner"))
+        .arg("--output-dir")
+        .arg(t.root())
+        .arg("--python")
+        .arg(python())
+        .args(["--device", "cpu", "--backend", "slurm", "-q"])
+        .env("JAX_RUNNER_CACHE_DIR", cache_home.path())
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let cache = t.metrics()["run"]["compilation_cache"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(cache.contains("jax-compilation-cache-sandboxed"), "{cache}");
+}

@@ -75,7 +75,11 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
     };
     // Said after the plan's warnings, in the order they were always said.
     let mut later = Vec::new();
-    let compilation_cache = compilation_cache(config, sandboxing.is_ok(), &mut later);
+    // A Slurm job's node sandboxes its script (unless --sandbox off), so its cache is
+    // a sandboxed run's: one per tree, never the one unsandboxed runs load.
+    let sandboxed = sandboxing.is_ok()
+        || (config.slurm.is_some() && config.sandbox != crate::model::SandboxMode::Off);
+    let compilation_cache = compilation_cache(config, sandboxed, &mut later);
     // The backend is begun here, so that the zygote imports jax while the pre-flight,
     // the history and the schedule's fingerprints are made (issue 34's item 3).
     let (begun, sandboxing) = match &interpreter {
