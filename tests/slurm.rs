@@ -10,6 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::slurm::TestSlurm;
+use common::user::Account;
 use common::*;
 use serde_json::Value;
 
@@ -283,30 +284,64 @@ fn the_next_run_cancels_what_a_killed_runner_left_queued() {
     assert!(slurm.queued().is_empty(), "{:?}", slurm.queued());
 }
 
+/// `jax-runner --backend slurm` on `tree` as `account` (its jobs then run as it too),
+/// in the cluster's namespaces, which only root may enter: setpriv drops to the
+/// account once inside.
+fn as_account(slurm: &TestSlurm, account: &Account, tree: &Tree) -> Command {
+    let mut cmd = slurm.command("setpriv");
+    cmd.arg(format!("--reuid={}", account.uid))
+        .arg(format!("--regid={}", account.gid))
+        .args(["--clear-groups", "--"])
+        .arg(&account.bin)
+        .arg("--output-dir")
+        .arg(tree.root())
+        .arg("--python")
+        .arg(&account.python)
+        .args(["--device", "cpu", "--compilation-cache", "off"])
+        .args(["--backend", "slurm"])
+        .env("HOME", account.home())
+        .env("JAX_RUNNER_CACHE_DIR", account.cache_dir());
+    cmd
+}
+
 /// The hostile catalogue (`fixtures/hostile_root.py`) as a Slurm job, beside an
-/// ordinary script: the node's sandbox holds every attack the local one holds.
-#[test]
-fn hostile_scripts_reach_nothing_from_their_node() {
+/// ordinary script: the node's sandbox holds every attack the local one holds, with
+/// bwrap on the node and without it (the built-in layer alone).
+fn hostile_case(case: &str, account: Option<Account>, bwrap: bool) {
     use common::catalogue::{check_attacks, Traps};
-    use common::user::Account;
-    let Some(root) = Account::root("slurm, the hostile catalogue") else {
+    let Some(account) = account else {
         return;
     };
-    let Some(slurm) = TestSlurm::for_test("hostile_scripts_reach_nothing_from_their_node") else {
+    if !prereq::require(prereq::Prereq::Slurm, prereq::slurm(), case) {
         return;
-    };
-    let host = Traps::new(&root);
-    let tree = root.tree_in(host.project());
+    }
+    // The nodes know the user, as a cluster's do.
+    let user = (!account.is_root()).then_some((account.uid, account.gid));
+    let slurm = TestSlurm::start_with(None, user).unwrap_or_else(|e| panic!("{case}: {e}"));
+    let host = Traps::new(&account);
+    let tree = account.tree_in(host.project());
     tree.fixture("hostile_root.py", "attacker/jax/hostile_root.py");
     tree.fixture("tree_victim.py", "victim/jax/tree_victim.py");
     tree.fixture("sibling_data.json", "victim/jax/sibling_data.json");
-    let mut cmd = runner(&slurm, &tree.root(), &[]);
+    account.give(&tree.root());
+    let mut cmd = as_account(&slurm, &account, &tree);
+    // The job inherits the runner's PATH: one with Slurm's commands and no bwrap.
+    let bin = tempfile::tempdir().unwrap();
+    if !bwrap {
+        for tool in [
+            "sbatch", "squeue", "scontrol", "scancel", "sinfo", "nsenter", "setpriv",
+        ] {
+            let real = common::slurm::which(tool).unwrap();
+            std::os::unix::fs::symlink(real, bin.path().join(tool)).unwrap();
+        }
+        cmd.env("PATH", bin.path());
+    }
     for value in host.env() {
         cmd.arg("--env").arg(value);
     }
     host.inherited.hand_to(&mut cmd);
     let out = cmd.output().unwrap();
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
     let (attacker, victim) = (tree.result("hostile_root"), tree.result("tree_victim"));
     for r in [&attacker, &victim] {
         let job = &r["attempts"][0]["slurm"];
@@ -315,18 +350,39 @@ fn hostile_scripts_reach_nothing_from_their_node() {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        assert!(
-            layers.iter().any(|l| l == "seccomp"),
-            "sandboxed on the node: {job}"
-        );
+        assert!(layers.iter().any(|l| l == "seccomp"), "{case}: {job}");
+        assert_eq!(layers.iter().any(|l| l == "bwrap"), bwrap, "{case}: {job}");
     }
     let data = Path::new(attacker["data_dir"].as_str().unwrap());
     let report = read_json(&data.join("hostile_root.json"));
     let mut failures = Vec::new();
     check_attacks(&report, &mut failures);
     failures.extend(host.what_got_through());
-    assert_eq!(victim["status"], "succeeded", "{victim:#}");
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(victim["status"], "succeeded", "{case}: {victim:#}");
+    assert!(failures.is_empty(), "{case}: {}", failures.join("\n"));
+}
+
+#[test]
+fn hostile_scripts_reach_nothing_from_their_node() {
+    let case = "slurm, as root, bwrap on the node";
+    hostile_case(case, Account::root(case), true);
+}
+
+#[test]
+fn hostile_scripts_reach_nothing_from_a_node_without_bwrap() {
+    let case = "slurm, as root, no bwrap on the node";
+    hostile_case(case, Account::root(case), false);
+}
+
+/// As on a real cluster: the user's jobs run as the user, confined by what an
+/// ordinary user's sandbox has.
+#[test]
+fn an_ordinary_users_hostile_scripts_reach_nothing_from_their_node() {
+    hostile_case(
+        "slurm, as a user, bwrap on the node",
+        Some(Account::user()),
+        true,
+    );
 }
 
 #[test]
@@ -370,7 +426,7 @@ fn a_node_that_cannot_see_the_tree_stops_the_run_with_the_reason() {
         t.write(&format!("jax/s{i}.py"), "print('ran')\n");
     }
     // slurmd (and its jobs) see an empty folder where the tree is.
-    let slurm = TestSlurm::start_hiding(Some(&t.root())).unwrap();
+    let slurm = TestSlurm::start_with(Some(&t.root()), None).unwrap();
     let out = run(&slurm, &t.root(), &["--jobs", "1"]);
     assert_eq!(
         code(&out),
@@ -467,4 +523,28 @@ fn a_slurm_runs_default_cache_is_the_sandboxed_one_of_its_tree() {
         .unwrap()
         .to_string();
     assert!(cache.contains("jax-compilation-cache-sandboxed"), "{cache}");
+}
+
+/// The runner's user is unknown on the nodes: Slurm requeues the job after each failed
+/// launch, and the run fails it with that reason rather than wait for ever.
+#[test]
+fn a_user_the_nodes_do_not_know_fails_with_the_reason_and_leaves_nothing_queued() {
+    let Some(slurm) = TestSlurm::for_test("a user the nodes do not know") else {
+        return;
+    };
+    let account = Account::user();
+    if account.is_root() || !common::user::tests_run_as_root() {
+        return;
+    }
+    let tree = account.tree();
+    tree.write("jax/a.py", "print(1)\n");
+    account.give(&tree.root());
+    let out = as_account(&slurm, &account, &tree).output().unwrap();
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let r = tree.result("a");
+    assert!(
+        r.to_string().contains("its node failed to launch it"),
+        "{r:#}"
+    );
+    assert!(slurm.queued().is_empty(), "{:?}", slurm.queued());
 }

@@ -99,12 +99,17 @@ impl TestSlurm {
     /// Starts munged, slurmctld and slurmd, and waits (30 s at most) until the node
     /// is idle. On failure, what was started is stopped again.
     pub fn start() -> Result<TestSlurm, String> {
-        Self::start_hiding(None)
+        Self::start_with(None, None)
     }
 
-    /// [`TestSlurm::start`], with slurmd (and so every job) in a mount namespace where
-    /// `hidden` is an empty tmpfs: a node that does not share that folder.
-    pub fn start_hiding(hidden: Option<&Path>) -> Result<TestSlurm, String> {
+    /// [`TestSlurm::start`], with the daemons (and so every job) in a mount namespace
+    /// of their own, where `hidden` is an empty tmpfs (a node that does not share that
+    /// folder) and `/etc/passwd` and `/etc/group` name `user` (uid, gid), as a
+    /// cluster's nodes know its users.
+    pub fn start_with(
+        hidden: Option<&Path>,
+        user: Option<(u32, u32)>,
+    ) -> Result<TestSlurm, String> {
         let dir = tempfile::Builder::new().prefix("jr-slurm-").tempdir();
         let dir = dir.map_err(|e| format!("no temporary folder: {e}"))?;
         let d = dir.path().to_path_buf();
@@ -165,17 +170,37 @@ impl TestSlurm {
         let conf = cluster.conf.display().to_string();
         // -D: in the foreground, a child of ours; -i: a state file it cannot read is no
         // reason to stop (there are none yet).
-        cluster.daemon("slurmctld", &["-D", "-i", "-f", &conf])?;
-        let slurmd = ["-D", "-N", NODE, "-f", &conf];
-        match hidden {
-            None => cluster.daemon("slurmd", &slurmd)?,
-            Some(dir) => {
-                let program = which("slurmd").ok_or("slurmd not found")?;
-                let hide = "mount -t tmpfs tmpfs \"$0\" && exec \"$@\"";
-                let mut args = vec!["-m", "--propagation", "private", "--", "sh", "-c", hide];
-                args.extend([dir.to_str().unwrap(), program.to_str().unwrap()]);
-                cluster.daemon_as("slurmd", "unshare", &[args, slurmd.to_vec()].concat())?;
+        // Each daemon execs in place of this script, in its own mount namespace;
+        // slurmctld's -i: a state file it cannot read is no reason to stop.
+        let mut setup = String::from("set -e\n");
+        if let Some((uid, gid)) = user {
+            for (file, line) in [
+                (
+                    "passwd",
+                    format!("jrtest:x:{uid}:{gid}::/nonexistent:/bin/sh\n"),
+                ),
+                ("group", format!("jrtest:x:{gid}:\n")),
+            ] {
+                let copy = d.join(file);
+                let known = fs::read_to_string(format!("/etc/{file}")).unwrap_or_default();
+                fs::write(&copy, known + &line).unwrap();
+                setup += &format!("mount --bind '{}' /etc/{file}\n", copy.display());
             }
+        }
+        if let Some(dir) = hidden {
+            setup += &format!("mount -t tmpfs tmpfs '{}'\n", dir.display());
+        }
+        setup += "exec \"$@\"\n";
+        for (name, args) in [
+            ("slurmctld", vec!["-D", "-i", "-f", &conf]),
+            ("slurmd", vec!["-D", "-N", NODE, "-f", &conf]),
+        ] {
+            let program = which(name).ok_or_else(|| format!("{name} not found"))?;
+            let program = program.to_str().unwrap();
+            let mut all = vec!["-m", "--propagation", "private", "--", "sh", "-c", &setup];
+            all.extend(["setup", program]);
+            all.extend(args);
+            cluster.daemon_as(name, "unshare", &all)?;
         }
         cluster.wait("the node to be idle", 30, |c| {
             // One line per partition the node is in.

@@ -116,6 +116,22 @@ async fn wait(
                     ),
                 });
             }
+            // Back in the queue with a start time to wait for, though the runner asks
+            // for none and no requeue: its node failed to launch it.
+            Seen::Pending(reason) if reason == "BeginTime" => {
+                if let Ok(Some(fields)) = client.show(id).await {
+                    let restarts = fields.get("Restarts").and_then(|r| r.parse().ok());
+                    if restarts.is_some_and(|n: u32| n > 0) {
+                        return Err(SlurmError::Refused {
+                            command: format!("Slurm job {id}"),
+                            stderr: format!(
+                                "its node failed to launch it ({} tries, now PENDING (BeginTime)): check that your user, its groups and the tree exist on the compute nodes (the controller's log says why)",
+                                restarts.unwrap_or(0) + 1
+                            ),
+                        });
+                    }
+                }
+            }
             Seen::Pending(_) => {}
             Seen::Running => running(&mut running_since),
             Seen::Unreadable(e) => {
