@@ -16,7 +16,7 @@ use crate::environment::Environment;
 use crate::events::EventSender;
 use crate::model::DiscoveredBy;
 use crate::runner::attempt::AttemptRequest;
-use crate::runner::slurm::{to_record, NodeRecord, NodeRequest, NOT_SHARED_EXIT};
+use crate::runner::slurm::{to_record, write_new, NodeRecord, NodeRequest, NOT_SHARED_EXIT};
 use crate::runner::Stop;
 
 /// Runs the job's attempt; the job's exit code.
@@ -58,10 +58,7 @@ pub fn slurm_job(request: &Path) -> i32 {
         (None, None) => 1,
     };
     let bytes = serde_json::to_vec(&record).expect("a record serializes");
-    let tmp = req.record.with_extension("tmp");
-    let written = crate::confined::create_file(&tmp)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
-        .and_then(|()| std::fs::rename(&tmp, &req.record));
+    let written = write_new(&req.record, &bytes);
     if let Err(e) = written {
         eprintln!(
             "jax-runner on {}: failed to write {}: {e}",

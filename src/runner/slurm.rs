@@ -22,7 +22,9 @@ mod queue;
 mod wait;
 
 pub use backend::Slurm;
-pub use job::{parse_marker, run_marker, NodeRecord, NodeRequest, JOB_ARG, NOT_SHARED_EXIT};
+pub use job::{
+    parse_marker, run_marker, write_new, NodeRecord, NodeRequest, JOB_ARG, NOT_SHARED_EXIT,
+};
 pub use outcome::{slurm_line, to_record};
 
 /// `scontrol show job -o`'s fields for one job.

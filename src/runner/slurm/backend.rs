@@ -112,21 +112,12 @@ impl Slurm {
         files.remove();
         let request =
             serde_json::to_vec_pretty(&self.request(req, files)).expect("a request serializes");
-        write_new(&files.request, &request).map_err(err(&files.request))?;
+        job::write_new(&files.request, &request).map_err(err(&files.request))?;
         let script = job::batch_script(&self.exe, &files.request);
-        write_new(&files.script, script.as_bytes()).map_err(err(&files.script))?;
-        write_new(&files.marker, b"").map_err(err(&files.marker))?;
+        job::write_new(&files.script, script.as_bytes()).map_err(err(&files.script))?;
+        job::write_new(&files.marker, b"").map_err(err(&files.marker))?;
         Ok(())
     }
-}
-
-/// A file made anew (a link or FIFO at its name is replaced, not followed), then
-/// renamed into place, so a job never reads half of it.
-fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = crate::confined::create_file(&tmp)?;
-    std::io::Write::write_all(&mut f, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// The node's record, when it left one; a shared file system may show it a moment

@@ -98,6 +98,17 @@ pub struct NodeRecord {
     pub sandbox_layers: Vec<String>,
 }
 
+/// A file made anew (a link or FIFO at its name is replaced, not followed), then
+/// renamed into place, so a job never reads half of it.
+pub fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut f = crate::confined::create_file(&tmp)?;
+    std::io::Write::write_all(&mut f, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
 /// What every job of a run carries in its `--comment`: found again by the next run
 /// (or `doctor`) after a runner that died, so none of its jobs stays queued.
 pub fn run_marker(host: &str, pid: u32, started: u64) -> String {

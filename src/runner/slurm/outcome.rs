@@ -12,6 +12,9 @@ use crate::runner::output::Drained;
 use crate::runner::sys::Exit;
 use crate::runner::telemetry::Telemetry;
 
+/// Why every Slurm attempt starts cold.
+const NODE_STARTS_COLD: &str = "a Slurm job starts its own interpreter on its node";
+
 /// stderr lines kept for the result, as for local runs.
 const STDERR_TAIL_LINES: usize = 40;
 /// The most of a log read back for the scanner (the log itself is capped by
@@ -135,10 +138,9 @@ pub fn from_record(r: NodeRecord, stderr_log: &Path, mut job: SlurmJob) -> Attem
         kernel_oom_kill: r.kernel_oom_kill,
         refused_forks: r.refused_forks,
         sampled_cpu: r.sampled_cpu,
-        start: Start::ColdFallback(
-            r.cold_reason
-                .unwrap_or_else(|| "a Slurm job starts its own interpreter".into()),
-        ),
+        // The node runs one script and needs no zygote (it starts it with warm start
+        // off): that, not the node's option, is why it started cold.
+        start: Start::ColdFallback(NODE_STARTS_COLD.into()),
         gpu_device_opened: r.gpu_device_opened,
         capabilities: r.capabilities,
         gpu: r.gpu_peak_mb.map(|mb| crate::gpu::sample::GpuUsage {
@@ -209,7 +211,7 @@ pub fn from_state(
         kernel_oom_kill: oom,
         refused_forks: 0,
         sampled_cpu: (0.0, 0.0),
-        start: Start::ColdFallback("a Slurm job starts its own interpreter".into()),
+        start: Start::ColdFallback(NODE_STARTS_COLD.into()),
         gpu_device_opened: None,
         capabilities: None,
         gpu: None,
