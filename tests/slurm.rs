@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::slurm::TestSlurm;
+use common::slurm::{Node, TestSlurm};
 use common::user::Account;
 use common::*;
 use serde_json::Value;
@@ -317,7 +317,11 @@ fn hostile_case(case: &str, account: Option<Account>, bwrap: bool) {
     }
     // The nodes know the user, as a cluster's do.
     let user = (!account.is_root()).then_some((account.uid, account.gid));
-    let slurm = TestSlurm::start_with(None, user).unwrap_or_else(|e| panic!("{case}: {e}"));
+    let slurm = TestSlurm::start_with(Node {
+        user,
+        ..Node::default()
+    })
+    .unwrap_or_else(|e| panic!("{case}: {e}"));
     let host = Traps::new(&account);
     let tree = account.tree_in(host.project());
     tree.fixture("hostile_root.py", "attacker/jax/hostile_root.py");
@@ -426,7 +430,11 @@ fn a_node_that_cannot_see_the_tree_stops_the_run_with_the_reason() {
         t.write(&format!("jax/s{i}.py"), "print('ran')\n");
     }
     // slurmd (and its jobs) see an empty folder where the tree is.
-    let slurm = TestSlurm::start_with(Some(&t.root()), None).unwrap();
+    let slurm = TestSlurm::start_with(Node {
+        hidden: Some(&t.root()),
+        ..Node::default()
+    })
+    .unwrap();
     let out = run(&slurm, &t.root(), &["--jobs", "1"]);
     assert_eq!(
         code(&out),
@@ -547,4 +555,41 @@ fn a_user_the_nodes_do_not_know_fails_with_the_reason_and_leaves_nothing_queued(
         "{r:#}"
     );
     assert!(slurm.queued().is_empty(), "{:?}", slurm.queued());
+}
+
+/// A GPU job whose node has no working GPU for jax fails with a GPU environment error,
+/// and the script is run again as a CPU job, as a local run falls back.
+#[test]
+fn a_gpu_job_that_finds_no_gpu_falls_back_to_a_cpu_job() {
+    if !prereq::require(
+        prereq::Prereq::Slurm,
+        prereq::slurm(),
+        "slurm, GPU fallback",
+    ) {
+        return;
+    }
+    let slurm = TestSlurm::start_with(Node {
+        fake_gpu: true,
+        ..Node::default()
+    })
+    .unwrap();
+    let t = Tree::new();
+    t.fixture("ok_jax.py", "jax/ok_jax.py");
+    let mut cmd = runner(&slurm, &t.root(), &["--slurm-partition", "gpu"]);
+    cmd.args(["--device", "gpu"]);
+    let out = cmd.output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = result(&t.root(), "ok_jax");
+    let attempts = r["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{r:#}");
+    assert_eq!(attempts[0]["device"], "gpu", "{r:#}");
+    assert_eq!(attempts[0]["class"], "gpu_environment", "{r:#}");
+    assert_eq!(attempts[1]["device"], "cpu", "{r:#}");
+    assert_eq!(r["device_used"], "cpu", "{r:#}");
+    let jobs: Vec<_> = attempts
+        .iter()
+        .map(|a| a["slurm"]["job_id"].clone())
+        .collect();
+    assert_ne!(jobs[0], jobs[1], "the CPU attempt is a job of its own");
+    assert!(slurm.queued().is_empty());
 }

@@ -85,6 +85,20 @@ pub struct TestSlurm {
     up: bool,
 }
 
+/// How the test cluster's node differs from a plain one. The daemons (and so every
+/// job) run in a mount namespace of their own.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Node<'a> {
+    /// An empty tmpfs there: a node that does not share that folder.
+    pub hidden: Option<&'a Path>,
+    /// A user (uid, gid) its `/etc/passwd` and `/etc/group` name, as a cluster's
+    /// nodes know its users.
+    pub user: Option<(u32, u32)>,
+    /// One `gpu` GRES on the node whose device is `/dev/null` (Slurm wants a device
+    /// file): a GPU job is scheduled there, and jax finds no GPU.
+    pub fake_gpu: bool,
+}
+
 impl TestSlurm {
     /// A cluster for test `case`, or `None` when Slurm is missing and
     /// `JAX_RUNNER_TEST_SKIP` names it (see [`prereq::require`]); a cluster that
@@ -99,17 +113,16 @@ impl TestSlurm {
     /// Starts munged, slurmctld and slurmd, and waits (30 s at most) until the node
     /// is idle. On failure, what was started is stopped again.
     pub fn start() -> Result<TestSlurm, String> {
-        Self::start_with(None, None)
+        Self::start_with(Node::default())
     }
 
-    /// [`TestSlurm::start`], with the daemons (and so every job) in a mount namespace
-    /// of their own, where `hidden` is an empty tmpfs (a node that does not share that
-    /// folder) and `/etc/passwd` and `/etc/group` name `user` (uid, gid), as a
-    /// cluster's nodes know its users.
-    pub fn start_with(
-        hidden: Option<&Path>,
-        user: Option<(u32, u32)>,
-    ) -> Result<TestSlurm, String> {
+    /// [`TestSlurm::start`], with the node as `node` describes it.
+    pub fn start_with(node: Node<'_>) -> Result<TestSlurm, String> {
+        let Node {
+            hidden,
+            user,
+            fake_gpu,
+        } = node;
         let dir = tempfile::Builder::new().prefix("jr-slurm-").tempdir();
         let dir = dir.map_err(|e| format!("no temporary folder: {e}"))?;
         let d = dir.path().to_path_buf();
@@ -151,7 +164,14 @@ impl TestSlurm {
         std::io::copy(&mut random, &mut key).unwrap();
         // munged refuses a key others could read.
         fs::set_permissions(d.join("munge.key"), fs::Permissions::from_mode(0o400)).unwrap();
-        fs::write(&cluster.conf, slurm_conf(&d)).unwrap();
+        fs::write(&cluster.conf, slurm_conf(&d, fake_gpu)).unwrap();
+        if fake_gpu {
+            fs::write(
+                d.join("gres.conf"),
+                format!("NodeName={NODE} Name=gpu File=/dev/null\n"),
+            )
+            .unwrap();
+        }
 
         // The origin as an address: the node's name resolves nowhere.
         let mut munged = vec!["--foreground".to_string(), "--origin=127.0.0.1".into()];
@@ -346,7 +366,7 @@ impl TestSlurm {
 }
 
 /// The cluster's slurm.conf (tests/common/slurm.conf filled in), every path in `dir`.
-fn slurm_conf(dir: &Path) -> String {
+fn slurm_conf(dir: &Path, fake_gpu: bool) -> String {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let kib = meminfo
@@ -359,6 +379,8 @@ fn slurm_conf(dir: &Path) -> String {
         .replace("@CPUS@", &cpus.to_string())
         // Below what slurmd finds, or it drains the node for "Low RealMemory".
         .replace("@MEMORY@", &(kib / 1024 * 9 / 10).to_string())
+        .replace("@GRES@", if fake_gpu { "Gres=gpu:1" } else { "" })
+        .replace("@GRESTYPES@", if fake_gpu { "GresTypes=gpu" } else { "" })
 }
 
 impl Drop for TestSlurm {
