@@ -19,6 +19,8 @@ pub mod modes;
 pub mod netns;
 pub mod prereq;
 pub mod slurm;
+pub mod slurm_node;
+pub mod slurm_run;
 pub mod snapshot;
 pub mod user;
 

@@ -21,6 +21,8 @@ pub use super::netns::processes_in_netns;
 use super::netns::{end_in_netns, exited, poll, GRACE};
 
 use super::prereq::{self, Prereq};
+use super::slurm_node::slurm_conf;
+pub use super::slurm_node::Node;
 
 /// The node's name: slurmd's `-N`, and the host name jobs see.
 pub const NODE: &str = "jrnode";
@@ -85,20 +87,6 @@ pub struct TestSlurm {
     up: bool,
 }
 
-/// How the test cluster's node differs from a plain one. The daemons (and so every
-/// job) run in a mount namespace of their own.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Node<'a> {
-    /// An empty tmpfs there: a node that does not share that folder.
-    pub hidden: Option<&'a Path>,
-    /// A user (uid, gid) its `/etc/passwd` and `/etc/group` name, as a cluster's
-    /// nodes know its users.
-    pub user: Option<(u32, u32)>,
-    /// One `gpu` GRES on the node whose device is `/dev/null` (Slurm wants a device
-    /// file): a GPU job is scheduled there, and jax finds no GPU.
-    pub fake_gpu: bool,
-}
-
 impl TestSlurm {
     /// A cluster for test `case`, or `None` when Slurm is missing and
     /// `JAX_RUNNER_TEST_SKIP` names it (see [`prereq::require`]); a cluster that
@@ -118,11 +106,6 @@ impl TestSlurm {
 
     /// [`TestSlurm::start`], with the node as `node` describes it.
     pub fn start_with(node: Node<'_>) -> Result<TestSlurm, String> {
-        let Node {
-            hidden,
-            user,
-            fake_gpu,
-        } = node;
         let dir = tempfile::Builder::new().prefix("jr-slurm-").tempdir();
         let dir = dir.map_err(|e| format!("no temporary folder: {e}"))?;
         let d = dir.path().to_path_buf();
@@ -164,8 +147,8 @@ impl TestSlurm {
         std::io::copy(&mut random, &mut key).unwrap();
         // munged refuses a key others could read.
         fs::set_permissions(d.join("munge.key"), fs::Permissions::from_mode(0o400)).unwrap();
-        fs::write(&cluster.conf, slurm_conf(&d, fake_gpu)).unwrap();
-        if fake_gpu {
+        fs::write(&cluster.conf, slurm_conf(&d, node.fake_gpu)).unwrap();
+        if node.fake_gpu {
             fs::write(
                 d.join("gres.conf"),
                 format!("NodeName={NODE} Name=gpu File=/dev/null\n"),
@@ -192,25 +175,7 @@ impl TestSlurm {
         // reason to stop (there are none yet).
         // Each daemon execs in place of this script, in its own mount namespace;
         // slurmctld's -i: a state file it cannot read is no reason to stop.
-        let mut setup = String::from("set -e\n");
-        if let Some((uid, gid)) = user {
-            for (file, line) in [
-                (
-                    "passwd",
-                    format!("jrtest:x:{uid}:{gid}::/nonexistent:/bin/sh\n"),
-                ),
-                ("group", format!("jrtest:x:{gid}:\n")),
-            ] {
-                let copy = d.join(file);
-                let known = fs::read_to_string(format!("/etc/{file}")).unwrap_or_default();
-                fs::write(&copy, known + &line).unwrap();
-                setup += &format!("mount --bind '{}' /etc/{file}\n", copy.display());
-            }
-        }
-        if let Some(dir) = hidden {
-            setup += &format!("mount -t tmpfs tmpfs '{}'\n", dir.display());
-        }
-        setup += "exec \"$@\"\n";
+        let setup = node.setup(&d);
         for (name, args) in [
             ("slurmctld", vec!["-D", "-i", "-f", &conf]),
             ("slurmd", vec!["-D", "-N", NODE, "-f", &conf]),
@@ -363,24 +328,6 @@ impl TestSlurm {
         assert!(reached, "job {id} never got to {states:?}: {line}");
         line
     }
-}
-
-/// The cluster's slurm.conf (tests/common/slurm.conf filled in), every path in `dir`.
-fn slurm_conf(dir: &Path, fake_gpu: bool) -> String {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let kib = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:")?.trim().split(' ').next());
-    let kib: u64 = kib.and_then(|k| k.parse().ok()).unwrap_or(2 << 20);
-    include_str!("slurm.conf")
-        .replace("@DIR@", &dir.display().to_string())
-        .replace("@NODE@", NODE)
-        .replace("@CPUS@", &cpus.to_string())
-        // Below what slurmd finds, or it drains the node for "Low RealMemory".
-        .replace("@MEMORY@", &(kib / 1024 * 9 / 10).to_string())
-        .replace("@GRES@", if fake_gpu { "Gres=gpu:1" } else { "" })
-        .replace("@GRESTYPES@", if fake_gpu { "GresTypes=gpu" } else { "" })
 }
 
 impl Drop for TestSlurm {
