@@ -85,6 +85,29 @@ fn every_source_parses_with_the_same_types() {
 }
 
 #[test]
+fn the_slurm_options_come_from_variables_and_profiles_too() {
+    let profile = "[profile.default]\nbackend = \"slurm\"\nslurm-qos = \"short\"\nslurm-arg = [\"--constraint=a100\", \"--exclusive\"]\n";
+    let vars = [
+        ("JAX_RUNNER_SLURM_PARTITION", "gpu"),
+        ("JAX_RUNNER_SLURM_ACCOUNT", "lab"),
+    ];
+    let o = layered(&[], &vars, profile).unwrap();
+    let c = &o.cluster;
+    assert_eq!(c.backend, crate::config::Backend::Slurm);
+    assert_eq!(c.slurm_partition.as_deref(), Some("gpu"));
+    assert_eq!(c.slurm_account.as_deref(), Some("lab"));
+    assert_eq!(c.slurm_qos.as_deref(), Some("short"));
+    assert_eq!(c.slurm_arg, ["--constraint=a100", "--exclusive"]);
+    assert_eq!(
+        setting(&o, "slurm-partition").1,
+        "environment (JAX_RUNNER_SLURM_PARTITION)"
+    );
+    // The command line wins, as for every option.
+    let o = layered(&["--slurm-partition", "debug"], &vars, profile).unwrap();
+    assert_eq!(o.cluster.slurm_partition.as_deref(), Some("debug"));
+}
+
+#[test]
 fn a_bad_value_is_blamed_on_its_variable_or_its_line() {
     let err = layered(&[], &[("JAX_RUNNER_JOBS", "many")], "").unwrap_err();
     assert!(err.to_string().contains("JAX_RUNNER_JOBS"), "{err}");
