@@ -17,7 +17,7 @@ use crate::model::{ScriptSummary, Status, SCHEMA_VERSION};
 pub use finish::explain;
 use finish::finish;
 use record::recorded;
-use unstarted::{run_when_the_runner_can, spawn_failure};
+use unstarted::{halt_on, run_when_the_runner_can, spawn_failure};
 
 /// Runs one script to its final result, reports it, and returns its summary line.
 /// The loop decides retries, the GPU→CPU fallback and the retry alone on the GPU; how
@@ -184,14 +184,7 @@ fn attempt_of(
             result,
         ),
         Err(e) => {
-            if let AttemptError::Prepare { path, source } = &e {
-                ctx.halt.check(path, source);
-            }
-            if let AttemptError::Slurm(crate::error::SlurmError::NotShared { node, path }) = &e {
-                let error = format!("its job ran on {node}");
-                ctx.halt
-                    .raise_for(crate::halt::HaltKind::NotShared, path, error);
-            }
+            halt_on(&ctx.halt, &e);
             spawn_failure(number, platform, stdout_log, stderr_log, &e, result)
         }
     }

@@ -36,6 +36,21 @@ fn runner_exhausted(e: &AttemptError) -> bool {
     matches!(e, AttemptError::Spawn { source, .. } if crate::runner::capacity::is_exhaustion(source))
 }
 
+/// An attempt that could not run because no later one could either raises the halt:
+/// the runner's file system is full, or a Slurm job's node does not share the tree.
+pub(super) fn halt_on(halt: &crate::halt::Halt, e: &AttemptError) {
+    match e {
+        AttemptError::Prepare { path, source } => {
+            halt.check(path, source);
+        }
+        AttemptError::Slurm(crate::error::SlurmError::NotShared { node, path }) => {
+            let error = format!("its job ran on {node}");
+            halt.raise_for(crate::halt::HaltKind::NotShared, path, error);
+        }
+        _ => {}
+    }
+}
+
 pub(super) fn spawn_failure(
     number: u32,
     device: Platform,
