@@ -79,15 +79,7 @@ async fn attempt(req: &NodeRequest) -> Result<NodeRecord, String> {
             req.version
         ));
     }
-    let chain = |e: &dyn std::error::Error| {
-        let mut s = e.to_string();
-        let mut src = e.source();
-        while let Some(e) = src {
-            s += &format!(": {e}");
-            src = e.source();
-        }
-        s
-    };
+    let chain = |e: &dyn std::error::Error| crate::error::chain(e).join(": ");
     let mut opts = RunOptions::from_args(req.argv.iter().map(String::as_str))
         .map_err(|e| format!("failed to read the node's options: {e}"))?;
     opts.layered.environment = Arc::new(Environment::capture());

@@ -130,19 +130,14 @@ async fn cancel_orphans(client: &SlurmClient) -> Vec<String> {
         let Some((h, pid, started)) = crate::runner::slurm::parse_marker(&comment) else {
             continue;
         };
-        if h == host && process_start(pid) != Some(started) && client.cancel(&id).await.is_ok() {
+        if h == host
+            && crate::runner::sys::start_ticks(pid) != Some(started)
+            && client.cancel(&id).await.is_ok()
+        {
             cancelled.push(id);
         }
     }
     cancelled
-}
-
-/// When `pid` started, in clock ticks after boot (`/proc/PID/stat`'s 22nd field):
-/// with the PID, it names one process for good.
-pub fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 2..];
-    after.split(' ').nth(19)?.parse().ok()
 }
 
 /// This machine's host name.
@@ -170,7 +165,11 @@ pub(super) fn backend(shared: &Shared, interp: &Interpreter) -> Result<Slurm, Er
         options: config.slurm.clone().unwrap_or_default(),
         exe: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("jax-runner")),
         jobs_dir,
-        marker: run_marker(&hostname(), pid, process_start(pid).unwrap_or(0)),
+        marker: run_marker(
+            &hostname(),
+            pid,
+            crate::runner::sys::start_ticks(pid).unwrap_or(0),
+        ),
         node_argv: node_argv(config, shared.compilation_cache.as_deref(), interp),
         grace: config.grace,
         queue: Default::default(),
@@ -244,17 +243,5 @@ mod tests {
             (p[1].name.as_str(), p[1].default, p[1].gpus, p[1].cpus),
             ("gpu", false, 3, 12)
         );
-    }
-
-    #[test]
-    fn a_process_is_named_by_its_pid_and_start() {
-        let me = std::process::id();
-        assert!(process_start(me).is_some_and(|t| t > 0));
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let pid = child.id();
-        child.wait().unwrap();
-        // Reaped: that process is gone, whatever may take its PID later.
-        let now = process_start(pid);
-        assert!(now.is_none() || now > process_start(me), "{now:?}");
     }
 }

@@ -72,12 +72,25 @@ pub fn has_exited(pid: libc::pid_t) -> bool {
     exited
 }
 
+/// The fields of `/proc/<pid>/stat` after the command name (which may hold spaces
+/// and parentheses: they start after the last `)`), from the state on; `None` once the
+/// process is gone.
+pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
 /// The state letter of `pid` in `/proc/<pid>/stat` (`R`, `S`, `Z`, …); `None` once
 /// it is gone.
 pub fn state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.trim_start().chars().next()
+    stat_fields(pid)?.first()?.chars().next()
+}
+
+/// When `pid` started, in clock ticks after boot (the stat's 22nd field): with the
+/// PID, it names one process for good.
+pub fn start_ticks(pid: u32) -> Option<u64> {
+    stat_fields(pid)?.get(19)?.parse().ok()
 }
 
 /// Whether `pid` has ended: gone, or a zombie (or dead) waiting to be reaped.
@@ -131,6 +144,18 @@ pub use jax_runner_confine::process::{cloexec_from, cloexec_range};
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_is_named_by_its_pid_and_start() {
+        let me = std::process::id();
+        assert!(start_ticks(me).is_some_and(|t| t > 0));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        // Reaped: that process is gone, whatever may take its PID later.
+        let now = start_ticks(pid);
+        assert!(now.is_none() || now > start_ticks(me), "{now:?}");
+    }
     use std::os::unix::process::CommandExt;
     use std::process::Command;
 

@@ -252,11 +252,8 @@ fn holds_gpu_device(pid: u32) -> bool {
 
 /// utime and stime of a process, in clock ticks, from `/proc/<pid>/stat`.
 fn cpu_ticks(pid: u32) -> Option<(u64, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields start after the last ')'.
-    let rest = stat.rsplit_once(')')?.1;
-    let mut fields = rest.split_whitespace().skip(11);
-    Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+    let fields = super::sys::stat_fields(pid)?;
+    Some((fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?))
 }
 
 #[cfg(test)]
