@@ -5,7 +5,11 @@
 # `xargs -P <jobs> -n 1 python` with the same interpreter, alternating A B A B for
 # ROUNDS rounds (default 3), each jax-runner run on a fresh results folder. Prints each
 # round's times and ratio, then the median ratio and its spread, and the runner's own
-# peak RSS. Nothing else should run on the machine meanwhile.
+# peak RSS. Nothing else should run on the machine meanwhile. Each round runs on a
+# fresh copy of the tree and nothing is deleted until the end: on an ext4 without a
+# journal, every inode freed in the last minutes slows each file the next round creates
+# (the kernel skips recently deleted inodes one by one), which would charge the
+# runner, the side that writes files, for the benchmark's own clean-up.
 # Usage: bench/trivial.sh [N] [jax-runner binary]   (ROUNDS=5 bench/trivial.sh 1000)
 set -euo pipefail
 n=${1:-1000}
@@ -14,23 +18,24 @@ rounds=${ROUNDS:-3}
 jobs=$(nproc)
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
-mkdir -p "$tree/trivial/jax"
-for i in $(seq 1 "$n"); do echo "print($i)" > "$tree/trivial/jax/s$i.py"; done
+mkdir -p "$tree/source/trivial/jax"
+for i in $(seq 1 "$n"); do echo "print($i)" > "$tree/source/trivial/jax/s$i.py"; done
 python=$("$bin" setup -q)
 now() { date +%s.%N; }
 ratios=()
 echo "N=$n jobs=$jobs python=$python binary=$bin ($("$bin" --version))"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$rounds"); do
+    round="$tree/round$r"
+    cp -r "$tree/source" "$round"
     start=$(now)
-    find "$tree/trivial/jax" -name '*.py' -print0 | xargs -0 -P "$jobs" -n 1 "$python" >/dev/null
+    find "$round/trivial/jax" -name '*.py' -print0 | xargs -0 -P "$jobs" -n 1 "$python" >/dev/null
     xargs_s=$(echo "$(now) - $start" | bc)
-    rm -rf "$tree/execution_results"
     start=$(now)
-    "$bin" --output-dir "$tree" --python "$python" --device cpu -q >/dev/null
+    "$bin" --output-dir "$round" --python "$python" --device cpu -q >/dev/null
     runner_s=$(echo "$(now) - $start" | bc)
     rss=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["runner_peak_rss_mb"])' \
-        "$tree/execution_results/jax/performance_metrics.json")
+        "$round/execution_results/jax/performance_metrics.json")
     ratio=$(echo "scale=3; $runner_s / $xargs_s" | bc)
     ratios+=("$ratio")
     printf 'round %d: xargs %.2f s, jax-runner %.2f s (runner peak %.1f MiB): %.2fx\n' \

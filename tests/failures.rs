@@ -326,6 +326,27 @@ fn an_existing_sitecustomize_still_runs() {
     assert_eq!(t.result("ok_jax")["jax"]["backend"], "cpu");
 }
 
+/// Python runs a `sitecustomize` from its path at start-up, before it adds the
+/// script's folder: one lying beside the script is just a module there. Warm starts
+/// hold to that as cold ones do.
+#[test]
+fn a_sitecustomize_beside_the_script_is_not_run_warm_or_cold() {
+    for warm in ["on", "off"] {
+        let t = Tree::new();
+        t.write(
+            "m/jax/sitecustomize.py",
+            "import os\nopen(os.path.join(os.environ['GNN_OUTPUT_DIR'], 'ran.txt'), 'w')\n",
+        );
+        t.write("m/jax/s.py", "print('ok')\n");
+        let out = t.run(&["--warm-start", warm, "-k", "s.py"]);
+        assert_eq!(code(&out), 0, "{warm}: {}", stderr(&out));
+        let r = t.result("s");
+        assert_eq!(r["status"], "succeeded", "{warm}: {r}");
+        let data = std::path::PathBuf::from(r["data_dir"].as_str().unwrap());
+        assert!(!data.join("ran.txt").exists(), "{warm}: {r}");
+    }
+}
+
 #[test]
 fn a_detached_grandchild_is_killed_and_reported() {
     let t = Tree::new();

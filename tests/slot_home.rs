@@ -262,3 +262,36 @@ fn a_sandboxed_script_cannot_stop_its_slots_zygote() {
     }
     assert_eq!(started[0], started[1], "the slot's zygote was made again");
 }
+
+/// A script of a slot starts as a fork of the zygote, holding its 150 MiB of pages:
+/// the runner does not count those as the script's. Whether the script is sampled
+/// (proportional sizes) or ends before its first sample (the kernel's peak less what
+/// it held at its fork), a script that adds nothing records far less than the zygote
+/// holds; one that fills 300 MiB and stays for the samples records at least that.
+#[test]
+fn a_warm_script_counts_what_it_added_not_the_zygotes_pages() {
+    if !pids_cgroups() {
+        eprintln!("skipped: no pids cgroups for this user here");
+        return;
+    }
+    for sandbox in ["off", "auto"] {
+        let t = Tree::new();
+        t.write("m/jax/a_nothing.py", "print(1)\n");
+        t.write(
+            "m/jax/b_fills.py",
+            "import time\nb = b'x' * (300 << 20)\ntime.sleep(0.5)\nprint(len(b))\n",
+        );
+        let out = t.run(&["--sandbox", sandbox, "--jobs", "1"]);
+        assert_eq!(code(&out), 0, "{sandbox}: {}", stderr(&out));
+        let nothing = t.result("a_nothing");
+        let fills = t.result("b_fills");
+        for r in [&nothing, &fills] {
+            assert_eq!(r["attempts"][0]["start"], "warm", "{sandbox}: {r}");
+            let source = r["memory_source"].as_str().unwrap();
+            assert!(["pss", "rss"].contains(&source), "{sandbox}: {r}");
+        }
+        let mb = |r: &serde_json::Value| r["peak_memory_mb"].as_f64().unwrap();
+        assert!(mb(&nothing) < 80.0, "{sandbox}: {nothing}");
+        assert!(mb(&fills) >= 295.0, "{sandbox}: {fills}");
+    }
+}

@@ -65,7 +65,10 @@ pub(super) fn begin(
         compilation_cache,
     } = setup(config, interp, sandboxing, compilation_cache, warnings)?;
     let shim_dir = match telemetry::install(&crate::paths::cache_dir()) {
-        Ok(dir) => Some(dir),
+        Ok(dir) => {
+            telemetry::compile_for(&dir, &interp.path, &interp.info.python_version);
+            Some(dir)
+        }
         Err(e) => {
             warnings.push(format!(
                 "device telemetry disabled: failed to install the shim: {e}"

@@ -176,6 +176,7 @@ async fn execute(
         fingerprints: exec.schedule.fingerprints,
         device_times: exec.schedule.device_times,
         families: exec.schedule.families,
+        earlier_logs: crate::results::archive::EarlierLogs::read(&config.results_dir),
         halt: halt.clone(),
         fail_budget: runner::budget::FailBudget::new(
             config.max_fail.map(std::num::NonZeroUsize::get),

@@ -71,14 +71,17 @@ impl Ledger {
     /// Before a script's first attempt of this run: its earlier result copied into the
     /// history, its logs, its data folder and `extra` (GNN's per-script files, absolute)
     /// moved there. Returns what failed; each such file stays where it was.
-    pub fn archive_record(&self, id: &str, data_dir: &Path, extra: &[PathBuf]) -> Vec<KeepError> {
+    pub fn archive_record(
+        &self,
+        id: &str,
+        data_dir: &Path,
+        extra: &[PathBuf],
+        logs: &EarlierLogs,
+    ) -> Vec<KeepError> {
         let mut errors = self.keep_result(id, extra);
-        let logs = Path::new("logs");
-        for (name, _) in entries(&self.results_dir, logs) {
-            if log_owner(&name) == Some(id) {
-                let rel = logs.join(name);
-                errors.extend(self.move_in(id, &self.results_dir.join(rel), None));
-            }
+        for name in logs.of(id) {
+            let rel = Path::new(LOGS_DIR).join(name);
+            errors.extend(self.move_in(id, &self.results_dir.join(rel), None));
         }
         for file in extra {
             errors.extend(self.move_in(id, file, None));
@@ -191,6 +194,34 @@ fn write_into(root: &Path, rel: &Path, bytes: &[u8]) -> std::io::Result<()> {
     crate::confined::create_file(&made.path.join(tmp.file_name().unwrap_or_default()))?
         .write_all(bytes)?;
     crate::confined::rename(root, &tmp, root, rel).map_err(std::io::Error::from)
+}
+
+/// The folder of the results folder that holds the scripts' logs.
+pub const LOGS_DIR: &str = "logs";
+
+/// The logs earlier runs left in the results folder, by the script they belong to.
+/// Read once, before the run writes any: looking the folder through again for each
+/// script made a run's cost grow with the square of its scripts (2,000 names read per
+/// script at 1,000 scripts).
+#[derive(Debug, Default)]
+pub struct EarlierLogs(std::collections::HashMap<String, Vec<String>>);
+
+impl EarlierLogs {
+    /// The logs in `results_dir`'s `logs/` folder now, none when it cannot be read.
+    pub fn read(results_dir: &Path) -> EarlierLogs {
+        let mut by_owner: std::collections::HashMap<String, Vec<String>> = Default::default();
+        for (name, _) in entries(results_dir, Path::new(LOGS_DIR)) {
+            if let Some(id) = log_owner(&name) {
+                by_owner.entry(id.to_string()).or_default().push(name);
+            }
+        }
+        EarlierLogs(by_owner)
+    }
+
+    /// The names of `id`'s earlier logs.
+    pub fn of(&self, id: &str) -> &[String] {
+        self.0.get(id).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// The script id a log file name belongs to: `<id>.stdout.log`, `<id>.stderr.log`,

@@ -89,15 +89,24 @@ pub async fn run_attempt(
     let out_task = drain(child_stdout, stdout_file, out_opts);
     let err_task = drain(child_stderr, stderr_file, err_opts);
     // A slot's zygote forked the script as its own child: it says how it ended.
-    let waiter = match zygote.filter(|z| start == Start::Warm && z.resident()) {
+    let resident = zygote.filter(|z| start == Start::Warm && z.resident());
+    let waiter = match resident {
         Some(z) => {
             let z = z.clone();
             tokio::task::spawn_blocking(move || z.wait_exit(pid))
         }
         None => tokio::task::spawn_blocking(move || sys::wait4(pid)),
     };
-    let (exit, stopped_by, sampler, capabilities, gpu) =
-        supervise(pid, spec, &mut stop, waiter, started, plumbing).await?;
+    let (exit, stopped_by, sampler, capabilities, gpu) = supervise(
+        pid,
+        spec,
+        &mut stop,
+        waiter,
+        started,
+        plumbing,
+        resident.is_some(),
+    )
+    .await?;
     let duration = started.elapsed();
     let stopped_by = match &spec.cgroup {
         Some(cg) if stopped_by.is_none() && cg.oom_killed() => Some(StoppedBy::MemoryCgroup),
@@ -134,6 +143,7 @@ pub async fn run_attempt(
     let sampled = sampler.peak.total();
     let (peak, memory_source) = match (cgroup_peak, sampled) {
         (Some(p), _) if p > sampled => (p, MemorySource::Cgroup),
+        _ if !sampler.measured => (exit.max_rss_bytes, MemorySource::Rss),
         (_, 0) if exit.max_rss_bytes > 0 => (exit.max_rss_bytes, MemorySource::Rss),
         _ => (sampled, sampler.peak_source),
     };
@@ -191,6 +201,7 @@ async fn supervise(
     mut waiter: tokio::task::JoinHandle<std::io::Result<Exit>>,
     started: Instant,
     plumbing: Option<u32>,
+    fresh_fork: bool,
 ) -> Result<Supervised, AttemptError> {
     let mut sampler = TreeSampler::default();
     sampler.scratch = spec.scratch.clone().map(ScratchGauge::new);
@@ -214,8 +225,19 @@ async fn supervise(
                     .map_err(AttemptError::Wait)?;
             }
             _ = ticker.tick() => {
-                let held = sampler.sample(pid as u32);
                 ticks += 1;
+                // A slot's fork at its first tick holds the zygote's pages and nothing
+                // of the script's yet: its processes are read, its memory is not (a
+                // walk of the zygote's page tables, 4 ms of the runner's CPU for each
+                // script; one that ends before the next tick has the kernel's peak,
+                // less those pages).
+                let held = match ticks == 1 && fresh_fork {
+                    true => {
+                        sampler.observe(pid as u32);
+                        None
+                    }
+                    false => Some(sampler.sample(pid as u32)),
+                };
                 if ticks % GPU_LOOK_EVERY == 0 {
                     sampler.look_for_gpu();
                 }
@@ -228,6 +250,7 @@ async fn supervise(
                 if let Some(seen) = script_capabilities(&sampler.last_pids, spec, plumbing) {
                     caps = Some(caps.unwrap_or(0) | seen);
                 }
+                let Some(held) = held else { continue };
                 if let Some(sink) = spec.samples.as_ref().filter(|_| ticks % SAMPLES_PER_EVENT == 0) {
                     sink.events.emit(crate::events::RunEvent::Sample {
                         id: sink.id.clone(),

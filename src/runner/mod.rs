@@ -83,6 +83,8 @@ pub struct RunContext {
     /// Scripts that wait for their family's first to fill the compilation cache, by
     /// id, with their family (see [`families`]).
     pub families: std::collections::HashMap<String, u64>,
+    /// The logs earlier runs left, by script: read before the run writes any.
+    pub earlier_logs: crate::results::archive::EarlierLogs,
 }
 
 /// A script's data folder outside GNN's layout: `RESULTS/data/<id>`.
@@ -100,7 +102,9 @@ impl RunContext {
     }
 
     fn logs_dir(&self) -> PathBuf {
-        self.config.results_dir.join("logs")
+        self.config
+            .results_dir
+            .join(crate::results::archive::LOGS_DIR)
     }
 
     fn data_dir(&self, id: &str) -> PathBuf {
@@ -134,7 +138,8 @@ impl RunContext {
     /// `result`.
     fn archive_record(&self, id: &str, data_dir: &std::path::Path, result: &mut ScriptResult) {
         let extra = self.record_files.get(id).map_or(&[][..], Vec::as_slice);
-        for e in self.ledger().archive_record(id, data_dir, extra) {
+        let ledger = self.ledger();
+        for e in ledger.archive_record(id, data_dir, extra, &self.earlier_logs) {
             result.note_problem(crate::error::chain(&e).join(": "));
         }
     }

@@ -13,7 +13,8 @@ pub struct Exit {
     pub signal: Option<i32>,
     pub user_cpu: Duration,
     pub system_cpu: Duration,
-    /// Peak RSS of the process (and of descendants it waited for), bytes.
+    /// Peak RSS of the process (and of descendants it waited for), bytes; for a
+    /// script a slot's zygote forked, less what it held at its fork (the zygote's).
     pub max_rss_bytes: u64,
 }
 

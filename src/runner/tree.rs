@@ -64,6 +64,8 @@ pub struct TreeSampler {
     /// A process of the runner's own in the tree (a warm sandbox's namespace init, a
     /// fork of the zygote): its pages are the zygote's, not the script's memory.
     pub plumbing: Option<u32>,
+    /// Whether any sample read the tree's memory.
+    pub measured: bool,
     /// Last (utime, stime) clock ticks seen per PID: a floor for CPU time where
     /// `wait4` cannot see the tree (inside a sandbox it only sees bwrap).
     cpu_ticks: std::collections::HashMap<u32, (u64, u64)>,
@@ -81,6 +83,7 @@ impl Default for TreeSampler {
             last_count: 0,
             last_pids: Vec::new(),
             plumbing: None,
+            measured: false,
             gpu_opened: false,
             gpu_looked: false,
             cpu_ticks: std::collections::HashMap::new(),
@@ -92,6 +95,14 @@ impl TreeSampler {
     /// Reads the tree under `root` and returns its memory and what its scratch holds,
     /// in bytes.
     pub fn sample(&mut self, root: u32) -> Held {
+        self.observe(root);
+        self.measured = true;
+        self.memory()
+    }
+
+    /// Reads the tree under `root` (its processes and their CPU time) without its
+    /// memory: a script just forked from the zygote holds only the zygote's pages.
+    pub fn observe(&mut self, root: u32) {
         let raw = tree_pids(root);
         self.last_count = raw.len();
         for pid in &raw {
@@ -107,6 +118,10 @@ impl TreeSampler {
             }
         }
         self.last_pids = raw;
+    }
+
+    /// The memory and scratch of the tree [`TreeSampler::observe`] last read.
+    fn memory(&mut self) -> Held {
         let scratch = match self.scratch.as_mut() {
             Some(g) => g.measure(&self.last_pids),
             None => 0,

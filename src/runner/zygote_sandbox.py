@@ -115,6 +115,7 @@ def spawn_sandboxed(req, fds):
             os.close(fd)
         return {"error": "expected 4 file descriptors, got %d" % len(fds)}
     r, w = os.pipe()
+    freeze_heap()
     try:
         child = os.fork()
         if child == 0:

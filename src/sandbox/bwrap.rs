@@ -168,8 +168,9 @@ fn identity() -> Vec<String> {
 }
 
 /// bwrap's arguments up to (and including) `--`; the program and its arguments follow
-/// (`__sandbox-exec`, then the interpreter).
-pub fn args(b: &Bwrap, m: &Mounts) -> Vec<OsString> {
+/// (`__sandbox-exec`, then the interpreter). `steps` are `m`'s (`view::steps`), made
+/// once per attempt by the caller, who also hands them to a warm start.
+pub fn args(b: &Bwrap, m: &Mounts, steps: &[MountStep]) -> Vec<OsString> {
     let mut a: Vec<OsString> = [
         "--die-with-parent",
         "--unshare-pid",
@@ -197,7 +198,7 @@ pub fn args(b: &Bwrap, m: &Mounts) -> Vec<OsString> {
         }
     }
     a.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(OsString::from));
-    a.extend(step_args(&steps(m), b.tmpfs_size));
+    a.extend(step_args(steps, b.tmpfs_size));
     a.extend(device_args(m.gpu));
     a.extend([OsString::from("--chdir"), m.cwd.clone().into(), "--".into()]);
     a

@@ -202,7 +202,7 @@ impl SandboxSetup {
             .sandboxing
             .bwrap
             .as_ref()
-            .map(|b| (b.path.clone(), bwrap::args(b, &view)));
+            .map(|b| (b.path.clone(), bwrap::args(b, &view, &steps)));
         let builtin_view = bwrap.is_none() && self.sandboxing.namespaces;
         let confine = Confinement {
             steps: if builtin_view {

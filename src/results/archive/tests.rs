@@ -24,7 +24,12 @@ fn a_records_earlier_files_are_kept_before_its_first_attempt() {
     touch(&results.join("logs/a.attempt2.stderr.log"), "err");
     touch(&results.join("logs/ab.stdout.log"), "other script");
     touch(&results.join("data/a/simulation_results.json"), "old data");
-    let errors = l.archive_record("a", &results.join("data/a"), &[]);
+    let errors = l.archive_record(
+        "a",
+        &results.join("data/a"),
+        &[],
+        &EarlierLogs::read(results),
+    );
     assert!(errors.is_empty(), "{errors:?}");
     let history = l.history();
     // The result is copied: it stays current until the new one is whole.
@@ -65,7 +70,7 @@ fn gnn_files_and_data_keep_their_layout_under_the_step12_folder() {
     touch(&extra[0], "gnn result");
     let data = step12.join("m/jax/simulation_data");
     touch(&data.join("x.csv"), "1,2");
-    let errors = l.archive_record("m", &data, &extra);
+    let errors = l.archive_record("m", &data, &extra, &EarlierLogs::default());
     assert!(errors.is_empty(), "{errors:?}");
     let kept = l.history().join(STEP12_IN_HISTORY).join("m/jax");
     assert!(kept.join("simulation_data/x.csv").is_file());
@@ -110,7 +115,9 @@ fn paths_outside_both_roots_are_never_touched() {
     let l = ledger(tmp.path());
     let elsewhere = tmp.path().join("elsewhere/data");
     touch(&elsewhere.join("f"), "x");
-    assert!(l.archive_record("a", &elsewhere, &[]).is_empty());
+    assert!(l
+        .archive_record("a", &elsewhere, &[], &EarlierLogs::default())
+        .is_empty());
     assert!(elsewhere.join("f").is_file());
 }
 
@@ -120,7 +127,9 @@ fn a_file_in_the_way_of_a_data_folder_is_left_for_the_attempt_to_report() {
     let l = ledger(tmp.path());
     let data = l.results_dir.join("data/a");
     touch(&data, "in the way");
-    assert!(l.archive_record("a", &data, &[]).is_empty());
+    assert!(l
+        .archive_record("a", &data, &[], &EarlierLogs::default())
+        .is_empty());
     assert!(data.is_file());
 }
 

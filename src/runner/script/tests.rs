@@ -177,6 +177,7 @@ pub(super) fn context_with(
         fingerprints: Default::default(),
         device_times: Default::default(),
         families: Default::default(),
+        earlier_logs: Default::default(),
         halt: Default::default(),
         fail_budget: crate::runner::budget::FailBudget::new(None),
     }

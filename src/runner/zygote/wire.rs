@@ -41,6 +41,10 @@ pub(super) struct WaitStatus {
     utime: f64,
     stime: f64,
     maxrss_kib: u64,
+    /// What the script held resident at its fork: the zygote's pages (older slots'
+    /// zygotes do not say).
+    #[serde(default)]
+    inherited_kib: u64,
 }
 
 impl WaitStatus {
@@ -58,7 +62,10 @@ impl WaitStatus {
             signal,
             user_cpu: secs(self.utime),
             system_cpu: secs(self.stime),
-            max_rss_bytes: self.maxrss_kib.saturating_mul(1024),
+            // The pages a fork of the zygote starts with are the zygote's, not the
+            // script's: its peak counts what it added.
+            max_rss_bytes: (self.maxrss_kib.saturating_sub(self.inherited_kib))
+                .saturating_mul(1024),
         }
     }
 }
@@ -110,4 +117,26 @@ pub(super) fn send_with_fds(
         SendFlags::NOSIGNAL,
     )?;
     sock.write_all(&data[sent..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slot's fork starts with the zygote's pages resident: its peak counts only
+    /// what it added; an older zygote's answer, without the figure, is taken whole.
+    #[test]
+    fn a_forks_peak_leaves_out_what_it_inherited() {
+        let ended = |json: &str| {
+            let e: Ended = serde_json::from_str(json).unwrap();
+            e.exit.unwrap().into_exit()
+        };
+        let fork = ended(
+            r#"{"exit": {"status": 0, "utime": 0.01, "stime": 0.02,
+                "maxrss_kib": 160000, "inherited_kib": 150000}}"#,
+        );
+        assert_eq!((fork.code, fork.max_rss_bytes), (Some(0), 10_000 * 1024));
+        let old = ended(r#"{"exit": {"status": 256, "utime": 0, "stime": 0, "maxrss_kib": 9}}"#);
+        assert_eq!((old.code, old.max_rss_bytes), (Some(1), 9 * 1024));
+    }
 }

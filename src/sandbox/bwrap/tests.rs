@@ -26,7 +26,7 @@ fn a_cold_start_drops_everything_and_ends_in_the_separator() {
         cwd: data.clone(),
         ..Default::default()
     };
-    let a = strings(args(&bwrap(false), &m));
+    let a = strings(args_of(&bwrap(false), &m));
     assert!(a
         .windows(3)
         .any(|w| w[0] == "--bind" && w[1] == w[2] && w[1] == data.to_str().unwrap()));
@@ -50,7 +50,7 @@ fn a_cold_start_drops_everything_and_ends_in_the_separator() {
 
 #[test]
 fn as_root_no_user_namespace_maps_the_script_to_the_hosts_root() {
-    let a = strings(args(&bwrap(true), &Mounts::default()));
+    let a = strings(args_of(&bwrap(true), &Mounts::default()));
     assert!(!a.iter().any(|s| s == "--unshare-user"), "{a:?}");
     // Only what the helper needs to drop to the sandbox user, which then has none.
     let added: Vec<&String> = a
@@ -96,20 +96,25 @@ fn a_memory_limit_bounds_each_scratch_tmpfs_where_bwrap_can() {
         ..Default::default()
     };
     let bounded = ["--perms", "1777", "--size", "314572800", "--tmpfs", "/tmp"];
-    let a = strings(args(&bwrap(false), &m));
+    let a = strings(args_of(&bwrap(false), &m));
     assert!(a.windows(6).any(|w| w == bounded), "{a:?}");
     let old = Bwrap {
         tmpfs_size: false,
         ..bwrap(false)
     };
-    let a = strings(args(&old, &m));
+    let a = strings(args_of(&old, &m));
     assert!(!a.iter().any(|s| s == "--size"), "{a:?}");
     assert!(a
         .windows(4)
         .any(|w| w == ["--perms", "1777", "--tmpfs", "/tmp"]));
-    let a = strings(args(&bwrap(false), &Mounts::default()));
+    let a = strings(args_of(&bwrap(false), &Mounts::default()));
     assert!(
         !a.iter().any(|s| s == "--size"),
         "no limit, no bound: {a:?}"
     );
+}
+
+/// bwrap's arguments for `m`, its steps made as the policy makes them.
+fn args_of(b: &Bwrap, m: &Mounts) -> Vec<OsString> {
+    args(b, m, &steps(m))
 }
