@@ -145,20 +145,20 @@ pub use jax_runner_confine::process::{cloexec_from, cloexec_range};
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
 
     #[test]
     fn a_process_is_named_by_its_pid_and_start() {
         let me = std::process::id();
         assert!(start_ticks(me).is_some_and(|t| t > 0));
-        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let mut child = Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
         // Reaped: that process is gone, whatever may take its PID later.
         let now = start_ticks(pid);
         assert!(now.is_none() || now > start_ticks(me), "{now:?}");
     }
-    use std::os::unix::process::CommandExt;
-    use std::process::Command;
 
     // The children are reaped by wait4, which clippy cannot see.
     #[test]

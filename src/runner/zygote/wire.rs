@@ -41,9 +41,7 @@ pub(super) struct WaitStatus {
     utime: f64,
     stime: f64,
     maxrss_kib: u64,
-    /// What the script held resident at its fork: the zygote's pages (older slots'
-    /// zygotes do not say).
-    #[serde(default)]
+    /// What the script held resident at its fork: the zygote's pages.
     inherited_kib: u64,
 }
 
@@ -124,7 +122,7 @@ mod tests {
     use super::*;
 
     /// A slot's fork starts with the zygote's pages resident: its peak counts only
-    /// what it added; an older zygote's answer, without the figure, is taken whole.
+    /// what it added; with nothing inherited, the peak is taken whole.
     #[test]
     fn a_forks_peak_leaves_out_what_it_inherited() {
         let ended = |json: &str| {
@@ -136,7 +134,10 @@ mod tests {
                 "maxrss_kib": 160000, "inherited_kib": 150000}}"#,
         );
         assert_eq!((fork.code, fork.max_rss_bytes), (Some(0), 10_000 * 1024));
-        let old = ended(r#"{"exit": {"status": 256, "utime": 0, "stime": 0, "maxrss_kib": 9}}"#);
+        let old = ended(
+            r#"{"exit": {"status": 256, "utime": 0, "stime": 0,
+                "maxrss_kib": 9, "inherited_kib": 0}}"#,
+        );
         assert_eq!((old.code, old.max_rss_bytes), (Some(1), 9 * 1024));
     }
 }
