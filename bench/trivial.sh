@@ -34,8 +34,14 @@ for r in $(seq 1 "$rounds"); do
     start=$(now)
     "$bin" --output-dir "$round" --python "$python" --device cpu -q >/dev/null
     runner_s=$(echo "$(now) - $start" | bc)
-    rss=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["runner_peak_rss_mb"])' \
-        "$round/execution_results/jax/performance_metrics.json")
+    # A round counts only if every script succeeded: a fast failure is no figure.
+    rss=$(python3 -c 'import json,sys
+m = json.load(open(sys.argv[1]))
+ok = m["totals"]["succeeded"]
+if ok != int(sys.argv[2]):
+    sys.exit("only %d of %s scripts succeeded: no figure" % (ok, sys.argv[2]))
+print(m["run"]["runner_peak_rss_mb"])' \
+        "$round/execution_results/jax/performance_metrics.json" "$n")
     ratio=$(echo "scale=3; $runner_s / $xargs_s" | bc)
     ratios+=("$ratio")
     printf 'round %d: xargs %.2f s, jax-runner %.2f s (runner peak %.1f MiB): %.2fx\n' \

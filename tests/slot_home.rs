@@ -295,3 +295,72 @@ fn a_warm_script_counts_what_it_added_not_the_zygotes_pages() {
         assert!(mb(&fills) >= 295.0, "{sandbox}: {fills}");
     }
 }
+
+/// Says whether anything of an earlier script shares this slot (a process of the
+/// slot's PID namespace but this one and its init, or an answer on the loopback port
+/// the scripts use: UDP, which Landlock's network rules leave open), then leaves an
+/// echo server that escapes the runner's sweep: out of its group and session, the
+/// token wiped from the environment block the sweep reads (`/proc/<pid>/environ` is
+/// that block, at the addresses `stat` gives).
+const LEAVES_A_LISTENER: &str = r#"
+import os, socket, sys, time
+me = os.getpid()
+others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+probe.settimeout(0.5)
+try:
+    probe.sendto(b"anyone", ("127.0.0.1", 47431))
+    probe.recv(16)
+    heard = "heard"
+except OSError:
+    heard = "silent"
+probe.close()
+print(len(others), heard)
+sys.stdout.flush()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        import ctypes
+        fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])
+        ctypes.memset(start, 0, end - start)
+        srv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        srv.bind(("127.0.0.1", 47431))
+        print("listening", file=sys.stderr, flush=True)
+        for fd in (0, 1, 2):
+            os.close(fd)
+        while True:
+            data, peer = srv.recvfrom(16)
+            srv.sendto(data, peer)
+    os._exit(0)
+os.wait()
+time.sleep(0.3)
+"#;
+
+/// The boundary between the scripts of one slot: however a script's leftover hides
+/// from the runner's sweep, no process of it is alive when the slot's next script
+/// starts, so nothing it left can listen, signal or watch (the slot's zygote clears
+/// its PID namespace before each fork; the network namespace is the slot's).
+#[test]
+fn nothing_a_script_leaves_lives_on_into_the_next_script_of_its_slot() {
+    let t = Tree::new();
+    t.write("m/jax/a_first.py", LEAVES_A_LISTENER);
+    t.write("m/jax/b_second.py", &format!("{LEAVES_A_LISTENER}\n# b\n"));
+    let out = t.run(&["--sandbox", "auto", "--jobs", "1"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let in_view = t.metrics()["run"]["sandbox_layers"]
+        .as_array()
+        .is_some_and(|l| l.iter().any(|x| x == "namespaces" || x == "bwrap"));
+    if !in_view {
+        eprintln!(
+            "skipped: no view here ({})",
+            t.metrics()["run"]["sandbox_layers"]
+        );
+        return;
+    }
+    for id in ["a_first", "b_second"] {
+        let r = t.result(id);
+        assert_eq!(r["attempts"][0]["start"], "warm", "{r}");
+        assert_eq!(stdout_of(&t, id), "0 silent", "{id}: {r}");
+    }
+}

@@ -6,9 +6,11 @@
 # the slot's cgroup from its first instruction, with no move. It answers the script's
 # PID, waits for it, and answers how it ended, with its resource usage, as wait4 gives
 # it. Sandboxed in a view, the slot's zygote is the init of a PID namespace of the
-# slot's: each script makes its own mount, network, IPC and UTS namespaces and a fresh
-# /proc of the slot's PID namespace, through the library (jax_runner_confine, called
-# by the sandbox half's confine) as every other start.
+# slot's and lives in a network namespace of the slot's: each script makes its own
+# mount, IPC and UTS namespaces and a fresh /proc of the slot's PID namespace, through
+# the library (jax_runner_confine, called by the sandbox half's confine) as every
+# other start, and shares the slot's network, which the zygote clears of everything
+# an earlier script left before each fork (clear_slot).
 PHASE_SLOT_PID = 4
 
 
@@ -99,12 +101,39 @@ def reap_orphans():
             return
 
 
+def clear_slot():
+    """The init of the slot's PID namespace kills every other process in it, and
+    reaps them, before it forks the next script: nothing an earlier script left
+    (however it hid from the runner's sweep: out of its group and session, its token
+    wiped) lives on beside the next one in the namespaces they share, the PID
+    namespace and the slot's network namespace. Only as PID 1: there kill(-1)
+    reaches this namespace alone; anywhere else it would reach every process the
+    user may signal. Bounded: a process stuck in the kernel is left to the runner."""
+    import time
+
+    if os.getpid() != 1:
+        reap_orphans()
+        return
+    try:
+        os.kill(-1, 9)  # SIGKILL, by number (see the telemetry shim on `signal`)
+    except ProcessLookupError:
+        return  # nothing but this zygote here
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # every one reaped (a killed one's children come to init first)
+        if pid == 0:
+            time.sleep(0.0005)
+
+
 def run_resident(req, fds):
     """Forks the script as this slot's zygote's own child, confined as its request
     says, answers its PID (the host's) once its confinement took, and returns how it
     ended. A confinement that fails is answered as an error before the script runs:
     the runner then starts it cold."""
-    reap_orphans()
+    clear_slot()
     if len(fds) != 3:
         for fd in fds:
             os.close(fd)

@@ -115,8 +115,9 @@ pub struct Separation {
     pub pid: bool,
     /// An IPC namespace of the script's own: SysV IPC and POSIX queues are its own.
     pub ipc: bool,
-    /// A network namespace of the script's own: inet and netlink sockets reach only
-    /// its own loopback.
+    /// A network namespace apart from the host's (the script's own, or its worker
+    /// slot's, which holds one script at a time): inet and netlink sockets reach only
+    /// that namespace's loopback.
     pub net: bool,
 }
 

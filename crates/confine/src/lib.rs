@@ -72,6 +72,13 @@ pub struct Confinement {
     /// the caller checked the parent before the view hid it (a warm init).
     #[serde(default)]
     pub death_signal: bool,
+    /// The network namespace is the worker slot's, made once with the slot's zygote
+    /// ([`Phase::SlotPid`]), not one of the script's own: a network namespace costs
+    /// the kernel about a millisecond to make and more to tear down, a quarter of a
+    /// trivial script's sandbox. The slot's scripts run one after another, and its
+    /// zygote kills whatever an earlier one left before it forks the next.
+    #[serde(default)]
+    pub slot_network: bool,
 }
 
 /// Which steps of a [`Confinement`] to apply now.
@@ -86,8 +93,9 @@ pub enum Phase {
     Process = 2,
     /// Both in turn, then every descriptor above 2 closed on exec: a cold start.
     All = 3,
-    /// Only a PID namespace for the caller's next child, which is then its init: a
-    /// worker slot's zygote (nothing else of the record applies).
+    /// A PID namespace for the caller's next child, which is then its init, and a
+    /// network namespace (its loopback up) for the caller and its children: a worker
+    /// slot's zygote (nothing else of the record applies).
     SlotPid = 4,
 }
 
@@ -146,6 +154,7 @@ impl Confinement {
             cwd: self.cwd.clone(),
             parent: steps.is_none().then_some(runner),
             death_signal: steps.is_some(),
+            slot_network: false,
         }
     }
 
@@ -158,6 +167,7 @@ impl Confinement {
         Confinement {
             pid_namespace: false,
             fresh_proc: steps.is_some(),
+            slot_network: steps.is_some(),
             parent: None,
             death_signal: true,
             ..self.for_warm(steps)
@@ -181,13 +191,20 @@ impl Confinement {
         seccomp: &[Vec<u8>],
     ) -> Result<(), (&'static str, std::io::Error)> {
         if phase == Phase::SlotPid {
-            return namespaces::pid_namespace_for_children()
-                .map_err(|e| ("make the slot's PID namespace", e));
+            return namespaces::slot_namespaces()
+                .map_err(|e| ("make the slot's PID and network namespaces", e));
         }
         if phase != Phase::Process && !self.steps.is_empty() {
-            MountNamespace::new(&self.steps, &self.cwd, self.user, self.pid_namespace)
-                .and_then(|mut ns| ns.apply())
-                .map_err(|e| ("build the sandbox's namespaces", e))?;
+            let network = !self.slot_network;
+            MountNamespace::new(
+                &self.steps,
+                &self.cwd,
+                self.user,
+                self.pid_namespace,
+                network,
+            )
+            .and_then(|mut ns| ns.apply())
+            .map_err(|e| ("build the sandbox's namespaces", e))?;
         }
         if phase == Phase::Namespaces {
             return Ok(());
@@ -295,8 +312,11 @@ mod tests {
         assert_eq!(slot.steps, view);
         assert!(!slot.pid_namespace && slot.fresh_proc && slot.death_signal);
         assert_eq!((slot.parent, &slot.landlock), (None, &cold.landlock));
+        // Its network namespace is the slot's; every other start makes its own.
+        assert!(slot.slot_network && !warm.slot_network && !cold.slot_network);
         let plain = cold.for_slot(None);
         assert!(plain.steps.is_empty() && !plain.fresh_proc && plain.parent.is_none());
+        assert!(!plain.slot_network);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A view made by the runner's own code: the script's process takes mount, network,
-//! IPC and UTS namespaces of its own (and a PID namespace, for a warm start's init)
-//! and applies the same mount steps bwrap would be given (see `mount.rs`). A root
+//! IPC and UTS namespaces of its own (and a PID namespace, for a warm start's init;
+//! a worker slot's script shares the slot's network namespace instead) and applies
+//! the same mount steps bwrap would be given (see `mount.rs`). A root
 //! runner's cold start without bwrap applies them in `__sandbox-exec`; every warm
 //! start in a view, in the zygote's child, through the library (`ffi.rs`).
 //! Remounts keep the flags the kernel locked on an inherited mount, so the same steps
@@ -35,6 +36,8 @@ pub struct MountNamespace {
     cwd: CString,
     /// A PID namespace too: the caller's next child is its init.
     pid: bool,
+    /// A network namespace of its own (else the slot's, see [`slot_namespaces`]).
+    network: bool,
 }
 
 impl MountNamespace {
@@ -43,6 +46,7 @@ impl MountNamespace {
         cwd: &std::path::Path,
         user: Option<crate::user::SandboxUser>,
         pid: bool,
+        network: bool,
     ) -> std::io::Result<MountNamespace> {
         let c = |p: &std::path::Path| {
             CString::new(p.as_os_str().as_bytes())
@@ -78,6 +82,7 @@ impl MountNamespace {
             sources,
             cwd: c(cwd)?,
             pid,
+            network,
         })
     }
 
@@ -92,8 +97,12 @@ impl MountNamespace {
             true => U::NEWPID,
             false => U::empty(),
         };
+        let net = match self.network {
+            true => U::NEWNET,
+            false => U::empty(),
+        };
         unsafe {
-            rustix::thread::unshare_unsafe(U::NEWNS | U::NEWNET | U::NEWIPC | U::NEWUTS | pid)?;
+            rustix::thread::unshare_unsafe(U::NEWNS | U::NEWIPC | U::NEWUTS | net | pid)?;
         }
         rustix::mount::mount_change(
             c"/",
@@ -138,7 +147,9 @@ impl MountNamespace {
                 MountStep::RemountReadOnly(_) => remount(path, MountFlags::RDONLY)?,
             }
         }
-        loopback_up()?;
+        if self.network {
+            loopback_up()?;
+        }
         rustix::process::chdir(self.cwd.as_c_str())?;
         Ok(())
     }
@@ -190,13 +201,16 @@ fn loopback_up() -> std::io::Result<()> {
     Ok(())
 }
 
-/// A PID namespace for this process's next child (its init); this process stays in
-/// its own. For the zygote's child that forks a worker slot's zygote.
-pub fn pid_namespace_for_children() -> std::io::Result<()> {
-    // SAFETY: only the PID namespace for children changes; this process's own
-    // namespaces, memory and descriptors are untouched.
-    unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWPID)? };
-    Ok(())
+/// For the zygote's child that forks a worker slot's zygote: a PID namespace for its
+/// next child (the slot's zygote, its init; this process stays in its own), and a
+/// network namespace, its loopback up, that this process and the slot's zygote enter
+/// and every script of the slot shares (see `Confinement::slot_network`).
+pub fn slot_namespaces() -> std::io::Result<()> {
+    use rustix::thread::UnshareFlags as U;
+    // SAFETY: only the PID namespace for children and this process's network
+    // namespace change; its memory and descriptors are untouched.
+    unsafe { rustix::thread::unshare_unsafe(U::NEWPID | U::NEWNET)? };
+    loopback_up()
 }
 
 /// In the init of a new PID namespace: a `/proc` of its own, its knobs read-only as
