@@ -396,3 +396,67 @@ fn a_binary_copied_alone_still_starts_sandboxed_scripts_warm() {
     assert_eq!(written.len(), 1, "{written:?}");
     assert!(std::fs::read_dir(alone.path()).unwrap().count() == 1);
 }
+
+/// Prints how many MLIR contexts the zygote made ahead, before and after the script
+/// lowers one computation (-1: none of the zygote's pool reached it).
+const POOL_PROBE: &str = r#"
+import jax
+from jax._src.interpreters import mlir
+pool = getattr(mlir.make_ir_context, "__globals__", {}).get("IR_POOL")
+before = -1 if pool is None else len(pool)
+jax.jit(lambda x: x * 2 + 1)(3.0).block_until_ready()
+print(before, -1 if pool is None else len(pool))
+"#;
+
+/// Issue 34: a warm script of a run whose scripts use jax finds the zygote's MLIR
+/// contexts made (32, made once before the zygote's first fork), and its lowerings
+/// take them, one each, in every sandbox mode; the exactness tests (`exact.rs`) hold
+/// the results to a sequential run's.
+#[test]
+fn a_warm_script_lowers_into_contexts_the_zygote_made_ahead() {
+    for sandbox in ["off", "auto"] {
+        let t = Tree::new();
+        t.write("m/jax/lowers.py", POOL_PROBE);
+        let out = t.run(&["--sandbox", sandbox, "--warm-start", "on"]);
+        assert_eq!(code(&out), 0, "{sandbox}: {}", stderr(&out));
+        let r = t.result("lowers");
+        assert_eq!(r["attempts"][0]["start"], "warm", "{sandbox}: {r}");
+        let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+        let counts: Vec<i64> = stdout
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert_eq!(counts.len(), 2, "{sandbox}: {stdout:?}");
+        assert_eq!(
+            counts[0], 32,
+            "{sandbox}: the pool was not made: {stdout:?}"
+        );
+        assert!(
+            counts[1] < counts[0],
+            "{sandbox}: the lowering made its own context: {stdout:?}"
+        );
+    }
+}
+
+/// The probe above, in a script whose source never names the package (it builds its
+/// name): a run of such scripts does not pay for the pool.
+const POOL_PROBE_UNNAMED: &str = r#"
+name = "j" + "ax"
+mlir = __import__(name + "._src.interpreters.mlir", fromlist=["mlir"])
+pool = getattr(mlir.make_ir_context, "__globals__", {}).get("IR_POOL")
+print(-1 if pool is None else len(pool))
+"#;
+
+/// The other side: when no script of the run names jax, the zygote makes no context
+/// ahead (the pool exists, empty).
+#[test]
+fn a_run_whose_scripts_never_name_jax_makes_no_contexts_ahead() {
+    let t = Tree::new();
+    t.write("m/jax/unnamed.py", POOL_PROBE_UNNAMED);
+    let out = t.run(&["--sandbox", "off", "--warm-start", "on"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = t.result("unnamed");
+    assert_eq!(r["attempts"][0]["start"], "warm", "{r}");
+    let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+    assert_eq!(stdout.trim(), "0", "{stdout:?}");
+}

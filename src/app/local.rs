@@ -148,7 +148,7 @@ pub(super) async fn finish(
 ) -> Execution {
     let sandbox_info = begun.sandbox_info.clone();
     Execution {
-        backend: backend(begun, warnings).await,
+        backend: backend(begun, warnings, schedule.uses_jax).await,
         sandbox_info,
         schedule,
     }
@@ -161,8 +161,13 @@ impl Begun {
     }
 }
 
-/// The backend, once the zygote is ready (or known not to be).
-pub(super) async fn backend(begun: Begun, warnings: &mut Vec<String>) -> Arc<dyn Backend> {
+/// The backend, once the zygote is ready (or known not to be); `uses_jax`: some
+/// script of the run names jax (the zygote makes its MLIR contexts ahead).
+pub(super) async fn backend(
+    begun: Begun,
+    warnings: &mut Vec<String>,
+    uses_jax: bool,
+) -> Arc<dyn Backend> {
     let Begun { shared, kind, .. } = begun;
     match kind {
         Kind::Slurm(slurm) => Arc::new(*slurm),
@@ -185,6 +190,9 @@ pub(super) async fn backend(begun: Begun, warnings: &mut Vec<String>) -> Arc<dyn
                 zygote,
             } = *parts;
             let warm = ready(zygote, warnings).await;
+            if let (Ok(z), true) = (&warm, uses_jax) {
+                z.pool_ir_contexts();
+            }
             let sentinel = crate::runner::sentinel::start(
                 &format!("{}:", shared.run_token),
                 &crate::runner::limits::parent_dirs(),

@@ -97,7 +97,8 @@ async fn attempt(req: &NodeRequest) -> Result<NodeRecord, String> {
     let begun = super::local::begin(&config, &interp, sandboxing, &cache, &mut warnings)
         .map_err(|e| chain(&e))?;
     let layers = begun.sandbox_info().layers.clone();
-    let backend = super::local::backend(begun, &mut warnings).await;
+    // A node's share of a run: jax scripts (the run decided which to send).
+    let backend = super::local::backend(begun, &mut warnings, true).await;
     for w in &warnings {
         eprintln!("jax-runner on {}: warning: {w}", hostname());
     }

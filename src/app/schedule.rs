@@ -35,6 +35,10 @@ pub struct Schedule {
     /// The scripts that wait for their family's first (see `runner/families.rs`), by
     /// id: families of more than one script whose compilations the cache may not hold.
     pub families: HashMap<String, u64>,
+    /// Some script to run names jax in its source: the warm zygote makes its MLIR
+    /// contexts ahead (see `Zygote::pool_ir_contexts`); a run of scripts that lower
+    /// nothing does not pay for them.
+    pub uses_jax: bool,
 }
 
 /// What the run's execution is decided from.
@@ -112,10 +116,7 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         .into_iter()
         .map(|k| to_run[k].clone())
         .collect();
-    let families = match config.compilation_cache {
-        crate::config::CompilationCache::Off => HashMap::new(),
-        _ => families(config, &order),
-    };
+    let (families, uses_jax) = families(config, &order);
     Schedule {
         families,
         kept,
@@ -126,36 +127,49 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         data_dirs,
         why,
         device_times: history.device_times.clone(),
+        uses_jax,
     }
 }
 
 /// The scripts to gate behind their family's first (in `order`): families of more
 /// than one script, unless the first one's last run loaded every compilation from the
-/// cache (the family's functions are there already).
-fn families(config: &RunConfig, order: &[(usize, Script)]) -> HashMap<String, u64> {
+/// cache (the family's functions are there already); none without a compilation
+/// cache. And whether some script names jax in its source (one reading of each).
+fn families(config: &RunConfig, order: &[(usize, Script)]) -> (HashMap<String, u64>, bool) {
     const MAX_SOURCE: u64 = 4 << 20;
+    let gate = !matches!(
+        config.compilation_cache,
+        crate::config::CompilationCache::Off
+    );
     let mut members: HashMap<u64, Vec<&str>> = HashMap::new();
+    let mut uses_jax = false;
     for (_, s) in order {
         let Ok(source) = crate::confined::read_file(
             s.path.parent().unwrap_or(std::path::Path::new("/")),
             std::path::Path::new(s.path.file_name().unwrap_or_default()),
             MAX_SOURCE,
         ) else {
+            // Unread, it may well use jax.
+            uses_jax = true;
             continue;
         };
-        let f = crate::runner::families::family_of(&source);
-        members.entry(f).or_default().push(&s.id);
+        uses_jax = uses_jax || source.windows(3).any(|w| w == b"jax");
+        if gate {
+            let f = crate::runner::families::family_of(&source);
+            members.entry(f).or_default().push(&s.id);
+        }
     }
     let cached = |id: &str| {
         past::previous_result(&config.results_dir, &config.output_dir, id)
             .and_then(|r| r.attempts.last().and_then(|a| a.jax.clone()))
             .is_some_and(|j| j.cache_hits > 0 && j.cache_misses == 0)
     };
-    members
+    let gated = members
         .into_iter()
         .filter(|(_, ids)| ids.len() > 1 && !cached(ids[0]))
         .flat_map(|(f, ids)| ids.into_iter().map(move |id| (id.to_string(), f)))
-        .collect()
+        .collect();
+    (gated, uses_jax)
 }
 
 /// Splits the scripts into earlier successes that stand and scripts to run, with why

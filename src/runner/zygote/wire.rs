@@ -18,6 +18,9 @@ pub(super) struct Wire<'a> {
     #[serde(flatten)]
     pub request: &'a Request<'a>,
     pub baseline: &'a Baseline,
+    /// The zygote makes its pool of MLIR contexts before this fork, if not yet (the
+    /// run's scripts use jax; see `pool_ir_contexts` in zygote.py).
+    pub ir_pool: bool,
 }
 
 /// The zygote's first line: ready, and (sandboxed) whether a test child could build
