@@ -86,15 +86,17 @@ def pool_ir_contexts():
 
 
 def fill_ir_pool():
-    """Makes the pool's contexts (IR_POOL_SIZE of them, 83 ms in all), once. Asked for
-    by the runner's first request when the run's scripts use jax, not before the
-    zygote is ready: its first scripts would wait for them, and a run of scripts that
-    lower nothing would pay for them. No backend is touched, and no thread is started:
-    the contexts' shared thread pool starts its threads at its first task, in the
-    script."""
-    while IR_MAKE is not None and len(IR_POOL) < IR_POOL_SIZE:
+    """Makes the pool's contexts (IR_POOL_SIZE of them, 83 ms in all), once: tried
+    again on no later request, even if making one failed. Asked for by the runner's
+    first request when the run's scripts use jax, not before the zygote is ready: its
+    first scripts would wait for them, and a run of scripts that lower nothing would
+    pay for them. No backend is touched, and no thread is started: the contexts'
+    shared thread pool starts its threads at its first task, in the script."""
+    global IR_MAKE
+    make, IR_MAKE = IR_MAKE, None
+    while make is not None and len(IR_POOL) < IR_POOL_SIZE:
         try:
-            IR_POOL.append(IR_MAKE())
+            IR_POOL.append(make())
         except Exception:
             return
 
