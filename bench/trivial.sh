@@ -11,6 +11,8 @@
 # (the kernel skips recently deleted inodes one by one), which would charge the
 # runner, the side that writes files, for the benchmark's own clean-up.
 # Usage: bench/trivial.sh [N] [jax-runner binary]   (ROUNDS=5 bench/trivial.sh 1000)
+# RUNNER_ARGS adds options to the runner's command (a figure taken so says so beside
+# it): RUNNER_ARGS="--sandbox off" bench/trivial.sh
 set -euo pipefail
 n=${1:-1000}
 bin=${2:-$(cd "$(dirname "$0")/.." && pwd)/target/release/jax-runner}
@@ -23,7 +25,7 @@ for i in $(seq 1 "$n"); do echo "print($i)" > "$tree/source/trivial/jax/s$i.py";
 python=$("$bin" setup -q)
 now() { date +%s.%N; }
 ratios=()
-echo "N=$n jobs=$jobs python=$python binary=$bin ($("$bin" --version))"
+echo "N=$n jobs=$jobs python=$python binary=$bin ($("$bin" --version)) runner options: ${RUNNER_ARGS:-defaults}"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$rounds"); do
     round="$tree/round$r"
@@ -32,7 +34,7 @@ for r in $(seq 1 "$rounds"); do
     find "$round/trivial/jax" -name '*.py' -print0 | xargs -0 -P "$jobs" -n 1 "$python" >/dev/null
     xargs_s=$(echo "$(now) - $start" | bc)
     start=$(now)
-    "$bin" --output-dir "$round" --python "$python" --device cpu -q >/dev/null
+    "$bin" --output-dir "$round" --python "$python" --device cpu -q ${RUNNER_ARGS:-} >/dev/null
     runner_s=$(echo "$(now) - $start" | bc)
     # A round counts only if every script succeeded: a fast failure is no figure.
     rss=$(python3 -c 'import json,sys

@@ -91,14 +91,14 @@ def become_slot(sock, runner, middle):
 
 def reap_orphans():
     """A PID namespace's init reaps what ends in it: processes an earlier script left,
-    which the runner killed after it."""
+    which the runner killed after it. Returns whether no child is left at all."""
     while True:
         try:
             pid, _status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return True
         if pid == 0:
-            return
+            return False
 
 
 def clear_slot():
@@ -119,13 +119,10 @@ def clear_slot():
     except ProcessLookupError:
         return  # nothing but this zygote here
     deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        try:
-            pid, _status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return  # every one reaped (a killed one's children come to init first)
-        if pid == 0:
-            time.sleep(0.0005)
+    # Every one reaped ends it: a killed process's children come to init before it
+    # can be reaped, so none is missed.
+    while not reap_orphans() and time.monotonic() < deadline:
+        time.sleep(0.0005)
 
 
 def run_resident(req, fds):
