@@ -334,6 +334,8 @@ pub enum ZygoteError {
     Sandboxed,
     #[error("unsandboxed, and the zygote runs inside the sandbox")]
     NotSandboxed,
+    #[error("the slot's zygote lives in another run's part of the view")]
+    OtherView,
     #[error("the zygote cannot build a script's sandbox here: {0}")]
     SandboxProbe(String),
     #[error("failed to place the script in its cgroup: {0}")]

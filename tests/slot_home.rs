@@ -364,3 +364,130 @@ fn nothing_a_script_leaves_lives_on_into_the_next_script_of_its_slot() {
         assert_eq!(stdout_of(&t, id), "0 silent", "{id}: {r}");
     }
 }
+
+/// What a slot's first script leaves in every place it may write. The runner starts
+/// the larger of two new scripts first (its guess at the longer), hence the padding.
+const LEAVES_MARKS: &str = r#"
+# padding: the runner starts the larger of two scripts without history first, and
+# this one must run first. padding padding padding padding padding padding padding
+# padding padding padding padding padding padding padding padding padding padding
+# padding padding padding padding padding padding padding padding padding padding
+# padding padding padding padding padding padding padding padding padding padding
+# padding padding padding padding padding padding padding padding padding padding
+# padding padding padding padding padding padding padding padding padding padding
+import os
+for folder in ["/tmp", "/dev/shm", os.path.expanduser("~"), os.environ["JAX_OUTPUT_DIR"]]:
+    with open(os.path.join(folder, "mark-of-the-first"), "w") as fh:
+        fh.write(folder)
+print("left")
+"#;
+
+/// Looks for what the first script left and at its folders (named by the test):
+/// nothing may show. Its own folder and data folder must.
+const LOOKS_FOR_MARKS: &str = r#"
+import os
+here = os.path.dirname(os.path.abspath(__file__))
+data = os.environ["JAX_OUTPUT_DIR"]
+folder, first_data = os.environ["FIRST_FOLDER"], os.environ["FIRST_DATA"]
+seen = []
+for place in ["/tmp", "/dev/shm", os.path.expanduser("~"), first_data, data]:
+    if os.path.exists(os.path.join(place, "mark-of-the-first")):
+        seen.append(place)
+for path in [folder, first_data]:
+    if os.path.exists(path) and os.listdir(path):
+        seen.append(path)
+own = os.path.exists(os.path.join(here, "b_second.py"))
+with open(os.path.join(data, "mine"), "w") as fh:
+    fh.write("written")
+print("own" if own else "no own folder", "saw:" + ",".join(seen))
+print(os.getpid())
+"#;
+
+/// Both scripts of one slot, in turn, as `account`: the second sees nothing of the
+/// first's scratch, `$HOME`, folder or data folder, and its own folders as ever. The
+/// slot's zygote makes the run's part of the view once; each script's own part
+/// (fresh scratch, the tree and the outputs covered, its folders bound back) is made
+/// again on a copy of it, so this is the boundary between a slot's scripts.
+/// `bwrap`: bwrap on `PATH` (else the runner's own namespaces, a root runner's).
+fn a_slots_scripts_share_no_folder(account: common::user::Account, bwrap: bool) {
+    let tree = account.tree();
+    tree.write("m/jax/a_first.py", LEAVES_MARKS);
+    tree.write("n/jax/b_second.py", LOOKS_FOR_MARKS);
+    account.give(&tree.root());
+    let first_data = tree.results_dir().join("data/a_first");
+    let mut cmd = account.runner(&tree);
+    if !bwrap {
+        cmd.env("PATH", "/nonexistent");
+    }
+    let out = cmd
+        .args(["--jobs", "1"])
+        .arg("--env")
+        .arg(format!(
+            "FIRST_FOLDER={}",
+            tree.root().join("m/jax").display()
+        ))
+        .arg("--env")
+        .arg(format!("FIRST_DATA={}", first_data.display()))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let layers = tree.metrics()["run"]["sandbox_layers"].clone();
+    if !layers
+        .as_array()
+        .is_some_and(|l| l.iter().any(|x| x == "namespaces" || x == "bwrap"))
+    {
+        eprintln!("skipped: no view here ({layers})");
+        return;
+    }
+    let (a, b) = (tree.result("a_first"), tree.result("b_second"));
+    for r in [&a, &b] {
+        assert_eq!(r["attempts"][0]["start"], "warm", "{r}");
+    }
+    assert_eq!(
+        a["attempts"][0]["slot"], b["attempts"][0]["slot"],
+        "one slot"
+    );
+    assert_eq!(stdout_of(&tree, "a_first"), "left");
+    let started = |r: &serde_json::Value| r["started_at"].as_str().unwrap().to_string();
+    assert!(started(&a) < started(&b), "the first script ran first");
+    // The first's marks are where it left them, seen from the host.
+    assert!(first_data.join("mark-of-the-first").exists());
+    let second = stdout_of(&tree, "b_second");
+    let (saw, pid) = second.split_once('\n').expect("two lines");
+    assert_eq!(saw, "own saw:");
+    // Forked by the slot's zygote, PID 1 of the slot's namespace, after the first
+    // script: not the init of a namespace of its own (a start from the run's zygote,
+    // or a cold one, where every script is PID 1 or 2). Slots need pids cgroups,
+    // which only a root runner makes here.
+    let pid: u32 = pid.trim().parse().unwrap();
+    if account.is_root() && pids_cgroups() {
+        assert!(
+            pid > 2,
+            "the second script is PID {pid}: not forked in its slot"
+        );
+    }
+    let data = tree.results_dir().join("data/b_second");
+    assert_eq!(
+        std::fs::read_to_string(data.join("mine")).unwrap(),
+        "written"
+    );
+}
+
+#[test]
+fn as_root_with_bwrap_a_slots_scripts_share_no_folder() {
+    if let Some(root) = common::user::Account::root("a slot's scripts, as root, bwrap") {
+        a_slots_scripts_share_no_folder(root, true);
+    }
+}
+
+#[test]
+fn as_root_without_bwrap_a_slots_scripts_share_no_folder() {
+    if let Some(root) = common::user::Account::root("a slot's scripts, as root, no bwrap") {
+        a_slots_scripts_share_no_folder(root, false);
+    }
+}
+
+#[test]
+fn as_user_with_bwrap_a_slots_scripts_share_no_folder() {
+    a_slots_scripts_share_no_folder(common::user::Account::user(), true);
+}

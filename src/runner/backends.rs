@@ -18,7 +18,8 @@ use super::zygote::Zygote;
 use super::{child, env, limits, ray, telemetry, Stop};
 use crate::config::RunConfig;
 use crate::model::Platform;
-use crate::sandbox::policy::SandboxSetup;
+use crate::sandbox::policy::{SandboxSetup, SandboxSpec};
+use crate::sandbox::view::MountStep;
 
 /// What both backends share: the run's options and what the run set up for them.
 #[derive(Debug, Clone)]
@@ -171,14 +172,10 @@ impl Local {
         req: &AttemptRequest<'_>,
         private: Option<&Path>,
         home: Option<&SlotHome>,
+        sandbox: Option<SandboxSpec>,
     ) -> (AttemptSpec, Enforced) {
         let config = &self.shared.config;
-        let cwd = req
-            .script
-            .path
-            .parent()
-            .unwrap_or(Path::new("/"))
-            .to_path_buf();
+        let cwd = cwd_of(req);
         // Always one where the host allows: it holds everything the script starts (see
         // `AttemptCgroup::create`), limits or not. The sentinel finds it by this name.
         let name = format!("{}-{}-{}", std::process::id(), req.script.id, req.number);
@@ -199,10 +196,6 @@ impl Local {
             memory_limit: memory_limit
                 .map(|_| by(cgroup.as_ref().is_some_and(|c| c.enforces_memory()))),
         };
-        let sandbox = self
-            .sandbox
-            .as_ref()
-            .map(|sb| sb.attempt(self.shared.place(), place(req), &cwd, private));
         let spec = AttemptSpec {
             python: self.python.clone(),
             script: req.script.path.clone(),
@@ -244,16 +237,33 @@ impl Local {
 }
 
 impl Local {
+    /// The attempt's sandbox, `private` its private temporary folder (a sandbox
+    /// without a view of its own).
+    fn sandbox(&self, req: &AttemptRequest<'_>, private: Option<&Path>) -> Option<SandboxSpec> {
+        let sb = self.sandbox.as_ref()?;
+        Some(sb.attempt(self.shared.place(), place(req), &cwd_of(req), private))
+    }
+
     /// The attempt's slot's home, when it starts warm from one: a slot held, a zygote,
-    /// and no memory limit (which needs a memory cgroup of the attempt's own).
-    async fn home(&self, req: &AttemptRequest<'_>) -> Option<Arc<SlotHome>> {
+    /// and no memory limit (which needs a memory cgroup of the attempt's own). `view`
+    /// is the run's part of the attempt's view: a home whose zygote lives in another
+    /// (a script outside the run's tree) is not this attempt's.
+    async fn home(
+        &self,
+        req: &AttemptRequest<'_>,
+        view: Option<&[MountStep]>,
+    ) -> Option<Arc<SlotHome>> {
         let (zygote, slot) = (self.zygote.as_ref()?, req.slot?);
         if req.settings.memory_limit.is_some() {
             return None;
         }
         let name = sanitize(&format!("{}-slot{slot}", std::process::id()));
         let max_procs = self.shared.config.max_procs;
-        self.homes.get(slot, zygote, name, max_procs).await
+        let home = self.homes.get(slot, zygote, name, max_procs, view).await?;
+        match home.zygote.slot_view() {
+            Some(made) if Some(made) != view => None,
+            _ => Some(home),
+        }
     }
 }
 
@@ -270,8 +280,10 @@ impl Backend for Local {
                     .map_err(|(path, source)| AttemptError::Prepare { path, source })?,
                 None => None,
             };
-            let home = self.home(&req).await;
-            let (spec, enforced) = self.spec(&req, private.as_deref(), home.as_deref());
+            let sandbox = self.sandbox(&req, private.as_deref());
+            let view = sandbox.as_ref().and_then(|s| s.split.as_ref());
+            let home = self.home(&req, view.map(|v| v.slot.as_slice())).await;
+            let (spec, enforced) = self.spec(&req, private.as_deref(), home.as_deref(), sandbox);
             let zygote = home.as_ref().map(|h| &h.zygote).or(self.zygote.as_ref());
             let outcome = child::run_attempt(&spec, zygote, stop).await;
             if let Some(dir) = &private {
@@ -290,6 +302,12 @@ impl Backend for Local {
             })
         })
     }
+}
+
+/// The attempt's working directory: its script's folder.
+fn cwd_of(req: &AttemptRequest<'_>) -> PathBuf {
+    let folder = req.script.path.parent();
+    folder.unwrap_or(Path::new("/")).to_path_buf()
 }
 
 /// Scripts as jobs on a Ray cluster.

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use super::limits::AttemptCgroup;
 use super::zygote::Zygote;
+use crate::sandbox::view::MountStep;
 
 /// A slot's zygote and the cgroup it lives in.
 #[derive(Debug)]
@@ -37,13 +38,16 @@ pub struct SlotHomes {
 
 impl SlotHomes {
     /// The home of `slot`, made from `zygote` at its first call; `None` when it cannot
-    /// be made here (then never tried again). `name` names the slot's cgroup.
+    /// be made here (then never tried again). `name` names the slot's cgroup; `view`
+    /// is the run's part of the scripts' view, which the slot's zygote is made in
+    /// (see [`Zygote::slot`]).
     pub async fn get(
         &self,
         slot: usize,
         zygote: &Arc<Zygote>,
         name: String,
         max_procs: Option<u32>,
+        view: Option<&[MountStep]>,
     ) -> Option<Arc<SlotHome>> {
         let again = {
             let mut states = self.states.lock().ok()?;
@@ -72,7 +76,8 @@ impl SlotHomes {
             }
         };
         let zygote = zygote.clone();
-        let made = tokio::task::spawn_blocking(move || make(&zygote, &name, max_procs))
+        let view = view.map(<[MountStep]>::to_vec);
+        let made = tokio::task::spawn_blocking(move || make(&zygote, &name, max_procs, view))
             .await
             .ok()
             .flatten()
@@ -99,9 +104,14 @@ impl SlotHome {
 
 /// Makes a slot's cgroup, forks the slot's zygote and moves it there (the one move of
 /// the slot's life). Whatever fails leaves nothing behind.
-fn make(zygote: &Zygote, name: &str, max_procs: Option<u32>) -> Option<SlotHome> {
+fn make(
+    zygote: &Zygote,
+    name: &str,
+    max_procs: Option<u32>,
+    view: Option<Vec<MountStep>>,
+) -> Option<SlotHome> {
     let cgroup = AttemptCgroup::for_slot(name, max_procs)?;
-    let slot = match zygote.slot() {
+    let slot = match zygote.slot(view.as_deref()) {
         Ok(z) => z,
         Err(e) => {
             tracing::debug!("no slot zygote: {e}");

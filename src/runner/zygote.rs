@@ -19,6 +19,8 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use crate::error::ZygoteError;
+use crate::sandbox::apply::Confinement;
+use crate::sandbox::view::MountStep;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -73,6 +75,9 @@ pub struct Zygote {
     /// Each request asks the zygote to make its pool of MLIR contexts before it forks
     /// (once): set by [`Zygote::pool_ir_contexts`] for a run whose scripts use jax.
     ir_pool: AtomicBool,
+    /// A slot's zygote made in the run's part of every script's view (see
+    /// [`Zygote::slot`]): those steps; each script it forks builds only its own part.
+    slot_view: Option<Vec<MountStep>>,
 }
 
 pub use crate::sandbox::policy::ZygoteSandbox;
@@ -168,6 +173,7 @@ impl Zygote {
             baseline,
             resident: false,
             ir_pool: AtomicBool::new(false),
+            slot_view: None,
         };
         Ok(zygote)
     }
@@ -200,16 +206,24 @@ impl Zygote {
     /// first request and marks it with [`Zygote::into_resident`]: a script it forks
     /// then needs no move into a cgroup of its own, which on cgroup v1 costs a wait for
     /// an RCU grace period (6 to 15 ms) per script.
-    pub fn slot(&self) -> Result<Zygote, ZygoteError> {
+    ///
+    /// `view`, for a zygote whose children build views: the run's part of every
+    /// script's view ([`crate::sandbox::view::Split`]), which the slot's zygote is
+    /// made in, once; each script then builds only its own part, a copy of the
+    /// slot's mount namespace with its scratch and folders (a sixth of the mounts).
+    pub fn slot(&self, view: Option<&[MountStep]>) -> Result<Zygote, ZygoteError> {
         let (ours, theirs) = UnixStream::pair().map_err(ZygoteError::Socket)?;
+        let view = view.filter(|_| self.namespaces && !self.resident);
         let pid = {
             let mut guard = self.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
             let (writer, reader) = &mut *guard;
-            let line = format!(
-                "{{\"slot\":true,\"runner_pid\":{},\"ir_pool\":{}}}\n",
-                std::process::id(),
-                self.ir_pool.load(Ordering::Relaxed)
-            );
+            let line = serde_json::json!({
+                "slot": true,
+                "runner_pid": std::process::id(),
+                "ir_pool": self.ir_pool.load(Ordering::Relaxed),
+                "slot_view": Confinement::slot_view(view.unwrap_or_default()),
+            });
+            let line = format!("{line}\n");
             send_with_fds(writer, line.as_bytes(), &[theirs.as_fd()])
                 .map_err(ZygoteError::Unreachable)?;
             read_reply(reader)?
@@ -225,6 +239,7 @@ impl Zygote {
             baseline: self.baseline.clone(),
             resident: false,
             ir_pool: AtomicBool::new(self.ir_pool.load(Ordering::Relaxed)),
+            slot_view: view.map(<[MountStep]>::to_vec),
         })
     }
 
@@ -239,6 +254,11 @@ impl Zygote {
     pub fn into_resident(mut self) -> Zygote {
         self.resident = true;
         self
+    }
+
+    /// The run's part of the view this slot's zygote lives in, if it was made in one.
+    pub fn slot_view(&self) -> Option<&[MountStep]> {
+        self.slot_view.as_deref()
     }
 
     /// Its process (the host's PID).

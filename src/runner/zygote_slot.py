@@ -14,13 +14,6 @@
 PHASE_SLOT_PID = 4
 
 
-def probe_plan():
-    """The plan the runner gave for the start-up probe (any plan serves the slot's
-    PID namespace, which reads none of it)."""
-    return json.loads(next(a.split("=", 1)[1] for a in sys.argv
-                           if a.startswith("--probe-plan=")))
-
-
 def start_slot(req, fds):
     """Forks the slot's zygote, which serves the slot on fds[0]; answers its PID (the
     host's). A middle child forks it (sandboxed in a view, as the init of a PID
@@ -42,7 +35,9 @@ def start_slot(req, fds):
         try:
             middle = os.getpid()
             if SANDBOXED:
-                confine(probe_plan(), PHASE_SLOT_PID)
+                # With the run's part of every script's view, when the runner sent
+                # one: this process and the slot's zygote then live in it.
+                confine(req["slot_view"], PHASE_SLOT_PID)
             slot = os.fork()
             if slot:
                 os.write(w, b"%d" % slot)

@@ -49,6 +49,9 @@ pub struct SandboxSpec {
     pub bwrap: Option<(PathBuf, Vec<OsString>)>,
     /// The view's mounts as steps (for the zygote's child); empty without a view.
     pub steps: Vec<MountStep>,
+    /// The same view in two parts, the run's and the script's (for a worker slot's
+    /// zygote, which makes the run's once); `None` without a view.
+    pub split: Option<view::Split>,
     /// The last steps before the script: `__sandbox-exec`'s cold, the zygote child's
     /// warm.
     pub confine: Confinement,
@@ -226,6 +229,7 @@ impl SandboxSetup {
         };
         SandboxSpec {
             bwrap,
+            split: self.sandboxing.has_view().then(|| view::split(&view)),
             steps,
             confine,
             helper: self.helper.clone(),

@@ -82,7 +82,10 @@ const SYSTEM: System = System {
 };
 
 impl Covers {
-    fn of(m: &Mounts, system: System) -> Covers {
+    /// The covers of `m`'s view. `own`: the run's tree and outputs are covered where
+    /// they lie even inside another hidden folder (for [`split`], whose script part
+    /// covers them; the view shows the same).
+    fn of(m: &Mounts, system: System, own: bool) -> Covers {
         let mut scratch: Vec<PathBuf> = system.scratch.iter().map(PathBuf::from).collect();
         scratch.extend(m.home.clone().filter(|h| h != Path::new("/")));
         let (top, _) = top_level(system);
@@ -97,16 +100,26 @@ impl Covers {
             hidden.extend(closed_ways(m, user, &hidden, &scratch));
         }
         let mut c = Covers { hidden, scratch };
-        c.prune();
+        let kept: Vec<PathBuf> = match own {
+            true => m.sources.iter().chain(&m.outputs).cloned().collect(),
+            false => Vec::new(),
+        };
+        c.prune(&kept);
         c
     }
 
     /// Drops covers already hidden by another: anything under a scratch tmpfs, and a
     /// hidden folder under another hidden one. A scratch folder under a hidden one
-    /// stays (a writable `$HOME` inside a hidden `/home`).
-    fn prune(&mut self) {
+    /// stays (a writable `$HOME` inside a hidden `/home`), and so does a `kept` one
+    /// inside a hidden folder not kept.
+    fn prune(&mut self, kept: &[PathBuf]) {
         let under_scratch = |p: &Path| self.scratch.iter().any(|s| p != s && p.starts_with(s));
-        let under_hidden = |p: &Path| self.hidden.iter().any(|h| p != h && p.starts_with(h));
+        let under_hidden = |p: &Path| {
+            let held = |h: &PathBuf| kept.contains(&p.to_path_buf()) && !kept.contains(h);
+            self.hidden
+                .iter()
+                .any(|h| p != h && p.starts_with(h) && !held(h))
+        };
         let scratch: Vec<PathBuf> = self
             .scratch
             .iter()
@@ -149,7 +162,10 @@ pub fn steps(m: &Mounts) -> Vec<MountStep> {
 }
 
 fn steps_in(m: &Mounts, system: System) -> Vec<MountStep> {
-    let covers = Covers::of(m, system);
+    steps_of(m, system, &Covers::of(m, system, false))
+}
+
+fn steps_of(m: &Mounts, system: System, covers: &Covers) -> Vec<MountStep> {
     let mut view = View {
         covers: covers.in_order().into_iter().cloned().collect(),
         binds: Vec::new(),
@@ -199,6 +215,73 @@ fn steps_in(m: &Mounts, system: System) -> Vec<MountStep> {
             .iter()
             .map(|c| MountStep::RemountReadOnly(c.clone())),
     );
+    out
+}
+
+/// One view made in two parts: what every script of a run sees alike, made once by a
+/// worker slot's zygote in a mount namespace of its own, and what is one script's,
+/// made by each script's process in a copy of the slot's namespace. Applying `slot`
+/// then `script` builds the same view as [`steps`] (tested against a model of the
+/// kernel's mounts in `view/split.rs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Split {
+    /// The run's part: the hidden folders, the host's files and the interpreter
+    /// bound back, the masks; the places of the script's part (a run's tree, its
+    /// outputs, `$HOME` inside a hidden folder) bound back whole from the host, so
+    /// the script's process can open its own folders there before covering them.
+    pub slot: Vec<MountStep>,
+    /// The script's part: fresh scratch (`/tmp`, `/dev/shm`, `$HOME`), the run's
+    /// tree and outputs covered, and what the script may see in them bound back.
+    pub script: Vec<MountStep>,
+}
+
+/// [`steps`] for `m`, split into the run's part and the script's.
+pub fn split(m: &Mounts) -> Split {
+    split_in(m, SYSTEM)
+}
+
+fn split_in(m: &Mounts, system: System) -> Split {
+    let covers = Covers::of(m, system, true);
+    // The covers whose contents differ between scripts: fresh scratch, and the tree's
+    // and the outputs' folders, where each script sees only its own.
+    let own: Vec<PathBuf> = covers
+        .scratch
+        .iter()
+        .chain(
+            covers
+                .hidden
+                .iter()
+                .filter(|c| m.sources.contains(c) || m.outputs.contains(c)),
+        )
+        .cloned()
+        .collect();
+    let under_own = |p: &Path| own.iter().any(|c| p.starts_with(c));
+    let mut out = Split::default();
+    for step in steps_of(m, system, &covers) {
+        let path = step.path().to_path_buf();
+        if !under_own(&path) {
+            out.slot.push(step);
+            continue;
+        }
+        match &step {
+            // The folder a cover inside a hidden folder lands on is the run's.
+            MountStep::Dir(p) if own.contains(p) => out.slot.push(step),
+            // Where the script's cover lands inside one of the run's, the slot shows
+            // the host's folder, whence the script's process binds its own.
+            MountStep::Tmpfs(p) | MountStep::Scratch { path: p, .. }
+                if own.contains(p)
+                    && covers.around(p.parent().unwrap_or(p)).is_some()
+                    && p.exists() =>
+            {
+                out.slot.push(match m.outputs.contains(p) {
+                    true => MountStep::Writable(p.clone()),
+                    false => MountStep::ReadOnly(p.clone()),
+                });
+                out.script.push(step);
+            }
+            _ => out.script.push(step),
+        }
+    }
     out
 }
 
@@ -304,5 +387,7 @@ fn dedup(mut v: Vec<PathBuf>) -> Vec<PathBuf> {
     v
 }
 
+#[cfg(test)]
+mod split;
 #[cfg(test)]
 mod tests;

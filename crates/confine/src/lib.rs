@@ -95,7 +95,9 @@ pub enum Phase {
     All = 3,
     /// A PID namespace for the caller's next child, which is then its init, and a
     /// network namespace (its loopback up) for the caller and its children: a worker
-    /// slot's zygote (nothing else of the record applies).
+    /// slot's zygote. With `steps`, also the mount namespace they build (the run's
+    /// part of every view, [`Confinement::slot_view`]); nothing else of the record
+    /// applies.
     SlotPid = 4,
 }
 
@@ -174,6 +176,18 @@ impl Confinement {
         }
     }
 
+    /// The record a worker slot's zygote is made with ([`Phase::SlotPid`]): `steps`,
+    /// the run's part of every script's view (each script's own part then goes in its
+    /// own record, [`Confinement::for_slot`]); none, the slot's zygote stays on the
+    /// zygote's view and each script builds its whole view.
+    pub fn slot_view(steps: &[MountStep]) -> Confinement {
+        Confinement {
+            steps: steps.to_vec(),
+            cwd: PathBuf::from("/"),
+            ..Confinement::default()
+        }
+    }
+
     /// Applies every step to this process, which is about to exec the interpreter: a
     /// cold start's [`Phase::All`]. `what` names the step that failed.
     pub fn apply(&self, seccomp: &[Vec<u8>]) -> Result<(), (&'static str, std::io::Error)> {
@@ -191,8 +205,17 @@ impl Confinement {
         seccomp: &[Vec<u8>],
     ) -> Result<(), (&'static str, std::io::Error)> {
         if phase == Phase::SlotPid {
-            return namespaces::slot_namespaces()
-                .map_err(|e| ("make the slot's PID and network namespaces", e));
+            namespaces::slot_namespaces()
+                .map_err(|e| ("make the slot's PID and network namespaces", e))?;
+            if self.steps.is_empty() {
+                return Ok(());
+            }
+            // The run's part of every script's view, made once for the slot: its
+            // zygote lives in it, and each script's process copies it and adds its
+            // own part (see `Confinement::slot_view`).
+            return MountNamespace::new(&self.steps, &self.cwd, self.user, false, false)
+                .and_then(|mut ns| ns.apply())
+                .map_err(|e| ("build the run's part of the slot's view", e));
         }
         if phase != Phase::Process && !self.steps.is_empty() {
             let network = !self.slot_network;

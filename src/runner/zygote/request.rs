@@ -72,8 +72,17 @@ pub fn warm_request(spec: &AttemptSpec, zygote: &Zygote) -> Result<WarmRequest, 
         (Some(_), true) => zygote.namespaces,
         (None, false) => false,
     };
+    // A slot's zygote made in the run's part of the view: the script builds its own
+    // part on a copy of it, and only a script whose run's part is that one may.
+    let own_part = match (zygote.slot_view(), spec.sandbox.as_ref()) {
+        (Some(made), Some(sb)) if view => match &sb.split {
+            Some(split) if split.slot == made => Some(split.script.as_slice()),
+            _ => return Err(ZygoteError::OtherView),
+        },
+        _ => None,
+    };
     let plan = spec.sandbox.as_ref().map(|sb| {
-        let steps = view.then_some(sb.steps.as_slice());
+        let steps = view.then_some(own_part.unwrap_or(sb.steps.as_slice()));
         match zygote.resident {
             true => sb.confine.for_slot(steps),
             false => sb.confine.for_warm(steps),
