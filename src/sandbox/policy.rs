@@ -190,9 +190,12 @@ impl SandboxSetup {
             // counts against the limit: see `scratch.rs`).
             scratch_size: at.memory_limit,
         };
-        let steps = match self.sandboxing.has_view() {
-            true => view::steps(&view),
-            false => Vec::new(),
+        let (steps, split) = match self.sandboxing.has_view() {
+            true => {
+                let (steps, split) = view::steps_and_split(&view);
+                (steps, Some(split))
+            }
+            false => (Vec::new(), None),
         };
         let scratch: Vec<PathBuf> = steps
             .iter()
@@ -229,7 +232,7 @@ impl SandboxSetup {
         };
         SandboxSpec {
             bwrap,
-            split: self.sandboxing.has_view().then(|| view::split(&view)),
+            split,
             steps,
             confine,
             helper: self.helper.clone(),

@@ -15,6 +15,7 @@
 //! something it needs is hidden too, so the way there is made of fresh folders it can
 //! pass.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::grants;
@@ -23,6 +24,9 @@ use super::user::SandboxUser;
 /// One step of the view, and its form on the wire, live with the code that applies
 /// them (`crates/confine`, `mount.rs`).
 pub use jax_runner_confine::mount::MountStep;
+#[cfg(test)]
+use parts::split_in;
+pub use parts::{split, steps_and_split, Split};
 
 /// What one sandboxed attempt may see, beyond a read-only root.
 #[derive(Debug, Clone, Default)]
@@ -88,14 +92,17 @@ impl Covers {
     fn of(m: &Mounts, system: System, own: bool) -> Covers {
         let mut scratch: Vec<PathBuf> = system.scratch.iter().map(PathBuf::from).collect();
         scratch.extend(m.home.clone().filter(|h| h != Path::new("/")));
-        let (top, _) = top_level(system);
-        let mut hidden: Vec<PathBuf> = top
-            .into_iter()
-            .chain(system.details.iter().map(PathBuf::from))
-            .chain(m.sources.iter().cloned())
-            .chain(m.outputs.iter().cloned())
-            .filter(|p| p != Path::new("/") && is_real_dir(p))
-            .collect();
+        // The host's top level was listed as folders already.
+        let (mut hidden, _) = top_level(system);
+        hidden.extend(
+            system
+                .details
+                .iter()
+                .map(PathBuf::from)
+                .chain(m.sources.iter().cloned())
+                .chain(m.outputs.iter().cloned())
+                .filter(|p| p != Path::new("/") && is_real_dir(p)),
+        );
         if let Some(user) = m.user {
             hidden.extend(closed_ways(m, user, &hidden, &scratch));
         }
@@ -113,12 +120,12 @@ impl Covers {
     /// stays (a writable `$HOME` inside a hidden `/home`), and so does a `kept` one
     /// inside a hidden folder not kept.
     fn prune(&mut self, kept: &[PathBuf]) {
-        let under_scratch = |p: &Path| self.scratch.iter().any(|s| p != s && p.starts_with(s));
+        let under_scratch = |p: &Path| self.scratch.iter().any(|s| p != s && under(p, s));
         let under_hidden = |p: &Path| {
             let held = |h: &PathBuf| kept.contains(&p.to_path_buf()) && !kept.contains(h);
             self.hidden
                 .iter()
-                .any(|h| p != h && p.starts_with(h) && !held(h))
+                .any(|h| p != h && under(p, h) && !held(h))
         };
         let scratch: Vec<PathBuf> = self
             .scratch
@@ -148,8 +155,8 @@ impl Covers {
         self.hidden
             .iter()
             .chain(&self.scratch)
-            .filter(|c| p.starts_with(c))
-            .max_by_key(|c| c.components().count())
+            .filter(|c| under(p, c))
+            .max_by_key(|c| c.as_os_str().len())
     }
 }
 
@@ -157,12 +164,16 @@ impl Covers {
 /// (with the folders on the way to a cover nested in another), the binds back,
 /// shallowest first, with the folders on their way, the masks, then the hidden covers
 /// turn read-only (the binds under them keep their own modes).
+///
+/// The run's tree and outputs get covers of their own even inside another hidden
+/// folder, where one cover would do: the same view, in the shape [`split`] cuts.
 pub fn steps(m: &Mounts) -> Vec<MountStep> {
     steps_in(m, SYSTEM)
 }
 
 fn steps_in(m: &Mounts, system: System) -> Vec<MountStep> {
-    steps_of(m, system, &Covers::of(m, system, false))
+    let m = &m.normalized();
+    steps_of(m, system, &Covers::of(m, system, true))
 }
 
 fn steps_of(m: &Mounts, system: System, covers: &Covers) -> Vec<MountStep> {
@@ -189,15 +200,20 @@ fn steps_of(m: &Mounts, system: System, covers: &Covers) -> Vec<MountStep> {
     // What every script reads of the host comes back where a cover hid it (`/etc`'s
     // granted files, a store under `/nix`); the rest of `grants::host_reads` was
     // never hidden.
-    let host = match system.root {
-        Some(_) => grants::host_reads(),
-        None => Vec::new(),
+    // Those the host has, looked up once per run.
+    static HOST: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    let host: &[PathBuf] = match system.root {
+        Some(_) => HOST.get_or_init(|| {
+            let reads = grants::host_reads().into_iter();
+            reads.filter(|p| p.exists()).collect()
+        }),
+        None => &[],
     };
     let mut readable: Vec<&PathBuf> = m
         .readable
         .iter()
-        .chain(&host)
         .filter(|p| covers.around(p).is_some() && p.exists())
+        .chain(host.iter().filter(|p| covers.around(p).is_some()))
         .collect();
     readable.sort_by_key(|p| p.components().count());
     readable.dedup();
@@ -215,73 +231,6 @@ fn steps_of(m: &Mounts, system: System, covers: &Covers) -> Vec<MountStep> {
             .iter()
             .map(|c| MountStep::RemountReadOnly(c.clone())),
     );
-    out
-}
-
-/// One view made in two parts: what every script of a run sees alike, made once by a
-/// worker slot's zygote in a mount namespace of its own, and what is one script's,
-/// made by each script's process in a copy of the slot's namespace. Applying `slot`
-/// then `script` builds the same view as [`steps`] (tested against a model of the
-/// kernel's mounts in `view/split.rs`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Split {
-    /// The run's part: the hidden folders, the host's files and the interpreter
-    /// bound back, the masks; the places of the script's part (a run's tree, its
-    /// outputs, `$HOME` inside a hidden folder) bound back whole from the host, so
-    /// the script's process can open its own folders there before covering them.
-    pub slot: Vec<MountStep>,
-    /// The script's part: fresh scratch (`/tmp`, `/dev/shm`, `$HOME`), the run's
-    /// tree and outputs covered, and what the script may see in them bound back.
-    pub script: Vec<MountStep>,
-}
-
-/// [`steps`] for `m`, split into the run's part and the script's.
-pub fn split(m: &Mounts) -> Split {
-    split_in(m, SYSTEM)
-}
-
-fn split_in(m: &Mounts, system: System) -> Split {
-    let covers = Covers::of(m, system, true);
-    // The covers whose contents differ between scripts: fresh scratch, and the tree's
-    // and the outputs' folders, where each script sees only its own.
-    let own: Vec<PathBuf> = covers
-        .scratch
-        .iter()
-        .chain(
-            covers
-                .hidden
-                .iter()
-                .filter(|c| m.sources.contains(c) || m.outputs.contains(c)),
-        )
-        .cloned()
-        .collect();
-    let under_own = |p: &Path| own.iter().any(|c| p.starts_with(c));
-    let mut out = Split::default();
-    for step in steps_of(m, system, &covers) {
-        let path = step.path().to_path_buf();
-        if !under_own(&path) {
-            out.slot.push(step);
-            continue;
-        }
-        match &step {
-            // The folder a cover inside a hidden folder lands on is the run's.
-            MountStep::Dir(p) if own.contains(p) => out.slot.push(step),
-            // Where the script's cover lands inside one of the run's, the slot shows
-            // the host's folder, whence the script's process binds its own.
-            MountStep::Tmpfs(p) | MountStep::Scratch { path: p, .. }
-                if own.contains(p)
-                    && covers.around(p.parent().unwrap_or(p)).is_some()
-                    && p.exists() =>
-            {
-                out.slot.push(match m.outputs.contains(p) {
-                    true => MountStep::Writable(p.clone()),
-                    false => MountStep::ReadOnly(p.clone()),
-                });
-                out.script.push(step);
-            }
-            _ => out.script.push(step),
-        }
-    }
     out
 }
 
@@ -308,8 +257,8 @@ impl View {
             .covers
             .iter()
             .chain(&self.binds)
-            .filter(|c| parent.starts_with(c))
-            .max_by_key(|c| c.components().count());
+            .filter(|c| under(parent, c))
+            .max_by_key(|c| c.as_os_str().len());
         let Some(base) = base.filter(|b| self.covers.contains(b)).cloned() else {
             return;
         };
@@ -339,6 +288,8 @@ fn closed_ways(
     scratch: &[PathBuf],
 ) -> Vec<PathBuf> {
     let mut closed: Vec<PathBuf> = Vec::new();
+    // Each folder is looked at once: most targets share their first folders.
+    let mut looked: std::collections::HashSet<&Path> = std::collections::HashSet::new();
     let targets: Vec<&PathBuf> = m
         .readable
         .iter()
@@ -353,9 +304,12 @@ fn closed_ways(
                 .iter()
                 .chain(scratch)
                 .chain(&closed)
-                .any(|c| a.starts_with(c));
+                .any(|c| under(a, c));
             if covered {
                 break;
+            }
+            if !looked.insert(a) {
+                continue;
             }
             let open = std::fs::metadata(a).map(|meta| user.can_enter(&meta));
             if open.is_ok_and(|o| !o) {
@@ -367,13 +321,51 @@ fn closed_ways(
     closed
 }
 
-/// The folders and files at the top of the host's root that no script sees.
+/// The folders and files at the top of the host's root that no script sees: read
+/// once per run (every attempt's view, the runner's own, would list `/` twice).
 fn top_level(system: System) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    static HOST: std::sync::OnceLock<(Vec<PathBuf>, Vec<PathBuf>)> = std::sync::OnceLock::new();
     let Some(root) = system.root else {
         return (Vec::new(), Vec::new());
     };
-    let scratch: Vec<PathBuf> = system.scratch.iter().map(PathBuf::from).collect();
-    grants::hidden_at_top(Path::new(root), &scratch)
+    let read = || {
+        let scratch: Vec<PathBuf> = system.scratch.iter().map(PathBuf::from).collect();
+        grants::hidden_at_top(Path::new(root), &scratch)
+    };
+    match root == SYSTEM.root.unwrap_or_default() && system.scratch == SYSTEM.scratch {
+        true => HOST.get_or_init(read).clone(),
+        false => read(),
+    }
+}
+
+/// `p` is `base` or lies beneath it, for normalized paths (see [`Mounts::normalized`]):
+/// the view's loops ask this some thousands of times per attempt, and
+/// `Path::starts_with` parses both paths into components each time.
+fn under(p: &Path, base: &Path) -> bool {
+    let (p, b) = (p.as_os_str().as_bytes(), base.as_os_str().as_bytes());
+    p.starts_with(b) && (p.len() == b.len() || b.ends_with(b"/") || p[b.len()] == b'/')
+}
+
+/// `p` without doubled slashes, `.` components or a trailing slash.
+fn normal(p: &Path) -> PathBuf {
+    p.components().collect()
+}
+
+impl Mounts {
+    /// The same mounts with every path normalized, so that [`under`] agrees with
+    /// `Path::starts_with` on them.
+    fn normalized(&self) -> Mounts {
+        let all = |v: &[PathBuf]| v.iter().map(|p| normal(p)).collect();
+        Mounts {
+            home: self.home.as_deref().map(normal),
+            readable: all(&self.readable),
+            writable: all(&self.writable),
+            cwd: normal(&self.cwd),
+            outputs: all(&self.outputs),
+            sources: all(&self.sources),
+            ..self.clone()
+        }
+    }
 }
 
 /// A folder, not a link to one: a link's target is the host's business.
@@ -387,6 +379,7 @@ fn dedup(mut v: Vec<PathBuf>) -> Vec<PathBuf> {
     v
 }
 
+mod parts;
 #[cfg(test)]
 mod split;
 #[cfg(test)]

@@ -188,8 +188,17 @@ fn probes(steps: &[MountStep], tree: &Path) -> BTreeSet<PathBuf> {
 /// Applies the view whole and in two parts; every probe must show the same, and the
 /// script's part holds only what lies under the script's own covers.
 fn same_view(m: &Mounts, system: System, tree: &Path) -> Split {
+    // The fewest covers: the tree and outputs inside a hidden folder get none.
+    let fewest = {
+        let m = &m.normalized();
+        steps_of(m, system, &Covers::of(m, system, false))
+    };
     let whole = steps_in(m, system);
     let parts = split_in(m, system);
+    let mut reference = Table::default();
+    reference
+        .apply(&fewest)
+        .unwrap_or_else(|e| panic!("fewest: {e}: {fewest:?}"));
     let mut one = Table::default();
     one.apply(&whole)
         .unwrap_or_else(|e| panic!("whole: {e}: {whole:?}"));
@@ -198,11 +207,19 @@ fn same_view(m: &Mounts, system: System, tree: &Path) -> Split {
         .unwrap_or_else(|e| panic!("slot: {e}: {:?}", parts.slot));
     two.apply(&parts.script)
         .unwrap_or_else(|e| panic!("script: {e}: {:?}", parts.script));
-    for p in probes(&whole, tree) {
+    let mut named = probes(&whole, tree);
+    named.extend(probes(&fewest, tree));
+    for p in named {
+        let want = reference.shows(&p);
         assert_eq!(
+            want,
             one.shows(&p),
+            "{p:?}\nfewest {fewest:?}\nwhole {whole:?}"
+        );
+        assert_eq!(
+            want,
             two.shows(&p),
-            "{p:?}\nwhole {whole:?}\nsplit {parts:?}"
+            "{p:?}\nfewest {fewest:?}\nsplit {parts:?}"
         );
     }
     parts
@@ -250,17 +267,23 @@ fn script(base: &Path, tree: &Path, results: &Path, name: &str) -> Mounts {
     }
 }
 
+/// Two scripts of one run, their tree at `tree` and their results at `results`: each
+/// splits into the same view, and the run's part is both scripts'.
+fn two_scripts(b: &Path, tree: &Path, results: &Path) -> (Split, Split) {
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    let a = same_view(&script(b, tree, results, "a"), system(b), b);
+    let other = same_view(&script(b, tree, results, "b"), system(b), b);
+    assert_eq!(a.slot, other.slot, "the run's part is every script's");
+    assert_ne!(a.script, other.script);
+    (a, other)
+}
+
 #[test]
 fn a_tree_in_a_hidden_folder_splits_into_the_same_view() {
     let base = tree();
     let b = base.path();
     let tree = b.join("work/tree");
-    std::fs::create_dir_all(tree.join("lib")).unwrap();
-    let results = tree.join("results");
-    let a = same_view(&script(b, &tree, &results, "a"), system(b), b);
-    let other = same_view(&script(b, &tree, &results, "b"), system(b), b);
-    assert_eq!(a.slot, other.slot, "the run's part is every script's");
-    assert_ne!(a.script, other.script);
+    let (a, _) = two_scripts(b, &tree, &tree.join("results"));
     // The script's part is its scratch, its tree's and outputs' covers and what it
     // sees in them; the interpreter in a hidden folder and the cache are the run's.
     assert!(a.slot.contains(&MountStep::Writable(b.join("work/cache"))));
@@ -274,12 +297,7 @@ fn a_tree_in_a_hidden_folder_splits_into_the_same_view() {
 fn a_tree_in_scratch_with_outputs_elsewhere_splits_into_the_same_view() {
     let base = tree();
     let b = base.path();
-    let tree = b.join("tmp/tree");
-    std::fs::create_dir_all(tree.join("lib")).unwrap();
-    let results = b.join("work/results");
-    let a = same_view(&script(b, &tree, &results, "a"), system(b), b);
-    let other = same_view(&script(b, &tree, &results, "b"), system(b), b);
-    assert_eq!(a.slot, other.slot);
+    let (a, _) = two_scripts(b, &b.join("tmp/tree"), &b.join("work/results"));
     assert!(a.script.contains(&MountStep::Scratch {
         path: b.join("tmp"),
         size: None
