@@ -334,7 +334,7 @@ pub enum ZygoteError {
     Sandboxed,
     #[error("unsandboxed, and the zygote runs inside the sandbox")]
     NotSandboxed,
-    #[error("the slot's zygote lives in another run's part of the view")]
+    #[error("the slot's zygote lives in a view made for other scripts")]
     OtherView,
     #[error("the zygote cannot build a script's sandbox here: {0}")]
     SandboxProbe(String),

@@ -210,7 +210,8 @@ impl Zygote {
     /// `view`, for a zygote whose children build views: the run's part of every
     /// script's view ([`crate::sandbox::view::Split`]), which the slot's zygote is
     /// made in, once; each script then builds only its own part, a copy of the
-    /// slot's mount namespace with its scratch and folders (a sixth of the mounts).
+    /// slot's mount namespace with its scratch and folders (about a third of the
+    /// mounts a whole view takes).
     pub fn slot(&self, view: Option<&[MountStep]>) -> Result<Zygote, ZygoteError> {
         let (ours, theirs) = UnixStream::pair().map_err(ZygoteError::Socket)?;
         let view = view.filter(|_| self.namespaces && !self.resident);

@@ -6,11 +6,13 @@
 # the slot's cgroup from its first instruction, with no move. It answers the script's
 # PID, waits for it, and answers how it ended, with its resource usage, as wait4 gives
 # it. Sandboxed in a view, the slot's zygote is the init of a PID namespace of the
-# slot's and lives in a network namespace of the slot's: each script makes its own
-# mount, IPC and UTS namespaces and a fresh /proc of the slot's PID namespace, through
-# the library (jax_runner_confine, called by the sandbox half's confine) as every
-# other start, and shares the slot's network, which the zygote clears of everything
-# an earlier script left before each fork (clear_slot).
+# slot's and lives in a network namespace of the slot's and in a mount namespace
+# holding the run's part of every script's view (the runner's "slot_view"): each
+# script makes its own mount namespace (a copy of the slot's, where it adds its own
+# part of the view), IPC and UTS namespaces and a fresh /proc of the slot's PID
+# namespace, through the library (jax_runner_confine, called by the sandbox half's
+# confine) as every other start, and shares the slot's network, which the zygote
+# clears of everything an earlier script left before each fork (clear_slot).
 PHASE_SLOT_PID = 4
 
 

@@ -2,7 +2,9 @@
 //! the steps to bubblewrap as arguments (or, as root without bwrap, applies them itself
 //! between fork and exec); a warm start hands the same steps to the zygote, whose
 //! forked child applies them in a mount namespace of its own. One list, so the starts
-//! cannot drift apart.
+//! cannot drift apart. A worker slot's script gets the same list cut in two
+//! (`view/parts.rs`): the run's part, which the slot's zygote makes once, and its
+//! own, which it adds on a copy of the slot's namespace.
 //!
 //! The view grants instead of hiding: of the host's root only what `grants.rs` names
 //! stays (the system's programs and libraries, the kernel's views); every other
