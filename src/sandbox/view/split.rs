@@ -358,3 +358,15 @@ fn the_hosts_view_splits_into_the_same_view() {
     assert!(parts.script.contains(&tmp) && !parts.slot.contains(&tmp));
     assert!(parts.script.len() < parts.slot.len(), "{parts:?}");
 }
+
+/// The tree is itself one of the host's hidden folders (`--output-dir /data`): its
+/// cover is the script's, with nothing of the run's around it.
+#[test]
+fn a_tree_that_is_a_hidden_folder_itself_splits_into_the_same_view() {
+    let base = tree();
+    let b = base.path();
+    let tree = b.join("work");
+    let (a, _) = two_scripts(b, &tree, &tree.join("results"));
+    assert!(a.script.contains(&MountStep::Tmpfs(tree.clone())));
+    assert!(!a.slot.iter().any(|s| s.path() == tree));
+}
