@@ -246,8 +246,8 @@ impl Local {
 
     /// The attempt's slot's home, when it starts warm from one: a slot held, a zygote,
     /// and no memory limit (which needs a memory cgroup of the attempt's own). `view`
-    /// is the run's part of the attempt's view: a home whose zygote lives in another
-    /// (a script outside the run's tree) is not this attempt's.
+    /// is the run's part of the attempt's view, which a new home's zygote is made in
+    /// (an attempt whose part differs starts cold: see `zygote::warm_request`).
     async fn home(
         &self,
         req: &AttemptRequest<'_>,
@@ -259,11 +259,7 @@ impl Local {
         }
         let name = sanitize(&format!("{}-slot{slot}", std::process::id()));
         let max_procs = self.shared.config.max_procs;
-        let home = self.homes.get(slot, zygote, name, max_procs, view).await?;
-        match home.zygote.slot_view() {
-            Some(made) if Some(made) != view => None,
-            _ => Some(home),
-        }
+        self.homes.get(slot, zygote, name, max_procs, view).await
     }
 }
 

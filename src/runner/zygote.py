@@ -87,10 +87,10 @@ def pool_ir_contexts():
 
 def fill_ir_pool():
     """Makes the pool's contexts (IR_POOL_SIZE of them: 89 ms and 48 MiB, measured),
-    once: tried again on no later request, even if making one failed. Asked for by the runner's
-    first request when the run's scripts use jax, not before the zygote is ready: its
-    first scripts would wait for them, and a run of scripts that lower nothing would
-    pay for them. No backend is touched, and no thread is started: the contexts'
+    once: tried again on no later request, even if making one failed. Asked for by
+    the runner's first request when the run's scripts use jax, not before the zygote
+    is ready: its first scripts would wait for them, and a run of scripts that lower
+    nothing would pay for them. No backend is touched, and no thread is started: the contexts'
     shared thread pool starts its threads at its first task, in the script."""
     global IR_MAKE
     make, IR_MAKE = IR_MAKE, None

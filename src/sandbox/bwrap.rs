@@ -168,8 +168,9 @@ fn identity() -> Vec<String> {
 }
 
 /// bwrap's arguments up to (and including) `--`; the program and its arguments follow
-/// (`__sandbox-exec`, then the interpreter). `steps` are `m`'s (`view::steps`), made
-/// once per attempt by the caller, who also hands them to a warm start.
+/// (`__sandbox-exec`, then the interpreter). `steps` are `m`'s
+/// (`view::steps_and_split`), made once per attempt by the caller, who also hands
+/// them to a warm start.
 pub fn args(b: &Bwrap, m: &Mounts, steps: &[MountStep]) -> Vec<OsString> {
     let mut a: Vec<OsString> = [
         "--die-with-parent",

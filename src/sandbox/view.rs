@@ -27,8 +27,8 @@ use super::user::SandboxUser;
 /// them (`crates/confine`, `mount.rs`).
 pub use jax_runner_confine::mount::MountStep;
 #[cfg(test)]
-use parts::split_in;
-pub use parts::{split, steps_and_split, Split};
+use parts::both_in;
+pub use parts::{steps_and_split, Split};
 
 /// What one sandboxed attempt may see, beyond a read-only root.
 #[derive(Debug, Clone, Default)]
@@ -89,8 +89,9 @@ const SYSTEM: System = System {
 
 impl Covers {
     /// The covers of `m`'s view. `own`: the run's tree and outputs are covered where
-    /// they lie even inside another hidden folder (for [`split`], whose script part
-    /// covers them; the view shows the same).
+    /// they lie even inside another hidden folder (for [`Split`], whose script part
+    /// covers them; the view shows the same; without, the fewest covers, which the
+    /// tests hold the split to).
     fn of(m: &Mounts, system: System, own: bool) -> Covers {
         let mut scratch: Vec<PathBuf> = system.scratch.iter().map(PathBuf::from).collect();
         scratch.extend(m.home.clone().filter(|h| h != Path::new("/")));
@@ -124,7 +125,7 @@ impl Covers {
     fn prune(&mut self, kept: &[PathBuf]) {
         let under_scratch = |p: &Path| self.scratch.iter().any(|s| p != s && under(p, s));
         let under_hidden = |p: &Path| {
-            let held = |h: &PathBuf| kept.contains(&p.to_path_buf()) && !kept.contains(h);
+            let held = |h: &PathBuf| kept.iter().any(|k| k == p) && !kept.contains(h);
             self.hidden
                 .iter()
                 .any(|h| p != h && under(p, h) && !held(h))
@@ -162,13 +163,8 @@ impl Covers {
     }
 }
 
-/// The steps for `m`, in the order they must be applied: the covers outermost first
-/// (with the folders on the way to a cover nested in another), the binds back,
-/// shallowest first, with the folders on their way, the masks, then the hidden covers
-/// turn read-only (the binds under them keep their own modes).
-///
-/// The run's tree and outputs get covers of their own even inside another hidden
-/// folder, where one cover would do: the same view, in the shape [`split`] cuts.
+/// The whole view's steps for `m` (see [`steps_of`]): the zygote's own view; an
+/// attempt takes them with their split ([`steps_and_split`]).
 pub fn steps(m: &Mounts) -> Vec<MountStep> {
     steps_in(m, SYSTEM)
 }
@@ -178,6 +174,13 @@ fn steps_in(m: &Mounts, system: System) -> Vec<MountStep> {
     steps_of(m, system, &Covers::of(m, system, true))
 }
 
+/// The steps for `m` and its `covers`, in the order they must be applied: the covers
+/// outermost first (with the folders on the way to a cover nested in another), the
+/// binds back, shallowest first, with the folders on their way, the masks, then the
+/// hidden covers turn read-only (the binds under them keep their own modes). With
+/// [`Covers::of`]'s `own`, the run's tree and outputs get covers of their own even
+/// inside another hidden folder, where one cover would do: the same view, in the
+/// shape [`Split`] cuts.
 fn steps_of(m: &Mounts, system: System, covers: &Covers) -> Vec<MountStep> {
     let mut view = View {
         covers: covers.in_order().into_iter().cloned().collect(),
@@ -201,8 +204,7 @@ fn steps_of(m: &Mounts, system: System, covers: &Covers) -> Vec<MountStep> {
     }
     // What every script reads of the host comes back where a cover hid it (`/etc`'s
     // granted files, a store under `/nix`); the rest of `grants::host_reads` was
-    // never hidden.
-    // Those the host has, looked up once per run.
+    // never hidden. Those the host has are looked up once per run.
     static HOST: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
     let host: &[PathBuf] = match system.root {
         Some(_) => HOST.get_or_init(|| {

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use super::{steps_of, under, Covers, MountStep, Mounts, System, SYSTEM};
 
-/// [`steps`] and [`split`] at once, from one look at the host.
+/// The view's steps ([`super::steps`]) and the same steps cut in two ([`Split`]), from
+/// one look at the host.
 pub fn steps_and_split(m: &Mounts) -> (Vec<MountStep>, Split) {
     both_in(m, SYSTEM)
 }
@@ -21,8 +22,8 @@ pub(super) fn both_in(m: &Mounts, system: System) -> (Vec<MountStep>, Split) {
 /// One view made in two parts: what every script of a run sees alike, made once by a
 /// worker slot's zygote in a mount namespace of its own, and what is one script's,
 /// made by each script's process in a copy of the slot's namespace. Applying `slot`
-/// then `script` builds the same view as [`steps`] (tested against a model of the
-/// kernel's mounts in `view/split.rs`).
+/// then `script` builds the same view as the whole list (tested against a model of
+/// the kernel's mounts in `view/split.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Split {
     /// The run's part: the hidden folders, the host's files and the interpreter
@@ -33,15 +34,6 @@ pub struct Split {
     /// The script's part: fresh scratch (`/tmp`, `/dev/shm`, `$HOME`), the run's
     /// tree and outputs covered, and what the script may see in them bound back.
     pub script: Vec<MountStep>,
-}
-
-/// [`steps`] for `m`, split into the run's part and the script's.
-pub fn split(m: &Mounts) -> Split {
-    split_in(m, SYSTEM)
-}
-
-pub(super) fn split_in(m: &Mounts, system: System) -> Split {
-    both_in(m, system).1
 }
 
 /// Cuts `whole` ([`steps_of`] with the tree's and outputs' own covers) in two.

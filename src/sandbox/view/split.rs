@@ -194,7 +194,7 @@ fn same_view(m: &Mounts, system: System, tree: &Path) -> Split {
         steps_of(m, system, &Covers::of(m, system, false))
     };
     let whole = steps_in(m, system);
-    let parts = split_in(m, system);
+    let parts = both_in(m, system).1;
     let mut reference = Table::default();
     reference
         .apply(&fewest)
