@@ -438,25 +438,39 @@ fn a_warm_script_lowers_into_contexts_the_zygote_made_ahead() {
     }
 }
 
-/// The probe above, in a script whose source never names the package (it builds its
-/// name): a run of such scripts does not pay for the pool.
-const POOL_PROBE_UNNAMED: &str = r#"
+/// A script whose source never names jax (it builds the name): whether jax was
+/// imported before its first line, the zygote's pool of contexts (-1: none), and a
+/// computation, so the script does take jax up itself.
+const LEAN_PROBE: &str = r#"
+import sys
 name = "j" + "ax"
+preloaded = name in sys.modules
 mlir = __import__(name + "._src.interpreters.mlir", fromlist=["mlir"])
 pool = getattr(mlir.make_ir_context, "__globals__", {}).get("IR_POOL")
-print(-1 if pool is None else len(pool))
+jnp = __import__(name + ".numpy", fromlist=["numpy"])
+print(preloaded, -1 if pool is None else len(pool), int(jnp.add(2, 3)))
 "#;
 
-/// The other side: when no script of the run names jax, the zygote makes no context
-/// ahead (the pool exists, empty).
+/// Issue 34: when no script of the run names jax, a lean zygote (no preload, no
+/// contexts made ahead) starts them warm, in every sandbox mode: a script that takes
+/// jax up anyway imports it itself, as a cold start would, and its record says so.
+/// The same script beside one that names jax gets the zygote that imported it.
 #[test]
-fn a_run_whose_scripts_never_name_jax_makes_no_contexts_ahead() {
-    let t = Tree::new();
-    t.write("m/jax/unnamed.py", POOL_PROBE_UNNAMED);
-    let out = t.run(&["--sandbox", "off", "--warm-start", "on"]);
-    assert_eq!(code(&out), 0, "{}", stderr(&out));
-    let r = t.result("unnamed");
-    assert_eq!(r["attempts"][0]["start"], "warm", "{r}");
-    let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
-    assert_eq!(stdout.trim(), "0", "{stdout:?}");
+fn a_run_whose_scripts_never_name_jax_gets_a_lean_zygote() {
+    for sandbox in ["off", "auto"] {
+        for (named, expected) in [(false, "False -1 5"), (true, "True 32 5")] {
+            let t = Tree::new();
+            t.write("m/jax/unnamed.py", LEAN_PROBE);
+            if named {
+                t.write("m/jax/names.py", "import jax\n");
+            }
+            let out = t.run(&["--sandbox", sandbox, "--warm-start", "on"]);
+            assert_eq!(code(&out), 0, "{sandbox} {named}: {}", stderr(&out));
+            let r = t.result("unnamed");
+            assert_eq!(r["attempts"][0]["start"], "warm", "{sandbox} {named}: {r}");
+            assert_eq!(r["jax"]["jax_imported"], true, "{sandbox} {named}: {r}");
+            let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+            assert_eq!(stdout.trim(), expected, "{sandbox} {named}");
+        }
+    }
 }

@@ -189,7 +189,7 @@ pub(super) async fn backend(
                 sandbox,
                 zygote,
             } = *parts;
-            let warm = ready(zygote, warnings).await;
+            let warm = ready(zygote, uses_jax, warnings).await;
             if let (Ok(z), true) = (&warm, uses_jax) {
                 z.pool_ir_contexts();
             }

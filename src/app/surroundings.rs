@@ -10,7 +10,7 @@ use crate::error::ConfigError;
 use crate::model::{SandboxInfo, SandboxMode};
 use crate::python::Interpreter;
 use crate::runner::telemetry;
-use crate::runner::zygote::{Zygote, ZygoteSandbox};
+use crate::runner::zygote::{Preload, Zygote, ZygoteSandbox};
 use crate::sandbox::bwrap;
 use crate::sandbox::layers::Sandboxing;
 
@@ -139,7 +139,46 @@ fn cache_folder(config: &RunConfig, sandboxed: bool) -> Option<PathBuf> {
 
 /// A zygote importing jax, not yet awaited: the run's other preparations (the
 /// pre-flight, the history, each script's fingerprint) go on meanwhile.
-pub(super) type Starting = tokio::task::JoinHandle<Result<Zygote, String>>;
+pub(super) struct Starting {
+    /// Its wait for the zygote's ready.
+    task: tokio::task::JoinHandle<Result<Arc<Zygote>, String>>,
+    /// The zygote, to stop at once if a lean one takes its place (none: it failed to
+    /// start, and the task says why).
+    zygote: Option<Arc<Zygote>>,
+    /// How it was started, to start the lean one alike.
+    launch: Launch,
+}
+
+/// What a zygote is started with.
+struct Launch {
+    python: PathBuf,
+    env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    sandbox: Option<ZygoteSandbox>,
+}
+
+impl Launch {
+    /// Starts a zygote and waits for its ready in the blocking pool. Called from a
+    /// runtime worker, which lives as long as the run (see `Zygote::launch`).
+    fn start(&self, preload: Preload) -> (Option<Arc<Zygote>>, Waiting) {
+        match Zygote::launch(&self.python, &self.env, self.sandbox.as_ref(), preload) {
+            Ok(z) => {
+                let z = Arc::new(z);
+                let waiting = z.clone();
+                let task = tokio::task::spawn_blocking(move || {
+                    waiting.wait_ready().map_err(|e| e.to_string())?;
+                    Ok(waiting)
+                });
+                (Some(z), task)
+            }
+            Err(e) => (
+                None,
+                tokio::task::spawn(std::future::ready(Err(e.to_string()))),
+            ),
+        }
+    }
+}
+
+type Waiting = tokio::task::JoinHandle<Result<Arc<Zygote>, String>>;
 
 /// Starts the warm-start zygote, when warm start is on and possible; otherwise why
 /// every script of the run starts cold (each result says so in `cold_start_reason`).
@@ -170,24 +209,43 @@ pub(super) fn start_zygote(
     };
     let pass = sandbox.as_ref().map(|_| config.pass_env.as_slice());
     let env = zygote_env(&config.environment, shim_dir, pass);
-    // Forked from this worker thread, which lives as long as the run (see
-    // `Zygote::launch`); only the wait for it goes to the blocking pool.
-    let started = Zygote::launch(&interp.path, &env, sandbox.as_ref());
-    Ok(tokio::task::spawn_blocking(move || {
-        let zygote = started.map_err(|e| e.to_string())?;
-        zygote.wait_ready().map_err(|e| e.to_string())?;
-        Ok(zygote)
-    }))
+    let launch = Launch {
+        python: interp.path.clone(),
+        env,
+        sandbox,
+    };
+    let (zygote, task) = launch.start(Preload::Jax);
+    Ok(Starting {
+        task,
+        zygote,
+        launch,
+    })
 }
 
 /// The zygote [`start_zygote`] started, once it has imported jax; otherwise why every
-/// script starts cold (and a warning when it failed to start).
+/// script starts cold (and a warning when it failed to start). For a run none of
+/// whose scripts names jax (`uses_jax` false), a lean zygote takes its place, and the
+/// one importing jax is stopped; should the lean one fail, the other serves.
 pub(super) async fn ready(
     starting: Result<Starting, String>,
+    uses_jax: bool,
     warnings: &mut Vec<String>,
 ) -> Result<Arc<Zygote>, String> {
-    let started = starting?.await.map_err(|e| e.to_string()).and_then(|r| r);
-    started.map(Arc::new).map_err(|reason| {
+    let Starting {
+        task,
+        zygote,
+        launch,
+    } = starting?;
+    if !uses_jax && zygote.is_some() {
+        let (_, lean) = launch.start(Preload::Lean);
+        if let Ok(Ok(lean)) = lean.await {
+            zygote.iter().for_each(|z| z.stop());
+            return Ok(lean);
+        }
+    }
+    drop(zygote);
+    let started = task.await.map_err(|e| e.to_string()).and_then(|r| r);
+    started.map_err(|reason| {
         warnings.push(format!(
             "warm start unavailable, scripts start cold: {reason}"
         ));

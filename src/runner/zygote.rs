@@ -82,6 +82,16 @@ pub struct Zygote {
 
 pub use crate::sandbox::policy::ZygoteSandbox;
 
+/// What the zygote imports before its first fork.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preload {
+    /// jax, jax.numpy and numpy, once, for every script it forks.
+    Jax,
+    /// Nothing of its own: for a run none of whose scripts names jax, whose forks and
+    /// exits then copy and free a small interpreter's pages, not jax's 150 MiB.
+    Lean,
+}
+
 impl Zygote {
     /// Starts the zygote with `python` and the given environment (inside the sandbox
     /// when `sandbox` is given); [`Zygote::wait_ready`] then waits for it.
@@ -94,6 +104,7 @@ impl Zygote {
         python: &Path,
         env: &[(OsString, OsString)],
         sandbox: Option<&ZygoteSandbox>,
+        preload: Preload,
     ) -> Result<Zygote, ZygoteError> {
         // Before the fork: the zygote itself starts from these values.
         let baseline = Baseline::of_this_process().map_err(ZygoteError::Baseline)?;
@@ -127,6 +138,9 @@ impl Zygote {
             .write_all(ZYGOTE.as_bytes())
             .map_err(start_error)?;
         cmd.arg("-");
+        if preload == Preload::Lean {
+            cmd.arg("--lean");
+        }
         match sandbox {
             Some(sb) if sb.namespaces => cmd.arg("--sandboxed"),
             Some(_) => cmd.arg("--confined"),
@@ -260,6 +274,11 @@ impl Zygote {
     /// The run's part of the view this slot's zygote lives in, if it was made in one.
     pub fn slot_view(&self) -> Option<&[MountStep]> {
         self.slot_view.as_deref()
+    }
+
+    /// Kills it now (a lean zygote took its place); its last owner reaps it.
+    pub fn stop(&self) {
+        super::sys::kill_pid(self.pid, libc::SIGKILL);
     }
 
     /// Its process (the host's PID).

@@ -158,19 +158,19 @@ def become_script(req, fds):
     script = req["script"]
     sys.argv = [script]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
-    apply_jax_config(req["env"])
+    if not LEAN:
+        apply_jax_config(req["env"])
     shim = sys.modules.get("sitecustomize")
     install = getattr(shim, "jax_runner_install_telemetry", None)
     if install and req["env"].get("JAX_RUNNER_TELEMETRY"):
-        install(req["env"]["JAX_RUNNER_TELEMETRY"], jax_already_imported=True,
-                preloaded=PRELOADED)
+        install(req["env"]["JAX_RUNNER_TELEMETRY"], jax_already_imported=not LEAN,
+                preloaded=PRELOADED, forked=True)
     chain = getattr(shim, "jax_runner_chain_sitecustomize", None)
     if chain:
         # On the path a cold start's site module searches: without the script's
         # folder, which Python adds only after start-up (searching it also listed the
         # whole folder in every script: 1,000 names per script in a sweep's folder).
         chain(sys.path[1:])
-    import runpy
 
     code = 0
     note = getattr(shim, "jax_runner_note_script_globals", None) or (lambda _g: None)

@@ -118,10 +118,12 @@ def _jr_script_imported_jax(preloaded):
     return False
 
 
-def jax_runner_install_telemetry(out_path, jax_already_imported=False, preloaded=None):
+def jax_runner_install_telemetry(out_path, jax_already_imported=False, preloaded=None,
+                                 forked=False):
     """Records what jax does in this process into `out_path` at exit. The warm-start
-    zygote calls it in each forked script, where jax is already imported, with the
-    names of the modules it imported (made once, before its forks)."""
+    zygote calls it in each forked script (`forked`: no start-up of its own to time),
+    where jax is already imported but in a lean zygote, with the names of the modules
+    it imported (made once, before its forks)."""
     state = {
         "jax_imported": False,
         "backend": None,
@@ -135,7 +137,7 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False, preloaded
         "trace_time_s": 0.0,
         "lowering_time_s": 0.0,
     }
-    if _jr_startup_s is not None and not jax_already_imported:
+    if _jr_startup_s is not None and not (jax_already_imported or forked):
         state["startup_s"] = _jr_startup_s
     import_started = []
 
