@@ -44,7 +44,9 @@
 //! with seccompiler's architecture check, which kills the process on a call made
 //! through another ABI of the machine (i386's `int 0x80` on x86_64, AArch32 on
 //! aarch64); x32 calls on x86_64 pass that check with bit 30 set in their number, and
-//! none of those numbers is granted.
+//! none of those numbers is granted. Each program is then laid out as a binary search
+//! on the call's number (`layout.rs`): the same answers, tested against seccompiler's
+//! own chain of tests, with a handful of tests per call where the chain ran hundreds.
 
 use std::fmt;
 use std::io;
@@ -56,6 +58,21 @@ use std::path::{Path, PathBuf};
     target_arch = "riscv64"
 ))]
 mod allowed;
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "riscv64"
+))]
+mod layout;
+#[cfg(all(
+    test,
+    any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_arch = "riscv64"
+    )
+))]
+mod layout_tests;
 #[cfg(test)]
 mod live_tests;
 #[cfg(any(
@@ -164,8 +181,11 @@ pub fn programs_for(separation: Separation, gpu: bool) -> Option<Vec<Program>> {
     ))]
     {
         return Some(vec![
-            rules::compile_allowed("allow", &allowed::rules(separation, gpu), libc::EPERM),
-            rules::compile("clone3-enosys", rules::ENOSYS, libc::ENOSYS),
+            rules::program(
+                "allow",
+                rules::chain_allowed(&allowed::rules(separation, gpu), libc::EPERM),
+            ),
+            rules::program("clone3-enosys", rules::chain(rules::ENOSYS, libc::ENOSYS)),
         ]);
     }
     #[allow(unreachable_code)]

@@ -11,6 +11,7 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
+use super::layout::Insn;
 use super::{Denial, Program};
 
 #[cfg(target_arch = "x86_64")]
@@ -286,8 +287,8 @@ fn conditions(when: When) -> Vec<SeccompRule> {
     }
 }
 
-/// Allows every call but `rules`, which answer `errno`.
-pub(super) fn compile(name: &'static str, rules: &[Rule], errno: i32) -> Program {
+/// Allows every call but `rules`, which answer `errno`: seccompiler's program.
+pub(super) fn chain(rules: &[Rule], errno: i32) -> Vec<Insn> {
     let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for rule in rules {
         for nr in numbers(rule) {
@@ -296,35 +297,48 @@ pub(super) fn compile(name: &'static str, rules: &[Rule], errno: i32) -> Program
         }
     }
     let action = SeccompAction::Errno(errno.unsigned_abs());
-    finish(name, map, SeccompAction::Allow, action)
+    compiled(map, SeccompAction::Allow, action)
 }
 
 /// Allows `rules` (each when its arguments say so, on this processor's own numbers
 /// only) and answers `errno` to every other call: x32 numbers, calls this list does
-/// not know, calls a later kernel adds.
-pub(super) fn compile_allowed(name: &'static str, rules: &[Rule], errno: i32) -> Program {
+/// not know, calls a later kernel adds. seccompiler's program.
+pub(super) fn chain_allowed(rules: &[Rule], errno: i32) -> Vec<Insn> {
     let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for rule in rules {
         let previous = map.insert(rule.nr, conditions(rule.when));
         assert!(previous.is_none(), "{} is listed twice", rule.call);
     }
     let refuse = SeccompAction::Errno(errno.unsigned_abs());
-    finish(name, map, refuse, SeccompAction::Allow)
+    compiled(map, refuse, SeccompAction::Allow)
 }
 
-fn finish(
-    name: &'static str,
+fn compiled(
     map: BTreeMap<i64, Vec<SeccompRule>>,
     mismatch: SeccompAction,
     matched: SeccompAction,
-) -> Program {
+) -> Vec<Insn> {
     let filter = SeccompFilter::new(map, mismatch, matched, ARCH)
         .expect("a filter whose two actions differ");
     let bpf: BpfProgram = filter
         .try_into()
         .expect("the filter fits the kernel's limit");
-    let mut bytes = Vec::with_capacity(bpf.len() * super::INSTRUCTION_LEN);
-    for insn in bpf {
+    bpf.iter()
+        .map(|i| Insn {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect()
+}
+
+/// The program to install: `chain` laid out as a search on the call's number (see
+/// `layout`), as the `struct sock_filter` array.
+pub(super) fn program(name: &'static str, chain: Vec<Insn>) -> Program {
+    let insns = super::layout::by_number(&chain).unwrap_or(chain);
+    let mut bytes = Vec::with_capacity(insns.len() * super::INSTRUCTION_LEN);
+    for insn in insns {
         bytes.extend_from_slice(&insn.code.to_ne_bytes());
         bytes.extend_from_slice(&[insn.jt, insn.jf]);
         bytes.extend_from_slice(&insn.k.to_ne_bytes());
