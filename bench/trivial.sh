@@ -13,6 +13,9 @@
 # Usage: bench/trivial.sh [N] [jax-runner binary]   (ROUNDS=5 bench/trivial.sh 1000)
 # RUNNER_ARGS adds options to the runner's command (a figure taken so says so beside
 # it): RUNNER_ARGS="--sandbox off" bench/trivial.sh
+# NAMES_JAX=1 ends each script with a comment naming jax (`print(i)  # jax`): the run
+# then forks every script from the zygote that imported jax, not the lean one a run of
+# scripts that never name jax gets: what a sweep of small jax scripts pays per fork.
 set -euo pipefail
 n=${1:-1000}
 bin=${2:-$(cd "$(dirname "$0")/.." && pwd)/target/release/jax-runner}
@@ -21,11 +24,13 @@ jobs=$(nproc)
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
 mkdir -p "$tree/source/trivial/jax"
-for i in $(seq 1 "$n"); do echo "print($i)" > "$tree/source/trivial/jax/s$i.py"; done
+suffix=""
+if [[ ${NAMES_JAX:-0} == 1 ]]; then suffix="  # jax"; fi
+for i in $(seq 1 "$n"); do echo "print($i)$suffix" > "$tree/source/trivial/jax/s$i.py"; done
 python=$("$bin" setup -q)
 now() { date +%s.%N; }
 ratios=()
-echo "N=$n jobs=$jobs python=$python binary=$bin ($("$bin" --version)) runner options: ${RUNNER_ARGS:-defaults}"
+echo "N=$n jobs=$jobs python=$python binary=$bin ($("$bin" --version)) runner options: ${RUNNER_ARGS:-defaults}${suffix:+, scripts name jax}"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$rounds"); do
     round="$tree/round$r"
