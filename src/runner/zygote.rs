@@ -32,7 +32,7 @@ mod wire;
 
 use baseline::Baseline;
 pub use request::{warm_request, Request, WarmRequest};
-use wire::{read_reply, send_with_fds, Ended, Ready, Wire};
+use wire::{read_reply, send_with_fds, wait_adopted, Ended, Ready, Wire};
 
 /// One program in four files: the zygote, its child part, its sandbox half, its slot
 /// part (which ends by serving).
@@ -346,39 +346,6 @@ impl Zygote {
         let (writer, reader) = &mut *guard;
         send_with_fds(writer, &line, fds).map_err(ZygoteError::Unreachable)?;
         read_reply(reader)
-    }
-}
-
-/// Waits for `pid`, a script whose slot's zygote died: the runner adopts it, but only
-/// once the kernel has finished with its parent (the socket closes before that), so
-/// a `wait4` that comes too early is tried again while the process is there. A script
-/// the zygote reaped just before it died (killed, say, by the script itself) is gone
-/// with how it ended: it is recorded as ended with neither a code nor a signal.
-fn wait_adopted(pid: libc::pid_t) -> std::io::Result<super::sys::Exit> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        match super::sys::wait4(pid) {
-            Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
-                if super::sys::state(pid as u32).is_none() {
-                    tracing::warn!(
-                        pid,
-                        "the script's zygote died before saying how the script ended"
-                    );
-                    return Ok(super::sys::Exit {
-                        code: None,
-                        signal: None,
-                        user_cpu: Duration::ZERO,
-                        system_cpu: Duration::ZERO,
-                        max_rss_bytes: 0,
-                    });
-                }
-                if std::time::Instant::now() >= deadline {
-                    return Err(e);
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            other => return other,
-        }
     }
 }
 

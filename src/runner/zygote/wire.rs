@@ -1,6 +1,7 @@
 //! The zygote's wire: a request as it goes out (with the run's baseline), the lines
-//! the zygote answers (ready, a PID, how a slot's script ended), and the descriptors
-//! sent beside a request.
+//! the zygote answers (ready, a PID, how a slot's script ended), the descriptors
+//! sent beside a request, and the wait for a script whose zygote died before saying
+//! how it ended.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::BorrowedFd;
@@ -118,6 +119,39 @@ pub(super) fn send_with_fds(
         SendFlags::NOSIGNAL,
     )?;
     sock.write_all(&data[sent..])
+}
+
+/// Waits for `pid`, a script whose slot's zygote died: the runner adopts it, but only
+/// once the kernel has finished with its parent (the socket closes before that), so
+/// a `wait4` that comes too early is tried again while the process is there. A script
+/// the zygote reaped just before it died (killed, say, by the script itself) is gone
+/// with how it ended: it is recorded as ended with neither a code nor a signal.
+pub(super) fn wait_adopted(pid: libc::pid_t) -> std::io::Result<super::super::sys::Exit> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match super::super::sys::wait4(pid) {
+            Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
+                if super::super::sys::state(pid as u32).is_none() {
+                    tracing::warn!(
+                        pid,
+                        "the script's zygote died before saying how the script ended"
+                    );
+                    return Ok(super::super::sys::Exit {
+                        code: None,
+                        signal: None,
+                        user_cpu: Duration::ZERO,
+                        system_cpu: Duration::ZERO,
+                        max_rss_bytes: 0,
+                    });
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            other => return other,
+        }
+    }
 }
 
 #[cfg(test)]
