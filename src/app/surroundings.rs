@@ -238,9 +238,12 @@ pub(super) async fn ready(
     } = starting?;
     if !uses_jax && zygote.is_some() {
         let (_, lean) = launch.start(Preload::Lean);
-        if let Ok(Ok(lean)) = lean.await {
-            zygote.iter().for_each(|z| z.stop());
-            return Ok(lean);
+        match lean.await.map_err(|e| e.to_string()).and_then(|r| r) {
+            Ok(lean) => {
+                zygote.iter().for_each(|z| z.stop());
+                return Ok(lean);
+            }
+            Err(reason) => tracing::info!("no lean zygote, the one with jax serves: {reason}"),
         }
     }
     drop(zygote);

@@ -156,7 +156,8 @@ fn kept_code(
         }
         let i = program[pc];
         match i.code {
-            RET => {}
+            // Any return (of a constant or of the accumulator) ends the path.
+            c if c & 0x07 == 0x06 => {}
             JA => todo.push(pc + 1 + i.k as usize),
             JEQ | JGT | JGE | JSET => {
                 todo.extend([pc + 1 + usize::from(i.jt), pc + 1 + usize::from(i.jf)])
