@@ -24,6 +24,7 @@ const FIXTURES: &[&str] = &[
     "slow_ok.py",
     "output_flood.py",
     "grandchild.py",
+    "exit_effects.py",
 ];
 
 /// Fixtures whose standard error differs between any two runs (PIDs, timings).

@@ -98,7 +98,7 @@ async fn attempt(req: &NodeRequest) -> Result<NodeRecord, String> {
         .map_err(|e| chain(&e))?;
     let layers = begun.sandbox_info().layers.clone();
     // A node's share of a run: jax scripts (the run decided which to send).
-    let backend = super::local::backend(begun, &mut warnings, true).await;
+    let backend = super::local::backend(begun, &mut warnings, true, 1).await;
     for w in &warnings {
         eprintln!("jax-runner on {}: warning: {w}", hostname());
     }

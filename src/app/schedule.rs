@@ -36,7 +36,7 @@ pub struct Schedule {
     /// id: families of more than one script whose compilations the cache may not hold.
     pub families: HashMap<String, u64>,
     /// Some script to run names jax in its source: the warm zygote makes its MLIR
-    /// contexts ahead (see `Zygote::pool_ir_contexts`); a run of scripts that lower
+    /// contexts ahead (see `Zygote::prepare`); a run of scripts that lower
     /// nothing does not pay for them.
     pub uses_jax: bool,
 }

@@ -135,12 +135,20 @@ def freeze_heap():
     gc.freeze()
 
 
+COLLAPSED = []
+
+
 def collapse_into_huge_pages():
     """Asks the kernel (6.1 and later; elsewhere a no-op) to back the zygote's large
     anonymous regions, jax's and numpy's heap, with 2 MiB pages. A fork copies one
     entry for each such page instead of 512, and an exit frees one: every script's
     fork and exit cost a quarter less (4.2 to 3.2 ms, measured with jax imported).
-    A child's write still copies only the 4 KiB it touches."""
+    A child's write still copies only the 4 KiB it touches. Asked for by the runner's
+    first request for a run of many scripts, once: the move itself takes 20 to 130
+    ms before the first fork, more than a small run's forks would save."""
+    if COLLAPSED:
+        return
+    COLLAPSED.append(True)
     huge = 1 << 21
     madvise = LIBC.madvise
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -178,7 +186,6 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 def serve():
     gc.collect()  # what the import left behind goes before the heap is frozen
     freeze_heap()
-    collapse_into_huge_pages()
     ready = {"ready": True, "pid": os.getpid()}
     if SANDBOXED:
         ready["sandbox"] = probe_sandbox()
@@ -201,6 +208,8 @@ def serve_requests():
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             req = json.loads(line)
+            if req.get("huge_pages"):
+                collapse_into_huge_pages()
             if req.get("ir_pool"):
                 fill_ir_pool()
             # A slot's socket; the go's pipe besides the stdio of a script in a view,

@@ -22,7 +22,6 @@ use crate::error::ZygoteError;
 use crate::sandbox::apply::Confinement;
 use crate::sandbox::view::MountStep;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -32,6 +31,7 @@ mod wire;
 
 use baseline::Baseline;
 pub use request::{warm_request, Request, WarmRequest};
+pub use wire::Ahead;
 use wire::{read_reply, send_with_fds, wait_adopted, Ended, Ready, Wire};
 
 /// One program in four files: the zygote, its child part, its sandbox half, its slot
@@ -72,9 +72,9 @@ pub struct Zygote {
     /// A slot's zygote (see [`Zygote::slot`]): a fork of the run's zygote that the
     /// runner placed in its slot's cgroup, so what it forks is there from the start.
     resident: bool,
-    /// Each request asks the zygote to make its pool of MLIR contexts before it forks
-    /// (once): set by [`Zygote::pool_ir_contexts`] for a run whose scripts use jax.
-    ir_pool: AtomicBool,
+    /// What each request asks the zygote to make before it forks (once): set by
+    /// [`Zygote::prepare`] for the run's scripts.
+    ahead: Ahead,
     /// A slot's zygote made in the run's part of every script's view (see
     /// [`Zygote::slot`]): those steps; each script it forks builds only its own part.
     slot_view: Option<Vec<MountStep>>,
@@ -186,7 +186,7 @@ impl Zygote {
             namespaces: sandbox.is_some_and(|sb| sb.namespaces),
             baseline,
             resident: false,
-            ir_pool: AtomicBool::new(false),
+            ahead: Ahead::default(),
             slot_view: None,
         };
         Ok(zygote)
@@ -235,7 +235,8 @@ impl Zygote {
             let line = serde_json::json!({
                 "slot": true,
                 "runner_pid": std::process::id(),
-                "ir_pool": self.ir_pool.load(Ordering::Relaxed),
+                "ir_pool": self.ahead.has(Ahead::IR_POOL),
+                "huge_pages": self.ahead.has(Ahead::HUGE_PAGES),
                 "slot_view": Confinement::slot_view(view.unwrap_or_default()),
             });
             let line = format!("{line}\n");
@@ -253,16 +254,15 @@ impl Zygote {
             namespaces: self.namespaces,
             baseline: self.baseline.clone(),
             resident: false,
-            ir_pool: AtomicBool::new(self.ir_pool.load(Ordering::Relaxed)),
+            ahead: self.ahead.clone(),
             slot_view: view.map(<[MountStep]>::to_vec),
         })
     }
 
-    /// The run's scripts use jax: the zygote makes its pool of MLIR contexts before
-    /// its next fork, so every script it (or a slot's zygote forked after) starts
-    /// finds them made, 2.6 ms less per computation it lowers.
-    pub fn pool_ir_contexts(&self) {
-        self.ir_pool.store(true, Ordering::Relaxed);
+    /// Before its next fork the zygote makes `what` (bits of [`Ahead`]), once, so
+    /// every script it (or a slot's zygote forked after) starts finds it made.
+    pub fn prepare(&self, what: u8) {
+        self.ahead.add(what);
     }
 
     /// This slot zygote, now that it lives in the slot's cgroup.
@@ -337,7 +337,8 @@ impl Zygote {
         let wire = Wire {
             request,
             baseline: &self.baseline,
-            ir_pool: self.ir_pool.load(Ordering::Relaxed),
+            ir_pool: self.ahead.has(Ahead::IR_POOL),
+            huge_pages: self.ahead.has(Ahead::HUGE_PAGES),
         };
         let mut line =
             serde_json::to_vec(&wire).map_err(|e| ZygoteError::Protocol(e.to_string()))?;

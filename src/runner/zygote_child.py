@@ -223,13 +223,46 @@ def jax_was_used():
     return getattr(state, "client", None) is not None
 
 
+def jax_exit_effects():
+    """What jax's own exit handler (`jax._src.api.clean_up`) does that anything outside
+    this process could see: wait for the effects still in flight (callbacks, ordered
+    I/O), then shut its distributed client down. What it does besides, dropping the
+    backends and clearing every compiled function, trace and MLIR module, only frees
+    this process's memory before an `os._exit` the kernel frees it in at once; in a
+    child of the zygote each free first copies the page it writes (the heap is shared
+    with the zygote): 45 ms of CPU a generated POMDP script (8 scripts, 0.38 s of 3.3
+    s in all, measured), a tenth of its time on a filled compilation cache."""
+    from jax._src import api, distributed, xla_bridge
+
+    if xla_bridge._default_backend is not None:
+        api.effects_barrier()
+    distributed.shutdown()
+
+
+def exit_handler(func):
+    """The handler to run in `func`'s place: jax's clean_up becomes jax_exit_effects
+    when this jax has every name that needs (else clean_up runs whole, as ever)."""
+    api = sys.modules.get("jax._src.api")
+    if func is not getattr(api, "clean_up", None):
+        return func
+    try:
+        from jax._src import distributed, xla_bridge
+
+        api.effects_barrier, distributed.shutdown, xla_bridge._default_backend
+    except (ImportError, AttributeError):
+        return func
+    return jax_exit_effects
+
+
 def run_preload_exit_handlers():
     """After the script's own exit handlers, as a cold start runs them (registered
-    first, run last): the preload's, all of them when the script used jax, exactly as
-    a cold start would; otherwise only logging's, which flushes the handlers a script
-    may have set up (the rest only clear in-memory caches of a process about to end)."""
+    first, run last): the preload's, all of them when the script used jax, as a cold
+    start would (jax's own less what only frees memory: see jax_exit_effects);
+    otherwise only logging's, which flushes the handlers a script may have set up (the
+    rest only clear in-memory caches of a process about to end)."""
     used = jax_was_used()
     for func, args, kwargs in reversed(PRELOAD_EXIT):
+        func = exit_handler(func)
         if used or func is logging.shutdown:
             try:
                 func(*args, **kwargs)

@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::BorrowedFd;
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -22,6 +23,36 @@ pub(super) struct Wire<'a> {
     /// The zygote makes its pool of MLIR contexts before this fork, if not yet (the
     /// run's scripts use jax; see `pool_ir_contexts` in zygote.py).
     pub ir_pool: bool,
+    /// The zygote moves its heap into 2 MiB pages before this fork, if not yet (a run
+    /// of many scripts; see `collapse_into_huge_pages` in zygote.py).
+    pub huge_pages: bool,
+}
+
+/// What a zygote makes before its next fork, once, for the run's scripts: a set of
+/// the bits below, shared by the zygote's handle and its slots' (a clone).
+#[derive(Debug, Default)]
+pub struct Ahead(AtomicU8);
+
+impl Ahead {
+    /// A pool of MLIR contexts, for a run some script of which names jax.
+    pub const IR_POOL: u8 = 1;
+    /// Its heap in 2 MiB pages, for a run of enough scripts that the cheaper forks
+    /// repay the move (see `HUGE_PAGES_FROM` in `app/local.rs`).
+    pub const HUGE_PAGES: u8 = 2;
+
+    pub(super) fn add(&self, what: u8) {
+        self.0.fetch_or(what, Ordering::Relaxed);
+    }
+
+    pub(super) fn has(&self, what: u8) -> bool {
+        self.0.load(Ordering::Relaxed) & what != 0
+    }
+}
+
+impl Clone for Ahead {
+    fn clone(&self) -> Ahead {
+        Ahead(AtomicU8::new(self.0.load(Ordering::Relaxed)))
+    }
 }
 
 /// The zygote's first line: ready, and (sandboxed) whether a test child could build
