@@ -12,6 +12,10 @@
 #                      an empty compilation cache, then the cache it filled
 #        no bwrap      default options with bwrap hidden from PATH (the built-in layer)
 #        sandbox off   the same with --sandbox off (warm start on)
+#        fork floor    bench/fork_floor.py after each round's defaults run, on the cache
+#                      it filled: jax imported once, each script forked, nothing else
+#                      (no runner); what is left between it and the defaults is the
+#                      runner's own cost
 #      defaults, no bwrap and sandbox off alternate $BENCH_REPEAT times (default 3), each round
 #      with fresh cache folders; their rows give the median and list every run.
 #      Each row's ratio is to the sequential loop's median; the defaults rows also give
@@ -155,6 +159,19 @@ for n in $sizes; do
         seq_ok=$(find "$out" -name simulation_results.json | wc -l)
     }
 
+    # floor_once CACHE: bench/fork_floor.py over the scripts on CACHE, timed as the
+    # runner is (from the command's start); adds to runs[floor], sets floor_ok.
+    floor_once() {
+        local out=$work/floor t0 t1
+        rm -rf "$out"
+        t0=$(date +%s.%N)
+        floor_ok=$("$PY" "$bench_dir/fork_floor.py" --jobs "$jobs" --cache "$1" --out "$out" "${files[@]}" |
+            "$PY" -c 'import json,sys; print(json.load(sys.stdin)["ok"])') || floor_ok="?"
+        t1=$(date +%s.%N)
+        runs[floor]+="$(elapsed "$t0" "$t1") "
+        [[ $floor_ok == "$n" ]] || note "N=$n: fork floor: $floor_ok of $n scripts ok"
+    }
+
     log "N=$n: xargs -P $jobs"
     out=$work/xargs
     t0=$(date +%s.%N)
@@ -216,6 +233,12 @@ for n in $sizes; do
             if [[ $variant != sandbox-off ]]; then
                 used=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"].get("compilation_cache") or "")' \
                     "$tree/execution_results/jax/performance_metrics.json" 2>/dev/null || true)
+                # The floor: the same scripts forked from one process that imported
+                # jax, on the cache the defaults run just filled (see fork_floor.py).
+                if [[ $variant == defaults && -n $used && -d $used ]]; then
+                    log "N=$n: fork floor, warm cache (round $r of $repeat)"
+                    floor_once "$used"
+                fi
                 [[ -n $used && -d $used ]] && rm -rf "$used"
                 rm -rf "$tree"
             fi
@@ -238,6 +261,12 @@ for n in $sizes; do
         row workload "$n" "jax-runner defaults without bwrap, $state cache" "$b" "${least[no-bwrap-$state]}" "$n" "default options, bwrap hidden from PATH (the built-in layer alone), median of: ${runs[no-bwrap-$state]% }; its cost $bcost"
         row workload "$n" "jax-runner --sandbox off, $state cache" "$o" "${least[sandbox-off-$state]}" "$n" "${warm_note:-warm start on}, median of: ${runs[sandbox-off-$state]% }"
     done
+    if [[ -n ${runs[floor]:-} ]]; then
+        f=$(median ${runs[floor]})
+        d=$(median ${runs[defaults-warm]})
+        gap=$(awk -v d="$d" -v f="$f" 'BEGIN { printf "%+.1f%%", (d / f - 1) * 100 }')
+        row workload "$n" "fork floor (bench/fork_floor.py), warm cache" "$f" "${floor_ok:-?}" "$n" "no runner: jax imported once, each script forked $jobs at a time on the defaults run's cache; median of: ${runs[floor]% }; each round against its sequential loop: $(round_ratios floor); the runner's defaults cost $gap over it"
+    fi
     rm -rf "$work"
 done
 

@@ -5,6 +5,10 @@
 //! does not hold. The fixture reads the kernel's own figure for its tree (its
 //! processes' proportional set sizes, summed, once they all hold the block) and the
 //! recorded peak must lie within 20% of it.
+//!
+//! Past a script's first seconds its proportional sizes are read only where a read
+//! can find something (`src/runner/pace.rs`): a block taken then still makes the
+//! peak, and the watchdog still stops a script that passes its limit then.
 
 mod common;
 
@@ -129,5 +133,85 @@ fn as_user_under_a_memory_limit_a_shared_block_is_not_killed() {
 fn as_root_under_a_memory_limit_the_cgroup_counts_a_shared_block_once() {
     if let Some(root) = Account::root("shared block as root under --memory-limit") {
         limit_case(root, WARM_BWRAP);
+    }
+}
+
+/// Runs `late_block.py` (a 300 MiB block taken 4 s in, held a second) as `how` says;
+/// its result, and what it read of itself if it got that far.
+fn run_late(account: &Account, how: How, args: &[&str], case: &str) -> Option<(Value, Value)> {
+    if !root_here(how, case) || !bwrap_here(how, case) {
+        return None;
+    }
+    let (tree, mut cmd) = setup(account, how, "late_block.py");
+    cmd.args(["--retries", "0"]).args(args);
+    let out = output(account, how, cmd);
+    let r = tree.result("late_block");
+    check_start(&r, how, account, case);
+    assert!(
+        matches!(code(&out), 0 | 1),
+        "{case}: exit {:?}: {}",
+        out.status,
+        stderr(&out)
+    );
+    let data = std::path::PathBuf::from(r["data_dir"].as_str().unwrap());
+    let kernel = std::fs::read_to_string(data.join("kernel.json"))
+        .map_or(Value::Null, |t| serde_json::from_str(&t).unwrap());
+    let log = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+    Some((r, serde_json::json!({"kernel": kernel, "stdout": log})))
+}
+
+fn late_block_case(account: Account, how: How) {
+    let case = format!(
+        "a block taken after the first seconds {}",
+        describe(&account, how)
+    );
+    if let Some((r, seen)) = run_late(&account, how, &[], &case) {
+        assert_eq!(r["status"], "succeeded", "{case}: {}", r["stderr_tail"]);
+        let kernel = &seen["kernel"];
+        let (peak, pss) = (
+            r["peak_memory_mb"].as_f64().unwrap(),
+            kernel["pss_mb"].as_f64().unwrap(),
+        );
+        assert_eq!(r["memory_source"], "pss", "{case}");
+        assert!(
+            peak >= 0.8 * pss && peak >= 0.8 * kernel["block_mb"].as_f64().unwrap(),
+            "{case}: recorded {peak:.0} MiB, the script read {pss:.0} MiB of itself"
+        );
+    }
+}
+
+#[test]
+fn as_user_warm_a_block_taken_after_the_first_seconds_is_in_the_peak() {
+    late_block_case(Account::user(), WARM_BWRAP);
+}
+
+#[test]
+fn as_user_cold_a_block_taken_after_the_first_seconds_is_in_the_peak() {
+    late_block_case(Account::user(), COLD);
+}
+
+/// As the ordinary user no cgroup holds the limit: the runner's watchdog stops the
+/// script when its block passes `--memory-limit`, seconds after its start.
+#[test]
+fn as_user_the_watchdog_stops_a_script_past_its_limit_after_the_first_seconds() {
+    let account = Account::user();
+    let case = format!(
+        "late block past --memory-limit 200M {}",
+        describe(&account, WARM_BWRAP)
+    );
+    if let Some((r, seen)) = run_late(&account, WARM_BWRAP, &["--memory-limit", "200M"], &case) {
+        assert_eq!(r["class"], "out_of_memory", "{case}: {r}");
+        assert_eq!(
+            r["sandbox"]["memory_limit_enforced_by"], "watchdog",
+            "{case}"
+        );
+        // Stopped once its block came, 4 s in, and before it let the block go.
+        let took = r["attempts"][0]["duration_s"].as_f64().unwrap();
+        assert!(
+            took >= 4.0,
+            "{case}: stopped {took:.1} s in, before its block"
+        );
+        let log = seen["stdout"].as_str().unwrap();
+        assert!(!log.contains("True"), "{case}: it finished: {log}");
     }
 }

@@ -209,6 +209,8 @@ async fn supervise(
     let mut gpu = spec.gpu.clone().map(GpuSampler::start);
     let mut gpu_now = None;
     sampler.plumbing = plumbing;
+    sampler.watch_limit = spec.memory_limit;
+    sampler.started = Some(started);
     let mut ticker = tokio::time::interval(SAMPLE_EVERY);
     let deadline = TokioInstant::now() + spec.timeout;
     let mut stopped_by = None;

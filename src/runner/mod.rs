@@ -13,6 +13,7 @@ pub mod families;
 pub mod homes;
 pub mod limits;
 mod output;
+pub mod pace;
 pub mod ray;
 pub mod reaper;
 pub mod scratch;

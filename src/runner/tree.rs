@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::limits::AttemptCgroup;
+use super::pace::{thread_cpu, Pace, Tick};
 use super::scratch::{Held, ScratchGauge};
 use crate::model::MemorySource;
 
@@ -69,6 +70,15 @@ pub struct TreeSampler {
     /// Last (utime, stime) clock ticks seen per PID: a floor for CPU time where
     /// `wait4` cannot see the tree (inside a sandbox it only sees bwrap).
     cpu_ticks: std::collections::HashMap<u32, (u64, u64)>,
+    /// When the proportional sizes are read again (see `pace.rs`), and what the
+    /// last read found.
+    pace: Pace,
+    last_read: (u64, MemorySource),
+    /// The memory limit the runner's watchdog holds the tree to, if any: a resident
+    /// size past it has the proportional sizes read at once.
+    pub watch_limit: Option<u64>,
+    /// When the attempt started: a young one is read every tick.
+    pub started: Option<std::time::Instant>,
 }
 
 impl Default for TreeSampler {
@@ -87,6 +97,10 @@ impl Default for TreeSampler {
             gpu_opened: false,
             gpu_looked: false,
             cpu_ticks: std::collections::HashMap::new(),
+            pace: Pace::default(),
+            last_read: (0, MemorySource::Pss),
+            watch_limit: None,
+            started: None,
         }
     }
 }
@@ -139,7 +153,7 @@ impl TreeSampler {
                 };
                 (memory, MemorySource::Cgroup)
             }
-            None => self.processes_memory(),
+            None => self.paced_processes_memory(scratch),
         };
         let now = Held {
             rss: memory,
@@ -170,6 +184,28 @@ impl TreeSampler {
             self.peak_source = source;
         }
         held
+    }
+
+    /// [`TreeSampler::processes_memory`] where [`Pace`] says a read is due, else
+    /// what the last read found.
+    fn paced_processes_memory(&mut self, scratch: u64) -> (u64, MemorySource) {
+        let own = || (self.last_pids.iter()).filter(|p| Some(**p) != self.plumbing);
+        let resident: u64 = own().filter_map(|p| resident_size(*p)).sum();
+        let now = std::time::Instant::now();
+        let tick = Tick {
+            now,
+            resident,
+            processes: own().count(),
+            age: (self.started).map_or(Default::default(), |s| now.saturating_duration_since(s)),
+            over_limit: (self.watch_limit).is_some_and(|l| resident.saturating_add(scratch) > l),
+        };
+        if !self.pace.due(tick) {
+            return self.last_read;
+        }
+        let before = thread_cpu();
+        self.last_read = self.processes_memory();
+        self.pace.read(tick, thread_cpu().saturating_sub(before));
+        self.last_read
     }
 
     /// The last sample's processes' memory summed (the runner's plumbing left out):
@@ -221,10 +257,17 @@ fn process_memory(pid: u32) -> Option<(u64, bool)> {
             return Some((kb * 1024, true));
         }
     }
+    let bytes = resident_size(pid)?;
+    // A process with nothing resident (a zombie) holds nothing to share or count.
+    Some((bytes, bytes == 0))
+}
+
+/// A process's resident set size in bytes (`statm`): no page walk, and never less
+/// than its proportional set size.
+fn resident_size(pid: u32) -> Option<u64> {
     let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    // A process with nothing resident (a zombie) holds nothing to share or count.
-    Some((pages * rustix::param::page_size() as u64, pages == 0))
+    Some(pages * rustix::param::page_size() as u64)
 }
 
 impl TreeSampler {
