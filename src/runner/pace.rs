@@ -48,8 +48,8 @@ pub struct Tick {
     pub processes: usize,
     /// How long the attempt has run.
     pub age: Duration,
-    /// The watchdog's limit where the runner enforces one (not the kernel), against
-    /// the resident size plus the scratch.
+    /// Whether the runner's watchdog holds the tree to a limit that the resident
+    /// size plus the scratch, or the last read plus the scratch, passes.
     pub over_limit: bool,
 }
 

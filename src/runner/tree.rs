@@ -197,7 +197,11 @@ impl TreeSampler {
             resident,
             processes: own().count(),
             age: (self.started).map_or(Default::default(), |s| now.saturating_duration_since(s)),
-            over_limit: (self.watch_limit).is_some_and(|l| resident.saturating_add(scratch) > l),
+            // Past the limit by what the tree holds now, or by the figure the watchdog
+            // would otherwise be given (the last read, which a process gone since
+            // still counts in): either way the watchdog decides on a fresh read.
+            over_limit: (self.watch_limit)
+                .is_some_and(|l| resident.max(self.last_read.0).saturating_add(scratch) > l),
         };
         if !self.pace.due(tick) {
             return self.last_read;
