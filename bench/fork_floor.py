@@ -100,20 +100,26 @@ def run(script):
     os._exit(code)
 
 
-running = {}
+running = set()
 ok = 0
+
+
+def reap():
+    """Waits for one script; counts it if it exited 0."""
+    global ok
+    pid, status = os.wait()
+    running.discard(pid)
+    ok += os.waitstatus_to_exitcode(status) == 0
+
+
 for script in opts.scripts:
     while len(running) >= opts.jobs:
-        pid, status = os.wait()
-        running.pop(pid, None)
-        ok += os.waitstatus_to_exitcode(status) == 0
+        reap()
     pid = os.fork()
     if pid == 0:
         run(script)
-    running[pid] = script
+    running.add(pid)
 while running:
-    pid, status = os.wait()
-    running.pop(pid, None)
-    ok += os.waitstatus_to_exitcode(status) == 0
+    reap()
 print(json.dumps({"seconds": round(time.monotonic() - started, 3), "ok": ok,
                   "total": len(opts.scripts)}))

@@ -20,21 +20,39 @@ use serde_json::Value;
 /// The block the fixture's children share, MiB.
 const BLOCK_MB: f64 = 1024.0;
 
-/// Runs `shared_block.py` as `how` says with `args` added; the result and what the
-/// fixture read of the kernel.
-fn run(account: &Account, how: How, args: &[&str], case: &str) -> Option<(Value, Value)> {
+/// Runs `fixture` as `how` says with `args` added, where this host can: the tree
+/// (its files go with it), the runner's output and the script's result, whose start
+/// (warm or cold) is checked.
+fn launch(
+    account: &Account,
+    how: How,
+    fixture: &str,
+    args: &[&str],
+    case: &str,
+) -> Option<(Tree, std::process::Output, Value)> {
     if !root_here(how, case) || !bwrap_here(how, case) {
         return None;
     }
-    let (tree, mut cmd) = setup(account, how, "shared_block.py");
+    let (tree, mut cmd) = setup(account, how, fixture);
     cmd.args(args);
     let out = output(account, how, cmd);
-    assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
-    let r = tree.result("shared_block");
-    assert_eq!(r["status"], "succeeded", "{case}: {}", r["stderr_tail"]);
+    let r = tree.result(fixture.trim_end_matches(".py"));
     check_start(&r, how, account, case);
-    let data = std::path::PathBuf::from(r["data_dir"].as_str().unwrap());
-    let kernel = read_json(&data.join("kernel.json"));
+    Some((tree, out, r))
+}
+
+/// What the script wrote of itself in its data folder.
+fn kernel_figures(r: &Value) -> Value {
+    read_json(&std::path::Path::new(r["data_dir"].as_str().unwrap()).join("kernel.json"))
+}
+
+/// Runs `shared_block.py` as `how` says with `args` added; the result and what the
+/// fixture read of the kernel.
+fn run(account: &Account, how: How, args: &[&str], case: &str) -> Option<(Value, Value)> {
+    let (_tree, out, r) = launch(account, how, "shared_block.py", args, case)?;
+    assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
+    assert_eq!(r["status"], "succeeded", "{case}: {}", r["stderr_tail"]);
+    let kernel = kernel_figures(&r);
     assert_eq!(kernel["children_failed"], 0, "{case}: {kernel}");
     assert_eq!(kernel["block_mb"], BLOCK_MB, "{case}");
     Some((r, kernel))
@@ -136,28 +154,24 @@ fn as_root_under_a_memory_limit_the_cgroup_counts_a_shared_block_once() {
     }
 }
 
-/// Runs `late_block.py` (a 300 MiB block taken 4 s in, held a second) as `how` says;
-/// its result, and what it read of itself if it got that far.
-fn run_late(account: &Account, how: How, args: &[&str], case: &str) -> Option<(Value, Value)> {
-    if !root_here(how, case) || !bwrap_here(how, case) {
-        return None;
-    }
-    let (tree, mut cmd) = setup(account, how, "late_block.py");
-    cmd.args(["--retries", "0"]).args(args);
-    let out = output(account, how, cmd);
-    let r = tree.result("late_block");
-    check_start(&r, how, account, case);
+/// `late_block.py` (a 300 MiB block taken 4 s in, held a second) as `how` says,
+/// `--retries 0` and `args` added.
+fn run_late(
+    account: &Account,
+    how: How,
+    args: &[&str],
+    case: &str,
+) -> Option<(Tree, std::process::Output, Value)> {
+    let args = [&["--retries", "0"], args].concat();
+    let launched = launch(account, how, "late_block.py", &args, case)?;
+    let out = &launched.1;
     assert!(
-        matches!(code(&out), 0 | 1),
+        matches!(code(out), 0 | 1),
         "{case}: exit {:?}: {}",
         out.status,
-        stderr(&out)
+        stderr(out)
     );
-    let data = std::path::PathBuf::from(r["data_dir"].as_str().unwrap());
-    let kernel = std::fs::read_to_string(data.join("kernel.json"))
-        .map_or(Value::Null, |t| serde_json::from_str(&t).unwrap());
-    let log = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
-    Some((r, serde_json::json!({"kernel": kernel, "stdout": log})))
+    Some(launched)
 }
 
 fn late_block_case(account: Account, how: How) {
@@ -165,9 +179,9 @@ fn late_block_case(account: Account, how: How) {
         "a block taken after the first seconds {}",
         describe(&account, how)
     );
-    if let Some((r, seen)) = run_late(&account, how, &[], &case) {
+    if let Some((_tree, _, r)) = run_late(&account, how, &[], &case) {
         assert_eq!(r["status"], "succeeded", "{case}: {}", r["stderr_tail"]);
-        let kernel = &seen["kernel"];
+        let kernel = kernel_figures(&r);
         let (peak, pss) = (
             r["peak_memory_mb"].as_f64().unwrap(),
             kernel["pss_mb"].as_f64().unwrap(),
@@ -199,7 +213,8 @@ fn as_user_the_watchdog_stops_a_script_past_its_limit_after_the_first_seconds() 
         "late block past --memory-limit 200M {}",
         describe(&account, WARM_BWRAP)
     );
-    if let Some((r, seen)) = run_late(&account, WARM_BWRAP, &["--memory-limit", "200M"], &case) {
+    if let Some((_tree, _, r)) = run_late(&account, WARM_BWRAP, &["--memory-limit", "200M"], &case)
+    {
         assert_eq!(r["class"], "out_of_memory", "{case}: {r}");
         assert_eq!(
             r["sandbox"]["memory_limit_enforced_by"], "watchdog",
@@ -211,7 +226,7 @@ fn as_user_the_watchdog_stops_a_script_past_its_limit_after_the_first_seconds() 
             took >= 4.0,
             "{case}: stopped {took:.1} s in, before its block"
         );
-        let log = seen["stdout"].as_str().unwrap();
+        let log = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
         assert!(!log.contains("True"), "{case}: it finished: {log}");
     }
 }

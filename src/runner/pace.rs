@@ -166,13 +166,21 @@ mod tests {
         assert!(!pace.due(tick(t0, 100, 500)));
     }
 
+    /// Busy for 50 ms of wall time: this thread's CPU time moves, by no more than
+    /// the wall time (a clock that did not move, or counted the process, would fail;
+    /// the loop ends whatever the clock does).
     #[test]
     fn this_threads_cpu_time_moves_with_work() {
-        let before = thread_cpu();
+        let (before, wall) = (thread_cpu(), Instant::now());
         let mut x = 0u64;
-        while thread_cpu() - before < Duration::from_millis(2) {
+        while wall.elapsed() < Duration::from_millis(50) {
             x = x.wrapping_add(std::hint::black_box(1));
         }
-        assert!(x > 0 && thread_cpu() > before);
+        let used = thread_cpu().saturating_sub(before);
+        assert!(x > 0 && used > Duration::ZERO, "{used:?}");
+        assert!(
+            used <= wall.elapsed() + Duration::from_millis(5),
+            "{used:?}"
+        );
     }
 }

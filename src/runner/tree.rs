@@ -167,9 +167,7 @@ impl TreeSampler {
         // in a row, so a count that rides on that skew while the pages are being
         // mapped is not taken for memory held. One process has no one to skew with:
         // its figure stands as read (a short script's growth is not cut off).
-        let counted = (self.last_pids.iter())
-            .filter(|p| Some(**p) != self.plumbing)
-            .count();
+        let counted = self.own_pids().count();
         let held = match source {
             MemorySource::Cgroup => now,
             _ if counted <= 1 => now,
@@ -186,16 +184,20 @@ impl TreeSampler {
         held
     }
 
+    /// The last sample's processes, the runner's plumbing left out.
+    fn own_pids(&self) -> impl Iterator<Item = u32> + '_ {
+        (self.last_pids.iter().copied()).filter(|p| Some(*p) != self.plumbing)
+    }
+
     /// [`TreeSampler::processes_memory`] where [`Pace`] says a read is due, else
     /// what the last read found.
     fn paced_processes_memory(&mut self, scratch: u64) -> (u64, MemorySource) {
-        let own = || (self.last_pids.iter()).filter(|p| Some(**p) != self.plumbing);
-        let resident: u64 = own().filter_map(|p| resident_size(*p)).sum();
+        let resident: u64 = self.own_pids().filter_map(resident_size).sum();
         let now = std::time::Instant::now();
         let tick = Tick {
             now,
             resident,
-            processes: own().count(),
+            processes: self.own_pids().count(),
             age: (self.started).map_or(Default::default(), |s| now.saturating_duration_since(s)),
             // Past the limit by what the tree holds now, or by the figure the watchdog
             // would otherwise be given (the last read, which a process gone since
@@ -216,9 +218,9 @@ impl TreeSampler {
     /// proportional set sizes, or resident sizes where one could not be read.
     fn processes_memory(&self) -> (u64, MemorySource) {
         let mut all_proportional = true;
-        let total = (self.last_pids.iter())
-            .filter(|p| Some(**p) != self.plumbing)
-            .filter_map(|p| process_memory(*p))
+        let total = self
+            .own_pids()
+            .filter_map(process_memory)
             .map(|(bytes, proportional)| {
                 all_proportional &= proportional;
                 bytes
