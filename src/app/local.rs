@@ -211,14 +211,17 @@ pub(super) async fn backend(
                 sandbox,
                 zygote,
             } = *parts;
-            let warm = ready(zygote, uses_jax, warnings).await;
-            if let Ok(z) = &warm {
-                z.prepare(ahead(uses_jax, scripts));
-            }
+            // Started while the zygote still imports jax: its stale-cgroup sweep and
+            // its fork and exec (about 10 ms, measured) are then off the path to the
+            // first script.
             let sentinel = crate::runner::sentinel::start(
                 &format!("{}:", shared.run_token),
                 &crate::runner::limits::parent_dirs(),
             );
+            let warm = ready(zygote, uses_jax, warnings).await;
+            if let Ok(z) = &warm {
+                z.prepare(ahead(uses_jax, scripts));
+            }
             Arc::new(backends::Local {
                 sentinel,
                 shared,
