@@ -439,6 +439,46 @@ fn a_warm_script_lowers_into_contexts_the_zygote_made_ahead() {
     }
 }
 
+/// Prints, from a script's first lines: whether jax's MLIR builtin dialect module was
+/// imported before it, how many patterns jax's frame filter holds compiled, and, after
+/// the script lowers a computation and registers a path of its own with that filter,
+/// whether its own file still counts as the user's and the registered one no longer.
+const FIRST_LOWERING_PROBE: &str = r#"
+import os, sys
+before = "jaxlib.mlir.dialects.builtin" in sys.modules
+from jax._src import source_info_util as info
+compiled = info._exclude_path_regex.cache_info().currsize
+import jax
+jax.jit(lambda x: x * 2 + 1)(3.0).block_until_ready()
+theirs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vendored") + os.sep
+info.register_exclusion(theirs)
+print(before, compiled, info.is_user_filename(os.path.abspath(__file__)),
+      info.is_user_filename(theirs + "lib.py"))
+"#;
+
+/// Issue 34: what every script's first lowering did for itself (import the builtin
+/// dialect's module, compile the frame filter's patterns) a warm script finds done by
+/// the zygote, in every sandbox mode; a cold one does it itself. Either way the filter
+/// still tells the script's own file from a path it registers afterwards.
+#[test]
+fn a_warm_script_finds_its_first_lowerings_work_done() {
+    for (sandbox, warm, expected) in [
+        ("off", "on", "True 1 True False"),
+        ("auto", "on", "True 1 True False"),
+        ("off", "off", "False 0 True False"),
+    ] {
+        let t = Tree::new();
+        t.write("m/jax/first.py", FIRST_LOWERING_PROBE);
+        let out = t.run(&["--sandbox", sandbox, "--warm-start", warm]);
+        assert_eq!(code(&out), 0, "{sandbox} {warm}: {}", stderr(&out));
+        let r = t.result("first");
+        let start = if warm == "on" { "warm" } else { "cold" };
+        assert_eq!(r["attempts"][0]["start"], start, "{sandbox} {warm}: {r}");
+        let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+        assert_eq!(stdout.trim(), expected, "{sandbox} {warm}");
+    }
+}
+
 /// A script whose source never names jax (it builds the name): whether jax was
 /// imported before its first line, the zygote's pool of contexts (-1: none), and a
 /// computation, so the script does take jax up itself.
