@@ -205,7 +205,10 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def serve():
-    gc.collect()  # what the import left behind goes before the heap is frozen
+    # No gc.collect() first: the import's own collections leave nothing behind (a full
+    # collection here found 0 unreachable objects in 30 of 30 imports of jax), and
+    # walking its 89,000 objects took 33 ms before the first fork, on one core while
+    # the other idled. The heap is frozen as a cold script's is after `import jax`.
     freeze_heap()
     ready = {"ready": True, "pid": os.getpid()}
     if SANDBOXED:
