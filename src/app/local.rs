@@ -13,7 +13,7 @@ use crate::model::SandboxInfo;
 use crate::python::Interpreter;
 use crate::runner::backends::{self, Shared};
 use crate::runner::ray::RayClient;
-use crate::runner::zygote::Ahead;
+use crate::runner::zygote::Made;
 use crate::runner::{telemetry, Backend};
 use crate::sandbox::bwrap;
 use crate::sandbox::layers::Sandboxing;
@@ -149,7 +149,7 @@ pub(super) async fn finish(
 ) -> Execution {
     let sandbox_info = begun.sandbox_info.clone();
     Execution {
-        backend: backend(begun, warnings, schedule.uses_jax, schedule.order.len()).await,
+        backend: backend(begun, warnings, schedule.uses_jax, schedule.ahead).await,
         sandbox_info,
         schedule,
     }
@@ -162,33 +162,14 @@ impl Begun {
     }
 }
 
-/// From how many scripts a run has its zygote move its heap into 2 MiB pages before
-/// the first fork. The move costs 20 to 130 ms before any script starts (measured:
-/// the zygote with jax, 30 MiB of heap; most of it copying the pages, more when the
-/// kernel must first compact memory for them), and saves each fork and exit about
-/// 1 ms (4.2 to 3.2 ms, measured): a loss below a few hundred scripts.
-const HUGE_PAGES_FROM: usize = 256;
-
-/// What the zygote makes before its first fork (bits of [`Ahead`]) for a run of
-/// `scripts` scripts, some of which name jax when `uses_jax`.
-fn ahead(uses_jax: bool, scripts: usize) -> u8 {
-    let pool = if uses_jax { Ahead::IR_POOL } else { 0 };
-    let pages = if scripts >= HUGE_PAGES_FROM {
-        Ahead::HUGE_PAGES
-    } else {
-        0
-    };
-    pool | pages
-}
-
 /// The backend, once the zygote is ready (or known not to be); `uses_jax`: some
-/// script of the run names jax (the zygote makes its MLIR contexts ahead); `scripts`:
-/// how many the run starts (a large run has the zygote's heap in 2 MiB pages).
+/// script of the run names jax (else a lean zygote serves); `ahead`: what the zygote
+/// makes before its first fork (`app/ahead.rs`).
 pub(super) async fn backend(
     begun: Begun,
     warnings: &mut Vec<String>,
     uses_jax: bool,
-    scripts: usize,
+    ahead: Made,
 ) -> Arc<dyn Backend> {
     let Begun { shared, kind, .. } = begun;
     match kind {
@@ -220,7 +201,7 @@ pub(super) async fn backend(
             );
             let warm = ready(zygote, uses_jax, warnings).await;
             if let Ok(z) = &warm {
-                z.prepare(ahead(uses_jax, scripts));
+                z.prepare(ahead);
             }
             Arc::new(backends::Local {
                 sentinel,
@@ -328,22 +309,5 @@ fn give_cache(
             ));
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_large_run_moves_the_zygote_into_huge_pages_and_only_jax_gets_the_pool() {
-        assert_eq!(ahead(true, 8), Ahead::IR_POOL);
-        assert_eq!(ahead(false, 8), 0);
-        assert_eq!(ahead(true, HUGE_PAGES_FROM - 1), Ahead::IR_POOL);
-        assert_eq!(
-            ahead(true, HUGE_PAGES_FROM),
-            Ahead::IR_POOL | Ahead::HUGE_PAGES
-        );
-        assert_eq!(ahead(false, 1000), Ahead::HUGE_PAGES);
     }
 }

@@ -2,6 +2,7 @@
 //! and *report* (the metrics and the end of the event stream). Reporters are built in
 //! one place ([`reporters`]); the edge adds the ones only it knows (terminal, NDJSON).
 
+mod ahead;
 mod cache;
 mod dry;
 mod local;

@@ -97,8 +97,10 @@ async fn attempt(req: &NodeRequest) -> Result<NodeRecord, String> {
     let begun = super::local::begin(&config, &interp, sandboxing, &cache, &mut warnings)
         .map_err(|e| chain(&e))?;
     let layers = begun.sandbox_info().layers.clone();
-    // A node's share of a run: jax scripts (the run decided which to send).
-    let backend = super::local::backend(begun, &mut warnings, true, 1).await;
+    // A node's share of a run: one jax script (the run decided which to send), which
+    // starts at once: no contexts made ahead repay their wait.
+    let ahead = super::ahead::ahead(true, &[None], 1);
+    let backend = super::local::backend(begun, &mut warnings, true, ahead).await;
     for w in &warnings {
         eprintln!("jax-runner on {}: warning: {w}", hostname());
     }

@@ -132,6 +132,7 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         discovery: &discovery,
         history: &history,
         gnn: gnn.as_ref(),
+        jobs: plan.jobs,
     });
     let (execution, dry) = match (inputs, begun, sandboxing) {
         (Some(inputs), None, Some(sandboxing)) => {

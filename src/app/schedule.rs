@@ -35,10 +35,12 @@ pub struct Schedule {
     /// The scripts that wait for their family's first (see `runner/families.rs`), by
     /// id: families of more than one script whose compilations the cache may not hold.
     pub families: HashMap<String, u64>,
-    /// Some script to run names jax in its source: the warm zygote makes its MLIR
-    /// contexts ahead (see `Zygote::prepare`); a run of scripts that lower
-    /// nothing does not pay for them.
+    /// Some script to run names jax in its source (else a lean zygote serves, and
+    /// no MLIR contexts are made ahead).
     pub uses_jax: bool,
+    /// What the warm zygote makes before its first fork (`app/ahead.rs`): MLIR
+    /// contexts as many as the scripts' last lowerings repay at this width.
+    pub ahead: crate::runner::zygote::Made,
 }
 
 /// What the run's execution is decided from.
@@ -49,6 +51,8 @@ pub(super) struct Inputs<'a> {
     pub discovery: &'a Discovery,
     pub history: &'a History,
     pub gnn: Option<&'a HashMap<String, GnnEntry>>,
+    /// How many scripts run at once.
+    pub jobs: usize,
 }
 
 /// Which scripts run in what order: `--resume`/`--rerun-failed` keep what stands, the
@@ -60,6 +64,7 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         discovery,
         history,
         gnn,
+        jobs,
     } = *inputs;
     let data_dirs: HashMap<String, PathBuf> = discovery
         .scripts
@@ -117,7 +122,11 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         .map(|k| to_run[k].clone())
         .collect();
     let (families, uses_jax) = families(config, &order);
+    let lowerings: Vec<Option<u64>> = (order.iter())
+        .map(|(_, s)| history.lowerings.get(&s.id).copied())
+        .collect();
     Schedule {
+        ahead: super::ahead::ahead(uses_jax, &lowerings, jobs),
         families,
         kept,
         order,

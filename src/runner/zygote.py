@@ -72,7 +72,6 @@ import faulthandler  # noqa: F401  (the telemetry shim's, in each script)
 
 # The MLIR contexts jax lowers each computation into, made ahead (see pool_ir_contexts).
 IR_POOL = []
-IR_POOL_SIZE = 32
 IR_MAKE = None
 
 
@@ -101,16 +100,16 @@ def pool_ir_contexts():
     IR_MAKE = make
 
 
-def fill_ir_pool():
-    """Makes the pool's contexts (IR_POOL_SIZE of them: 89 ms and 48 MiB, measured),
-    once: tried again on no later request, even if making one failed. Asked for by
-    the runner's first request when the run's scripts use jax, not before the zygote
-    is ready: its first scripts would wait for them, and a run of scripts that lower
-    nothing would pay for them. No backend is touched, and no thread is started: the contexts'
-    shared thread pool starts its threads at its first task, in the script."""
+def fill_ir_pool(size):
+    """Makes the pool's `size` contexts (2.5 to 3.5 ms and 1.1 to 1.5 MiB each,
+    measured), once: tried again on no later request, even if making one failed.
+    Asked for by the runner's first request, which sizes the pool from what the run's
+    scripts lowered last time (app/ahead.rs), not before the zygote is ready: its
+    first scripts wait for them. No backend is touched, and no thread is started: the
+    contexts' shared thread pool starts its threads at its first task, in the script."""
     global IR_MAKE
     make, IR_MAKE = IR_MAKE, None
-    while make is not None and len(IR_POOL) < IR_POOL_SIZE:
+    while make is not None and len(IR_POOL) < size:
         try:
             IR_POOL.append(make())
         except Exception:
@@ -235,7 +234,7 @@ def serve_requests():
             if req.get("huge_pages"):
                 collapse_into_huge_pages()
             if req.get("ir_pool"):
-                fill_ir_pool()
+                fill_ir_pool(int(req["ir_pool"]))
             # A slot's socket; the go's pipe besides the stdio of a script in a view,
             # but for a slot's script, which needs no go.
             want = 3

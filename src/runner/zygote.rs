@@ -31,8 +31,8 @@ mod wire;
 
 use baseline::Baseline;
 pub use request::{warm_request, Request, WarmRequest};
-pub use wire::Ahead;
 use wire::{read_reply, send_with_fds, wait_adopted, Ended, Ready, Wire};
+pub use wire::{Ahead, Made};
 
 /// One program in four files: the zygote, its child part, its sandbox half, its slot
 /// part (which ends by serving).
@@ -235,8 +235,8 @@ impl Zygote {
             let line = serde_json::json!({
                 "slot": true,
                 "runner_pid": std::process::id(),
-                "ir_pool": self.ahead.has(Ahead::IR_POOL),
-                "huge_pages": self.ahead.has(Ahead::HUGE_PAGES),
+                "ir_pool": self.ahead.get().contexts,
+                "huge_pages": self.ahead.get().huge_pages,
                 "slot_view": Confinement::slot_view(view.unwrap_or_default()),
             });
             let line = format!("{line}\n");
@@ -259,9 +259,9 @@ impl Zygote {
         })
     }
 
-    /// Before its next fork the zygote makes `what` (bits of [`Ahead`]), once, so
-    /// every script it (or a slot's zygote forked after) starts finds it made.
-    pub fn prepare(&self, what: u8) {
+    /// Before its next fork the zygote makes `what`, once, so every script it (or a
+    /// slot's zygote forked after) starts finds it made.
+    pub fn prepare(&self, what: Made) {
         self.ahead.add(what);
     }
 
@@ -334,11 +334,12 @@ impl Zygote {
         request: &Request<'_>,
         fds: &[BorrowedFd<'_>],
     ) -> Result<libc::pid_t, ZygoteError> {
+        let made = self.ahead.get();
         let wire = Wire {
             request,
             baseline: &self.baseline,
-            ir_pool: self.ahead.has(Ahead::IR_POOL),
-            huge_pages: self.ahead.has(Ahead::HUGE_PAGES),
+            ir_pool: made.contexts,
+            huge_pages: made.huge_pages,
         };
         let mut line =
             serde_json::to_vec(&wire).map_err(|e| ZygoteError::Protocol(e.to_string()))?;

@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::BorrowedFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -20,39 +20,56 @@ pub(super) struct Wire<'a> {
     #[serde(flatten)]
     pub request: &'a Request<'a>,
     pub baseline: &'a Baseline,
-    /// The zygote makes its pool of MLIR contexts before this fork, if not yet (the
-    /// run's scripts use jax; see `pool_ir_contexts` in zygote.py).
-    pub ir_pool: bool,
+    /// How many MLIR contexts the zygote makes ahead before this fork, if it has made
+    /// none yet (0: none; see `pool_ir_contexts` in zygote.py and `app/ahead.rs`).
+    pub ir_pool: u16,
     /// The zygote moves its heap into 2 MiB pages before this fork, if not yet (a run
     /// of many scripts; see `collapse_into_huge_pages` in zygote.py).
     pub huge_pages: bool,
 }
 
-/// What a zygote makes before its next fork, once, for the run's scripts: a set of
-/// the bits below, shared by the zygote's handle and its slots' (a clone).
+/// What a zygote makes before its next fork, once, for the run's scripts, shared by
+/// the zygote's handle and its slots' (a clone, taken when the slot is made).
 #[derive(Debug, Default)]
-pub struct Ahead(AtomicU8);
+pub struct Ahead {
+    /// MLIR contexts for its scripts' lowerings (0: none).
+    contexts: AtomicU16,
+    /// Its heap in 2 MiB pages, for a run of enough scripts that the cheaper forks
+    /// repay the move (see `HUGE_PAGES_FROM` in `app/ahead.rs`).
+    huge_pages: AtomicBool,
+}
 
 impl Ahead {
-    /// A pool of MLIR contexts, for a run some script of which names jax.
-    pub const IR_POOL: u8 = 1;
-    /// Its heap in 2 MiB pages, for a run of enough scripts that the cheaper forks
-    /// repay the move (see `HUGE_PAGES_FROM` in `app/local.rs`).
-    pub const HUGE_PAGES: u8 = 2;
-
-    pub(super) fn add(&self, what: u8) {
-        self.0.fetch_or(what, Ordering::Relaxed);
+    pub(super) fn add(&self, what: Made) {
+        self.contexts.fetch_max(what.contexts, Ordering::Relaxed);
+        self.huge_pages.fetch_or(what.huge_pages, Ordering::Relaxed);
     }
 
-    pub(super) fn has(&self, what: u8) -> bool {
-        self.0.load(Ordering::Relaxed) & what != 0
+    pub(super) fn get(&self) -> Made {
+        Made {
+            contexts: self.contexts.load(Ordering::Relaxed),
+            huge_pages: self.huge_pages.load(Ordering::Relaxed),
+        }
     }
 }
 
 impl Clone for Ahead {
     fn clone(&self) -> Ahead {
-        Ahead(AtomicU8::new(self.0.load(Ordering::Relaxed)))
+        let made = self.get();
+        Ahead {
+            contexts: AtomicU16::new(made.contexts),
+            huge_pages: AtomicBool::new(made.huge_pages),
+        }
     }
+}
+
+/// What a run asks its zygote to make ahead (see [`Ahead`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Made {
+    /// MLIR contexts, one for each lowering a script would otherwise make its own for.
+    pub contexts: u16,
+    /// The heap moved into 2 MiB pages.
+    pub huge_pages: bool,
 }
 
 /// The zygote's first line: ready, and (sandboxed) whether a test child could build
