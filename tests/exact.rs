@@ -120,7 +120,9 @@ else:
 /// Issue 34: every value the generated POMDP workload computes is bit for bit what a
 /// sequential `python script.py` computes, however the runner starts it: warm, from
 /// a zygote that made jax's MLIR contexts ahead, sandboxed as by default, with the
-/// cache-aware order on an empty compilation cache, and again with the cache filled.
+/// cache-aware order on an empty compilation cache, and again with the cache filled;
+/// and cold on an empty cache, then warm on it. A warm run on a filled cache misses
+/// nothing, whoever filled it.
 #[test]
 fn the_generated_workload_computes_what_a_sequential_run_computes() {
     let t = Tree::new();
@@ -152,17 +154,24 @@ fn the_generated_workload_computes_what_a_sequential_run_computes() {
             .unwrap();
         assert!(out.status.success(), "{id}: {}", stderr(&out));
     }
-    let cache = t.root().join("cache");
-    for round in ["empty cache", "filled cache"] {
+    // The last two rounds fill a second cache cold, where every lowering makes its
+    // own context, and run warm on it: contexts made ahead must give those keys.
+    for (round, start, cache) in [
+        ("empty cache", "warm", "cache"),
+        ("filled cache", "warm", "cache"),
+        ("cold, empty cache", "cold", "cold-cache"),
+        ("warm, cache a cold run filled", "warm", "cold-cache"),
+    ] {
+        let warm = if start == "warm" { "on" } else { "off" };
         let out = assert_cmd::Command::cargo_bin("jax-runner")
             .unwrap()
             .arg("--output-dir")
             .arg(&tree)
             .arg("--python")
             .arg(python())
-            .args(["--device", "cpu", "--warm-start", "on", "-q"])
+            .args(["--device", "cpu", "--warm-start", warm, "-q"])
             .arg("--compilation-cache")
-            .arg(&cache)
+            .arg(t.root().join(cache))
             .timeout(std::time::Duration::from_secs(300))
             .output()
             .unwrap();
@@ -171,7 +180,14 @@ fn the_generated_workload_computes_what_a_sequential_run_computes() {
         for s in &scripts {
             let id = s.file_stem().unwrap().to_str().unwrap();
             let record = read_json(&results.join(format!("{id}_results.json")));
-            assert_eq!(record["attempts"][0]["start"], "warm", "{round}: {record}");
+            assert_eq!(record["attempts"][0]["start"], start, "{round}: {record}");
+            // A warm run's pool is sized from the run before's lowerings: contexts made
+            // ahead, however many, give every key the cache holds.
+            if round.starts_with("filled") || round.starts_with("warm,") {
+                let jax = &record["jax"];
+                assert!(jax["compilations"].as_u64() > Some(0), "{id}: {jax}");
+                assert_eq!(jax["cache_misses"], 0, "{id}: a key changed: {jax}");
+            }
             let ran = results
                 .join("data")
                 .join(id)
