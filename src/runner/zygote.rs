@@ -31,8 +31,8 @@ mod wire;
 
 use baseline::Baseline;
 pub use request::{warm_request, Request, WarmRequest};
-use wire::{read_reply, send_with_fds, wait_adopted, Ended, Ready, Wire};
-pub use wire::{Ahead, Made};
+pub use wire::Made;
+use wire::{read_reply, send_with_fds, wait_adopted, Ahead, Ended, Ready, Wire};
 
 /// One program in four files: the zygote, its child part, its sandbox half, its slot
 /// part (which ends by serving).
@@ -232,11 +232,12 @@ impl Zygote {
         let pid = {
             let mut guard = self.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
             let (writer, reader) = &mut *guard;
+            let made = self.ahead.get();
             let line = serde_json::json!({
                 "slot": true,
                 "runner_pid": std::process::id(),
-                "ir_pool": self.ahead.get().contexts,
-                "huge_pages": self.ahead.get().huge_pages,
+                "ir_pool": made.contexts,
+                "huge_pages": made.huge_pages,
                 "slot_view": Confinement::slot_view(view.unwrap_or_default()),
             });
             let line = format!("{line}\n");
