@@ -12,7 +12,7 @@ use crate::runner::zygote::Made;
 pub(super) const HUGE_PAGES_FROM: usize = 256;
 
 /// The lowerings counted for a script the history does not know: what a generated
-/// POMDP script makes (27 to 36 computations, each lowered into a context of its own),
+/// POMDP script makes (32 to 36 computations, each lowered into a context of its own),
 /// the pool's one size before it was sized from the history.
 const UNKNOWN_LOWERINGS: u64 = 32;
 
