@@ -9,7 +9,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 (( $# )) || set -- "$root/target/release/jax-runner"
 rounds=${BENCH_ROUNDS:-5}
-log() { printf '[discovery %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+bench_tag=discovery
+. "$root/bench/lib.sh"
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/jax-runner-discovery.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
 tree=$scratch/tree

@@ -1,7 +1,8 @@
 """fork_floor.py: the least time a warm start can take over a set of jax scripts.
 
-One process imports jax once, makes the MLIR contexts ahead and freezes its heap, as
-jax-runner's zygote does, then forks every script (`--jobs` at a time) and runs it
+One process imports jax once, makes the MLIR contexts ahead (`--contexts`, the number
+the runner's execution log says its zygote made) and freezes its heap as the import
+leaves it, as jax-runner's zygote does, then forks every script (`--jobs` at a time) and runs it
 with runpy in its own folder, its output to /dev/null. A script's exit runs its own
 handlers and jax's, less the freeing that a process about to end does not need (as
 the zygote's children do). Nothing else: no sandbox, no telemetry, no memory
@@ -9,7 +10,7 @@ sampling, no result files, no reports. `bench/compare.sh` runs it in each round
 beside the runner's defaults, on the compilation cache that run filled, so the gap
 between the two rows is what the runner itself costs.
 
-    python bench/fork_floor.py --jobs 2 --cache DIR --out DIR script.py ...
+    python bench/fork_floor.py --jobs 2 --contexts 35 --cache DIR --out DIR script.py ...
 
 Prints one JSON line: {"seconds": wall from start to the last exit, "ok": scripts
 that exited 0, "total": scripts}.
@@ -30,6 +31,7 @@ args.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
 args.add_argument("--cache", required=True, help="the compilation cache the scripts use")
 args.add_argument("--out", required=True, help="where each script's GNN_OUTPUT_DIR goes")
 args.add_argument("--platform", default="cpu")
+args.add_argument("--contexts", type=int, default=32, help="MLIR contexts made ahead")
 args.add_argument("scripts", nargs="+")
 opts = args.parse_args()
 
@@ -55,11 +57,10 @@ atexit.register = register
 from jax._src import api, distributed  # noqa: E402
 from jax._src.interpreters import mlir  # noqa: E402
 
-# 32 contexts made ahead, handed out once each: what the zygote's pool does.
+# Contexts made ahead, handed out once each: what the zygote's pool does.
 make_context = mlir.make_ir_context
-pool = [make_context() for _ in range(32)]
+pool = [make_context() for _ in range(opts.contexts)]
 mlir.make_ir_context = lambda: pool.pop() if pool else make_context()
-gc.collect()
 gc.freeze()
 
 

@@ -41,8 +41,8 @@ repeat=${BENCH_REPEAT:-3}
 jobs=${BENCH_JOBS:-$(nproc)}
 device=${BENCH_DEVICE:-cpu}
 
-log() { printf '[gnn %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+bench_tag=gnn
+. "$bench_dir/lib.sh"
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/jax-runner-gnn-bench.XXXXXX")
 trap 'rm -rf "$scratch"' EXIT
@@ -86,16 +86,8 @@ log "$scripts JAX scripts rendered"
 
 # fresh NAME: a copy of the render tree at $scratch/NAME, its manifests' paths its own.
 fresh() {
-    local dir=$scratch/$1
-    rm -rf "$dir"
-    cp -a "$render" "$dir"
-    local from to
-    from=$(printf '%s' "$render" | sed 's/[][\\.*^$|]/\\&/g')
-    to=$(printf '%s' "$dir" | sed 's/[\\&|]/\\&/g')
-    grep -rlF -- "$render" "$dir" | while IFS= read -r f; do
-        sed -i "s|$from|$to|g" "$f"
-    done
-    printf '%s' "$dir"
+    copy_tree "$render" "$scratch/$1"
+    printf '%s' "$scratch/$1"
 }
 
 # Each run sets `seconds`, `ok` and `total`, and writes its log to $scratch/NAME.log.

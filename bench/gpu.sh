@@ -38,8 +38,8 @@ command -v nvidia-smi >/dev/null || { echo "nvidia-smi not found: not a GPU mach
 
 out=$root/bench/results/gpu-$(date -u +%Y-%m-%d-%H%M%S)-$(hostname -s)
 mkdir -p "$out"
-log() { printf '[gpu %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+bench_tag=gpu
+. "$bench_dir/lib.sh"
 : >"$out/times.tsv"
 unset JAX_PLATFORMS JAX_PLATFORM_NAME XLA_PYTHON_CLIENT_MEM_FRACTION
 

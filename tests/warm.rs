@@ -445,6 +445,14 @@ fn a_warm_script_lowers_into_contexts_the_zygote_made_ahead() {
                 &POOL_PROBE.replace("LOWERINGS", k),
             );
         }
+        // Each run's log says how many contexts its zygote made ahead.
+        let logged = || {
+            let log = std::fs::read_to_string(t.results_dir().join("execution_log.txt")).unwrap();
+            let (_, rest) = log
+                .split_once("the zygote makes ")
+                .unwrap_or_else(|| panic!("{sandbox}: the log does not say: {log}"));
+            rest.split(' ').next().unwrap().parse::<i64>().unwrap()
+        };
         let run = |jobs: &str| {
             let out = t.run(&["--sandbox", sandbox, "--warm-start", "on", "--jobs", jobs]);
             assert_eq!(code(&out), 0, "{sandbox} {jobs}: {}", stderr(&out));
@@ -453,6 +461,7 @@ fn a_warm_script_lowers_into_contexts_the_zygote_made_ahead() {
         run("1");
         for (id, (before, after)) in ids.iter().zip(pool_counts(&t, &ids, sandbox)) {
             assert_eq!(before, 32, "{sandbox} {id}: the pool was not made");
+            assert_eq!(logged(), before, "{sandbox} {id}: the log differs");
             assert!(
                 after < before,
                 "{sandbox} {id}: its lowerings made their own"
@@ -468,11 +477,13 @@ fn a_warm_script_lowers_into_contexts_the_zygote_made_ahead() {
         run("1");
         for (id, (before, _)) in ids.iter().zip(pool_counts(&t, &ids, sandbox)) {
             assert_eq!(before, counted[1], "{sandbox} {id}: sized {counted:?}");
+            assert_eq!(logged(), before, "{sandbox} {id}: the log differs");
         }
         // Three scripts three at a time: each starts at once, with no pool to wait for.
         run("3");
         for (id, (before, after)) in ids.iter().zip(pool_counts(&t, &ids, sandbox)) {
             assert_eq!((before, after), (0, 0), "{sandbox} {id}: a pool was made");
+            assert_eq!(logged(), 0, "{sandbox} {id}: the log differs");
         }
     }
 }

@@ -201,6 +201,16 @@ pub(super) async fn backend(
             );
             let warm = ready(zygote, uses_jax, warnings).await;
             if let Ok(z) = &warm {
+                // The log says what a run's first scripts wait for (bench/compare.sh
+                // gives its fork floor as many contexts).
+                tracing::debug!(
+                    "warm start: the zygote makes {} MLIR context(s) ahead{}",
+                    ahead.contexts,
+                    match ahead.huge_pages {
+                        true => " and moves its heap into 2 MiB pages",
+                        false => "",
+                    }
+                );
                 z.prepare(ahead);
             }
             Arc::new(backends::Local {
