@@ -26,7 +26,7 @@ const SOMETIMES: [&str; 2] = ["capabilities", "uid"];
 
 /// Keys whose values change from run to run: redacted wherever they are, to their
 /// type (see [`redact`]).
-const VARYING: [&str; 39] = [
+const VARYING: [&str; 40] = [
     // What confines a script depends on the machine: its kernel's Landlock ABI,
     // bubblewrap, whether the runner is root.
     "layers",
@@ -75,6 +75,9 @@ const VARYING: [&str; 39] = [
     // Seconds per device (issue 18).
     "cpu_s",
     "gpu_s",
+    // The interpreter's patch release is the machine's: the managed environment is
+    // made from the fastest build of `python3`'s version on its PATH.
+    "python_version",
 ];
 
 /// `value` with machine paths replaced, the environment reduced to its shape and the

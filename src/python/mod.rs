@@ -2,6 +2,7 @@
 //! Chosen once per run, in order: `--python`, `JAX_RUNNER_PYTHON`, the active
 //! `VIRTUAL_ENV`, `python3` on PATH when it imports jax, else the managed environment.
 
+mod base;
 mod cache;
 pub mod setup;
 

@@ -114,15 +114,32 @@ pub fn existing(flavor: Flavor) -> Option<PathBuf> {
     venv.join(READY_MARKER).is_file().then(|| python_in(&venv))
 }
 
-/// The managed environment's interpreter, created first when missing, with the first
-/// `python3` on `path_var` as the base.
+/// The managed environment's interpreter, created first when missing, from the
+/// fastest build on `path_var` of the first `python3`'s version (`base.rs`); from
+/// that first `python3` when the faster one cannot make a virtual environment.
 pub fn ensure(flavor: Flavor, path_var: Option<&std::ffi::OsStr>) -> Result<PathBuf, PythonError> {
     if let Some(python) = existing(flavor) {
         return Ok(python);
     }
-    let base = super::find_on_path("python3", path_var).ok_or(PythonError::NoBasePython)?;
-    create(flavor, &base)
+    let bases = super::base::bases(path_var);
+    let (last, before) = bases.split_last().ok_or(PythonError::NoBasePython)?;
+    for base in before {
+        match create(flavor, base) {
+            Err(PythonError::Setup {
+                step: MAKE_VENV, ..
+            }) => tracing::warn!(
+                "setup: {} could not make the environment; making it from {}",
+                base.display(),
+                last.display()
+            ),
+            made => return made,
+        }
+    }
+    create(flavor, last)
 }
+
+/// The step of [`create`] that the base interpreter does.
+const MAKE_VENV: &str = "create the virtual environment (python3 -m venv)";
 
 /// Creates the managed environment (or waits for another process creating it) and
 /// returns its interpreter. Output of venv and pip goes to a log beside it.
@@ -173,7 +190,7 @@ pub fn create(flavor: Flavor, base_python: &Path) -> Result<PathBuf, PythonError
         }
     };
     run(
-        "create the virtual environment (python3 -m venv)",
+        MAKE_VENV,
         Command::new(base_python).arg("-m").arg("venv").arg(&venv),
     )?;
     let requirements = venv.join("requirements.txt");
