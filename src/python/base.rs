@@ -9,7 +9,7 @@
 //! and lowering are Python, and they are most of a warm script's time: on the
 //! development machine, 8 generated scripts on a filled cache took 2.05–2.28 s from
 //! Debian's `/usr/bin/python3.11` against 2.95–3.32 s from pyenv's 3.11.7 (3 rounds
-//! in turn), the same values either way.
+//! in turn); three of them, run by each, wrote the same simulation values.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
