@@ -45,7 +45,7 @@ print(json.dumps({"implementation": sys.implementation.name,
 const FASTER_BY: f64 = 0.9;
 
 /// One interpreter on PATH, as its probe saw it.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize)]
 pub(super) struct Probed {
     /// `sys.implementation.name`: jaxlib's wheels are CPython's.
     pub implementation: String,
