@@ -8,11 +8,13 @@
 # job's log is the one channel the Jobs REST API gives back, so nothing else is needed
 # on the cluster. Its exit status is the script's.
 import base64
+import hashlib
 import io
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -137,22 +139,80 @@ def folder_files(root, marker):
     return files, left_out
 
 
-def make_fresh(path):
-    """Creates `path` on this node when it does not exist here, so the script sees the
-    same data folder path as it would locally (and a path it records stays right once
-    the files are copied back). Returns the topmost folder created, to be removed
-    afterwards; None when the path exists already (another job's, or stale) or cannot
-    be made: the script then gets a folder of its own elsewhere."""
-    if not path or not os.path.isabs(path) or os.path.lexists(path):
-        return None
-    top = path
-    while not os.path.lexists(os.path.dirname(top)):
-        top = os.path.dirname(top)
+def made_marks():
+    """The folder of marks for folders jobs of this user made on this node (one empty
+    file per folder, named by its path's hash), or None where it cannot be trusted:
+    several jobs of one run share the folders above their data folders, and whichever
+    ends last may remove them only when a job made them."""
+    marks = os.path.join(tempfile.gettempdir(), "jax-runner-made-%d" % os.getuid())
     try:
-        os.makedirs(path)
+        os.makedirs(marks, mode=0o700, exist_ok=True)
+        st = os.lstat(marks)
     except OSError:
         return None
-    return top
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return None
+    return marks
+
+
+def mark_of(marks, path):
+    return os.path.join(marks, hashlib.sha256(os.fsencode(path)).hexdigest())
+
+
+def make_fresh(path, marks):
+    """Creates `path` on this node when it does not exist here, so the script sees the
+    same data folder path as it would locally (and a path it records stays right once
+    the files are copied back). Each folder above it that this job makes is marked.
+    Returns whether it made `path`; False when the path exists already (another job's,
+    or stale) or cannot be made: the script then gets a folder of its own elsewhere."""
+    if not path or not os.path.isabs(path) or os.path.lexists(path):
+        return False
+    # Made one level at a time, so that what this job made is known exactly: another
+    # job of the run may make (or remove) a shared folder above at the same moment.
+    for _ in range(5):
+        missing = []
+        here = path
+        while not os.path.lexists(here):
+            missing.append(here)
+            here = os.path.dirname(here)
+        try:
+            for folder in reversed(missing):
+                try:
+                    os.mkdir(folder)
+                except FileExistsError:
+                    if folder == path:
+                        return False
+                    continue
+                if folder != path and marks is not None:
+                    open(mark_of(marks, folder), "wb").close()
+            return True
+        except FileNotFoundError:
+            continue  # a folder above was removed by a job that ended: again
+        except OSError:
+            return False
+    return False
+
+
+def remove_made(path, marks):
+    """Removes `path`, then each empty folder above it that a job made (marked), up to
+    the first that is not empty or was not made: never a folder another job uses."""
+    shutil.rmtree(path, ignore_errors=True)
+    here = os.path.dirname(path)
+    while marks is not None and here != os.path.dirname(here):
+        mark = mark_of(marks, here)
+        if not os.path.exists(mark):
+            return
+        try:
+            os.rmdir(here)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return  # another job's data folder is still below
+        try:
+            os.remove(mark)
+        except OSError:
+            pass
+        here = os.path.dirname(here)
 
 
 def tail_of(path, limit):
@@ -163,15 +223,15 @@ def tail_of(path, limit):
         return fh.read(), max(0, size - limit)
 
 
-def data_folder(env, work, marker):
+def data_folder(env, work, marker, marks):
     """Where the script writes its data, set in `env`: the local folder itself when it
     is shared (the runner's marker is seen here), else the same path made fresh on
-    this node, else a folder in `work`. Returns (folder, shared, topmost folder made)."""
+    this node, else a folder in `work`. Returns (folder, shared, whether it was made)."""
     wanted = env.get("GNN_OUTPUT_DIR", "")
     if wanted and os.path.isfile(os.path.join(wanted, marker)):
-        return wanted, True, None
-    created = make_fresh(wanted)
-    data_dir = wanted if created is not None else os.path.join(work, "data")
+        return wanted, True, False
+    created = make_fresh(wanted, marks)
+    data_dir = wanted if created else os.path.join(work, "data")
     os.makedirs(data_dir, exist_ok=True)
     for key in ("GNN_OUTPUT_DIR", "JAX_OUTPUT_DIR"):
         env[key] = data_dir
@@ -301,7 +361,8 @@ def main():
         env.pop(key)
     work = tempfile.mkdtemp(prefix="jax-runner-job-")
     marker = ".jax-runner-ray-" + nonce
-    data_dir, shared, created = data_folder(env, work, marker)
+    marks = made_marks()
+    data_dir, shared, created = data_folder(env, work, marker, marks)
     shim = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax_runner_shim")
     env["PYTHONPATH"] = os.pathsep.join(p for p in [shim, env.get("PYTHONPATH", "")] if p)
     telemetry = os.path.join(work, "telemetry.json")
@@ -335,9 +396,9 @@ def main():
             pass
     if shared or returned:
         shutil.rmtree(work, ignore_errors=True)
-        if created is not None:
-            shutil.rmtree(created, ignore_errors=True)
-    elif created is not None:
+        if created:
+            remove_made(data_dir, marks)
+    elif created:
         shutil.rmtree(work, ignore_errors=True)
     if os.WIFSIGNALED(status):
         return 128 + os.WTERMSIG(status)

@@ -147,3 +147,91 @@ fn a_stopped_job_still_reports() {
     assert_eq!(r.report.signal, Some(libc::SIGTERM));
     assert_eq!(r.stdout, b"ready\n");
 }
+
+/// Waits (at most a minute) until `file` exists.
+const WAIT_FOR: &str = r#"
+import os, sys, time
+def wait_for(f):
+    for _ in range(600):
+        if os.path.exists(f):
+            return
+        time.sleep(0.1)
+    sys.exit("never came: " + f)
+"#;
+
+/// Starts the wrapper on `script` (written as `body`) with `data` as the local data
+/// folder; `tmp/node-tmp` is the node's temporary folder, the same for every job.
+fn start(tmp: &Path, script: &str, body: &str, data: &Path) -> std::process::Child {
+    std::fs::write(tmp.join("job").join(script), body).unwrap();
+    Command::new("python3")
+        .args(["-m", WRAPPER_MODULE])
+        .current_dir(tmp.join("job"))
+        .env("PYTHONPATH", tmp.join("pkg"))
+        .env("TMPDIR", tmp.join("node-tmp"))
+        .env("GNN_OUTPUT_DIR", data)
+        .env("JAX_RUNNER_RAY_SCRIPT", script)
+        .env("JAX_RUNNER_RAY_NONCE", "n1")
+        .env("JAX_RUNNER_RAY_MAX_RETURN", "1000")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// What a job returned, once it ended.
+fn returned(child: std::process::Child) -> Returned {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    find(&String::from_utf8(out.stdout).unwrap(), "n1").expect("a return block")
+}
+
+#[test]
+fn a_job_that_ends_first_leaves_the_other_jobs_data_folder() {
+    let tmp = setup();
+    let t = tmp.path();
+    std::fs::create_dir(t.join("node-tmp")).unwrap();
+    // On the node, the folders above the data folders: `keep` was there before (not the
+    // jobs' to remove), `res/data` is made by the first job and shared with the second.
+    let keep = t.join("keep");
+    std::fs::create_dir(&keep).unwrap();
+    let flag = |name: &str| t.join(name).display().to_string();
+    // The first job's script ends once the second has started; the second's writes
+    // its data only after the first job's wrapper has ended and tidied up.
+    let first = format!(
+        "{WAIT_FOR}open({a:?}, 'w').close()\nwait_for({b:?})\n\
+         open(os.path.join(os.environ['GNN_OUTPUT_DIR'], 'a.txt'), 'w').write('a')\n",
+        a = flag("a-started"),
+        b = flag("b-started"),
+    );
+    let second = format!(
+        "{WAIT_FOR}open({b:?}, 'w').close()\nwait_for({go:?})\n\
+         open(os.path.join(os.environ['GNN_OUTPUT_DIR'], 'b.txt'), 'w').write('b')\n",
+        b = flag("b-started"),
+        go = flag("go"),
+    );
+    let a = start(t, "first.py", &first, &keep.join("res/data/a"));
+    let b_data = keep.join("res/data/b");
+    // The second job starts once the first has made its folders.
+    let wait = std::time::Instant::now();
+    while !t.join("a-started").exists() {
+        assert!(wait.elapsed().as_secs() < 60, "the first job never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let b = start(t, "second.py", &second, &b_data);
+    let a = returned(a);
+    assert_eq!(a.report.data_files, 1);
+    assert!(
+        b_data.is_dir(),
+        "the second job's data folder is still there"
+    );
+    std::fs::write(t.join("go"), b"").unwrap();
+    let mut b = returned(b);
+    assert!(b.report.data_returned);
+    assert_eq!(b.report.data_files, 1, "the second job's data came back");
+    let local = t.join("local");
+    std::fs::create_dir(&local).unwrap();
+    assert_eq!(b.unpack_data(&local, 1 << 20).unwrap(), 1);
+    assert_eq!(std::fs::read(local.join("b.txt")).unwrap(), b"b");
+    // The last job to end removed what the jobs made, and nothing that was there.
+    assert!(!keep.join("res").exists(), "what the jobs made is gone");
+    assert!(keep.is_dir(), "what was there before stays");
+}
