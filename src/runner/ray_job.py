@@ -152,11 +152,31 @@ def made_marks():
         return None
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
         return None
+    # Marks of folders gone by other hands (a data folder left on the node over
+    # --ray-max-return, removed later) are dropped: each names its folder.
+    for name in sorted(os.listdir(marks))[:1000]:
+        mark = os.path.join(marks, name)
+        try:
+            with open(mark, "rb") as fh:
+                folder = fh.read(4096)
+            if not os.path.lexists(folder):
+                os.remove(mark)
+        except OSError:
+            pass
     return marks
 
 
 def mark_of(marks, path):
     return os.path.join(marks, hashlib.sha256(os.fsencode(path)).hexdigest())
+
+
+def mark(marks, folder):
+    """Notes that a job made `folder` (the mark holds its path)."""
+    try:
+        with open(mark_of(marks, folder), "wb") as fh:
+            fh.write(os.fsencode(folder))
+    except OSError:
+        pass
 
 
 def make_fresh(path, marks):
@@ -184,7 +204,7 @@ def make_fresh(path, marks):
                         return False
                     continue
                 if folder != path and marks is not None:
-                    open(mark_of(marks, folder), "wb").close()
+                    mark(marks, folder)
             return True
         except FileNotFoundError:
             continue  # a folder above was removed by a job that ended: again
@@ -199,8 +219,8 @@ def remove_made(path, marks):
     shutil.rmtree(path, ignore_errors=True)
     here = os.path.dirname(path)
     while marks is not None and here != os.path.dirname(here):
-        mark = mark_of(marks, here)
-        if not os.path.exists(mark):
+        made = mark_of(marks, here)
+        if not os.path.exists(made):
             return
         try:
             os.rmdir(here)
@@ -209,7 +229,7 @@ def remove_made(path, marks):
         except OSError:
             return  # another job's data folder is still below
         try:
-            os.remove(mark)
+            os.remove(made)
         except OSError:
             pass
         here = os.path.dirname(here)

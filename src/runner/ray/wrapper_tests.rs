@@ -32,6 +32,7 @@ fn run(tmp: &Path, data: &Path, max_return: u64) -> Returned {
         .args(["-m", WRAPPER_MODULE])
         .current_dir(tmp.join("job"))
         .env("PYTHONPATH", tmp.join("pkg"))
+        .env("TMPDIR", tmp.join("node-tmp"))
         .env("GNN_OUTPUT_DIR", data)
         .env("JAX_RUNNER_RAY_SCRIPT", "script.py")
         .env("JAX_RUNNER_RAY_NONCE", "n1")
@@ -53,6 +54,8 @@ fn setup() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
     unpack_wrapper(&tmp.path().join("pkg"));
     std::fs::create_dir(tmp.path().join("job")).unwrap();
+    // The node's temporary folder, where the wrapper marks the folders it makes.
+    std::fs::create_dir(tmp.path().join("node-tmp")).unwrap();
     std::fs::write(tmp.path().join("job/script.py"), SCRIPT).unwrap();
     tmp
 }
@@ -101,6 +104,21 @@ fn an_oversized_folder_stays_where_it_was_written() {
     let local = tmp.path().join("local");
     std::fs::create_dir(&local).unwrap();
     assert_eq!(r.unpack_data(&local, 1 << 20).unwrap(), 0, "nothing came");
+    // The folder above it stays marked as the jobs' own while it is there; once
+    // removed by other hands, the next job drops its mark.
+    assert_eq!(marks(tmp.path()), 1);
+    std::fs::remove_dir_all(tmp.path().join("node")).unwrap();
+    run(tmp.path(), &tmp.path().join("other/data"), 1 << 20);
+    assert_eq!(marks(tmp.path()), 0, "no mark outlives its folder");
+    assert!(!tmp.path().join("other").exists());
+}
+
+/// How many folders the node's marks name.
+fn marks(tmp: &Path) -> usize {
+    let uid = unsafe { libc::getuid() };
+    std::fs::read_dir(tmp.join(format!("node-tmp/jax-runner-made-{uid}")))
+        .unwrap()
+        .count()
 }
 
 #[test]
@@ -127,6 +145,7 @@ fn a_stopped_job_still_reports() {
         .current_dir(tmp.path().join("job"))
         .env("PYTHONPATH", tmp.path().join("pkg"))
         .env("GNN_OUTPUT_DIR", tmp.path().join("node/data"))
+        .env("TMPDIR", tmp.path().join("node-tmp"))
         .env("JAX_RUNNER_RAY_SCRIPT", "script.py")
         .env("JAX_RUNNER_RAY_NONCE", "n1")
         .env("JAX_RUNNER_RAY_MAX_RETURN", "1000")
@@ -188,7 +207,6 @@ fn returned(child: std::process::Child) -> Returned {
 fn a_job_that_ends_first_leaves_the_other_jobs_data_folder() {
     let tmp = setup();
     let t = tmp.path();
-    std::fs::create_dir(t.join("node-tmp")).unwrap();
     // On the node, the folders above the data folders: `keep` was there before (not the
     // jobs' to remove), `res/data` is made by the first job and shared with the second.
     let keep = t.join("keep");
@@ -234,4 +252,5 @@ fn a_job_that_ends_first_leaves_the_other_jobs_data_folder() {
     // The last job to end removed what the jobs made, and nothing that was there.
     assert!(!keep.join("res").exists(), "what the jobs made is gone");
     assert!(keep.is_dir(), "what was there before stays");
+    assert_eq!(marks(t), 0, "and their marks");
 }
