@@ -39,6 +39,9 @@ impl Drop for TermLine {
 /// Whether the terminal gets colours (`--color`, `NO_COLOR`), decided once in `main`.
 pub static COLOR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
+/// Lines of the execution log waiting for its writer thread, at most.
+const LOG_LINES_BUFFERED: usize = 4096;
+
 /// Terminal logging at `level`, plus `execution_log.txt` when a run has a results folder
 /// (created only when the run starts: see [`report::RunLogFile`]). The guard flushes
 /// the log file when dropped. The log file's writer never drops a line: under load the
@@ -70,8 +73,12 @@ pub fn init_logging(
         );
     let (file_layer, guard) = match log_file {
         Some(file) => {
+            // The channel's slots are allocated up front: tracing-appender's default of
+            // 128,000 lines is 4 MiB of the runner's memory for a writer that keeps up
+            // with a local file. Past the limit a line waits for the disk.
             let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
                 .lossy(false)
+                .buffered_lines_limit(LOG_LINES_BUFFERED)
                 .finish(file);
             let layer = tracing_subscriber::fmt::layer()
                 .with_writer(writer)

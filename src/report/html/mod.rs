@@ -12,7 +12,7 @@
 //! NUL, ESC or bidirectional override from a script reaches the page.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -20,7 +20,7 @@ use serde::Serialize;
 use super::escape;
 use super::export::{Exporter, RunRecord};
 use super::record::ScriptRecord;
-use super::write_atomic;
+use super::write_atomic_stream;
 use crate::error::ReportError;
 use crate::events::RunEvent;
 
@@ -95,8 +95,13 @@ impl HtmlExporter {
         self.results_dir.join(HTML_FILE)
     }
 
-    /// Renders the page of the finished run.
-    fn render(&self, run: &RunRecord) -> Result<String, minijinja::Error> {
+    /// Renders the page of the finished run into `out`, as it goes: the page of a run
+    /// of thousands of scripts is megabytes, never held whole.
+    fn render(
+        &self,
+        run: &RunRecord,
+        out: &mut dyn std::io::Write,
+    ) -> Result<(), minijinja::Error> {
         let mut page = page::build_page(run, &self.samples, &self.interpreter, &self.results_dir);
         page::with_gpu(&mut page, &self.gpu_samples);
         page.script = SCRIPT;
@@ -118,7 +123,8 @@ impl HtmlExporter {
         );
         env.add_template(TEMPLATE_NAME, TEMPLATE)?;
         env.get_template(TEMPLATE_NAME)?
-            .render(minijinja::Value::from_serialize(&page))
+            .render_captured_to(&page, out)?;
+        Ok(())
     }
 }
 
@@ -157,21 +163,26 @@ impl Exporter for HtmlExporter {
     }
 
     fn export(&mut self, run: &RunRecord) -> Result<(), ReportError> {
-        let path = self.path();
-        let html = self.render(run).map_err(|e| render_error(&path, &e))?;
-        write_atomic(&path, html.as_bytes())
+        // The file is buffered by write_atomic_stream.
+        write_atomic_stream(&self.path(), true, |file| {
+            self.render(run, file).map_err(|e| render_error(&e))
+        })
     }
 }
 
-fn render_error(path: &Path, e: &minijinja::Error) -> ReportError {
+/// A failed render, as the write's error: the page is never half-written (the
+/// temporary file is dropped).
+fn render_error(e: &minijinja::Error) -> std::io::Error {
+    // The writer's own failure (a full disk) is what the user needs to see.
+    if let Some(io) = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>())
+    {
+        return std::io::Error::new(io.kind(), io.to_string());
+    }
     let mut message = format!("failed to render {TEMPLATE_NAME}: {e}");
     if let Some(detail) = e.detail() {
         message.push_str(&format!(" ({detail})"));
     }
-    ReportError::Write {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(message),
-    }
+    std::io::Error::other(message)
 }
 
 // ---------------------------------------------------------------------------------

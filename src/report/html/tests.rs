@@ -393,3 +393,48 @@ fn control_characters_from_a_script_never_reach_the_page() {
     );
     assert!(html.contains("\\\\x1b]52;c;eA=="), "{html}");
 }
+
+/// A writer that takes `room` bytes, then fails as a full disk does.
+struct FullDisk {
+    room: usize,
+}
+
+impl std::io::Write for FullDisk {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.room == 0 {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        let n = buf.len().min(self.room);
+        self.room -= n;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The page goes to its file as it is rendered; a write that fails partway is the
+/// error the user sees (the disk's, not the template engine's).
+#[test]
+fn a_disk_that_fills_while_the_page_is_written_is_the_error() {
+    let events = sample_events();
+    let mut records = crate::report::record::Records::new();
+    let mut results = Vec::new();
+    for e in &events {
+        if let RunEvent::ScriptFinished { result } = e {
+            records.push(result);
+            results.push((**result).clone());
+        }
+    }
+    let metrics = metrics(&results);
+    let run = RunRecord::new(&metrics, &records);
+    let exporter = HtmlExporter::new(PathBuf::from("/r"));
+    let mut whole = Vec::new();
+    exporter.render(&run, &mut whole).unwrap();
+    assert!(whole.len() > 4096, "a page of {} bytes", whole.len());
+    let err = exporter
+        .render(&run, &mut FullDisk { room: 4096 })
+        .unwrap_err();
+    let io = render_error(&err);
+    assert_eq!(io.kind(), std::io::ErrorKind::StorageFull, "{io}");
+}
