@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Runs N trivial scripts (`print(1)`) through jax-runner and prints the wall time and
-# the runner's own peak RSS, to check that the runner stays flat as N grows.
+# the runner's own peak RSS, to check that the runner stays flat as N grows. Default
+# options but `--device cpu` and the managed interpreter named; what it prints is also
+# written to bench/results/<date>-<host>-many-<time>.txt.
 # Usage: bench/many_trivial.sh N [jax-runner binary] [extra jax-runner options…]
 #   e.g. bench/many_trivial.sh 200 target/release/jax-runner --jobs 1 --sandbox on
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
 n=${1:-1000}
-bin=${2:-$(dirname "$0")/../target/release/jax-runner}
+bin=${2:-$root/target/release/jax-runner}
 shift $(( $# > 2 ? 2 : $# ))
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
 mkdir -p "$tree/trivial/jax"
 for i in $(seq 1 "$n"); do echo 'print(1)' > "$tree/trivial/jax/s$i.py"; done
 python=$("$bin" setup -q)
+exec > >(tee "$root/bench/results/$(date -u +%Y-%m-%d)-$(hostname -s)-many-$(date -u +%H%M%S).txt")
+echo "at $(date -u +%FT%TZ) on $(hostname -s), $(nproc) CPUs; checkout $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown); options: --device cpu $*"
 start=$(date +%s.%N)
-"$bin" --output-dir "$tree" --python "$python" --device cpu --compilation-cache off -q "$@" || true
+"$bin" --output-dir "$tree" --python "$python" --device cpu -q "$@" || true
 end=$(date +%s.%N)
 python3 - "$tree/execution_results/jax/performance_metrics.json" "$start" "$end" <<'PY'
 import json, sys

@@ -9,7 +9,12 @@
 # fresh copy of the tree and nothing is deleted until the end: on an ext4 without a
 # journal, every inode freed in the last minutes slows each file the next round creates
 # (the kernel skips recently deleted inodes one by one), which would charge the
-# runner, the side that writes files, for the benchmark's own clean-up.
+# runner, the side that writes files, for the benchmark's own clean-up. For the same
+# reason, start it five minutes after anything deleted many files (this script's own
+# clean-up included): the same build measured 1.11x a minute after such a deletion and
+# 0.91x five minutes after (bench/results/2026-11-27-vm-trivial-163440.txt, -164115.txt).
+# What it prints is also written to bench/results/<date>-<host>-trivial-<time>.txt, so a
+# figure quoted in a README has its raw rounds beside it.
 # Usage: bench/trivial.sh [N] [jax-runner binary]   (ROUNDS=5 bench/trivial.sh 1000)
 # RUNNER_ARGS adds options to the runner's command (a figure taken so says so beside
 # it): RUNNER_ARGS="--sandbox off" bench/trivial.sh
@@ -17,8 +22,11 @@
 # then forks every script from the zygote that imported jax, not the lean one a run of
 # scripts that never name jax gets: what a sweep of small jax scripts pays per fork.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
 n=${1:-1000}
-bin=${2:-$(cd "$(dirname "$0")/.." && pwd)/target/release/jax-runner}
+bin=${2:-$root/target/release/jax-runner}
+report=$root/bench/results/$(date -u +%Y-%m-%d)-$(hostname -s)-trivial-$(date -u +%H%M%S).txt
+exec > >(tee "$report")
 rounds=${ROUNDS:-3}
 jobs=$(nproc)
 tree=$(mktemp -d)
@@ -31,6 +39,7 @@ python=$("$bin" setup -q)
 now() { date +%s.%N; }
 ratios=()
 echo "N=$n jobs=$jobs python=$python binary=$bin ($("$bin" --version)) runner options: ${RUNNER_ARGS:-defaults}${suffix:+, scripts name jax}"
+echo "at $(date -u +%FT%TZ) on $(hostname -s), $(nproc) CPUs; checkout $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$rounds"); do
     round="$tree/round$r"
