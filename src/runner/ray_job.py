@@ -8,18 +8,18 @@
 # job's log is the one channel the Jobs REST API gives back, so nothing else is needed
 # on the cluster. Its exit status is the script's.
 import base64
-import hashlib
 import io
 import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import zipfile
+
+from jax_runner_ray_folders import data_folder, made_marks, remove_made
 
 PREFIX = "JAX_RUNNER_RAY_"
 # The job's log is written by the streams' pumps and by the final block: one at a time.
@@ -139,126 +139,12 @@ def folder_files(root, marker):
     return files, left_out
 
 
-def made_marks():
-    """The folder of marks for folders jobs of this user made on this node (one empty
-    file per folder, named by its path's hash), or None where it cannot be trusted:
-    several jobs of one run share the folders above their data folders, and whichever
-    ends last may remove them only when a job made them."""
-    marks = os.path.join(tempfile.gettempdir(), "jax-runner-made-%d" % os.getuid())
-    try:
-        os.makedirs(marks, mode=0o700, exist_ok=True)
-        st = os.lstat(marks)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        return None
-    # Marks of folders gone by other hands (a data folder left on the node over
-    # --ray-max-return, removed later) are dropped: each names its folder.
-    for name in sorted(os.listdir(marks))[:1000]:
-        mark = os.path.join(marks, name)
-        try:
-            with open(mark, "rb") as fh:
-                folder = fh.read(4096)
-            if not os.path.lexists(folder):
-                os.remove(mark)
-        except OSError:
-            pass
-    return marks
-
-
-def mark_of(marks, path):
-    return os.path.join(marks, hashlib.sha256(os.fsencode(path)).hexdigest())
-
-
-def mark(marks, folder):
-    """Notes that a job made `folder` (the mark holds its path)."""
-    try:
-        with open(mark_of(marks, folder), "wb") as fh:
-            fh.write(os.fsencode(folder))
-    except OSError:
-        pass
-
-
-def make_fresh(path, marks):
-    """Creates `path` on this node when it does not exist here, so the script sees the
-    same data folder path as it would locally (and a path it records stays right once
-    the files are copied back). Each folder above it that this job makes is marked.
-    Returns whether it made `path`; False when the path exists already (another job's,
-    or stale) or cannot be made: the script then gets a folder of its own elsewhere."""
-    if not path or not os.path.isabs(path) or os.path.lexists(path):
-        return False
-    # Made one level at a time, so that what this job made is known exactly: another
-    # job of the run may make (or remove) a shared folder above at the same moment.
-    for _ in range(5):
-        missing = []
-        here = path
-        while not os.path.lexists(here):
-            missing.append(here)
-            here = os.path.dirname(here)
-        try:
-            for folder in reversed(missing):
-                try:
-                    os.mkdir(folder)
-                except FileExistsError:
-                    if folder == path:
-                        return False
-                    continue
-                if folder != path and marks is not None:
-                    mark(marks, folder)
-            return True
-        except FileNotFoundError:
-            continue  # a folder above was removed by a job that ended: again
-        except OSError:
-            return False
-    return False
-
-
-def remove_made(path, marks):
-    """Removes `path`, then each empty folder above it that a job made (marked), up to
-    the first that is not empty or was not made: never a folder another job uses."""
-    shutil.rmtree(path, ignore_errors=True)
-    here = os.path.dirname(path)
-    while marks is not None and here != os.path.dirname(here):
-        made = mark_of(marks, here)
-        if not os.path.exists(made):
-            return
-        try:
-            os.rmdir(here)
-        except FileNotFoundError:
-            pass
-        except OSError:
-            return  # another job's data folder is still below
-        try:
-            os.remove(made)
-        except OSError:
-            pass
-        here = os.path.dirname(here)
-
-
 def tail_of(path, limit):
     """The last `limit` bytes of a file and how many bytes were cut before them."""
     size = os.path.getsize(path)
     with open(path, "rb") as fh:
         fh.seek(max(0, size - limit))
         return fh.read(), max(0, size - limit)
-
-
-def data_folder(env, work, marker, marks):
-    """Where the script writes its data, set in `env`: the local folder itself when it
-    is shared (the runner's marker is seen here), else the same path made fresh on
-    this node, else a folder in `work`. Returns (folder, shared, whether it was made)."""
-    wanted = env.get("GNN_OUTPUT_DIR", "")
-    if wanted and os.path.isfile(os.path.join(wanted, marker)):
-        return wanted, True, False
-    created = make_fresh(wanted, marks)
-    data_dir = wanted if created else os.path.join(work, "data")
-    os.makedirs(data_dir, exist_ok=True)
-    for key in ("GNN_OUTPUT_DIR", "JAX_OUTPUT_DIR"):
-        env[key] = data_dir
-    profile = env.get("JAX_RUNNER_PROFILE_DIR", "")
-    if wanted and profile.startswith(wanted):
-        env["JAX_RUNNER_PROFILE_DIR"] = data_dir + profile[len(wanted):]
-    return data_dir, False, created
 
 
 def run(script, env, work):

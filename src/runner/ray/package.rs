@@ -14,6 +14,8 @@ const MAX_PACKAGE: u64 = 100 * 1024 * 1024;
 pub const WRAPPER: &str = include_str!("../ray_job.py");
 /// The wrapper's module name.
 pub const WRAPPER_MODULE: &str = "jax_runner_ray_job";
+/// The wrapper's folders on the node (made, marked, removed), a module beside it.
+const FOLDERS: &str = include_str!("../ray_job_folders.py");
 
 /// Zips `dir` with its files at the archive's root (Ray's `working_dir` layout).
 pub fn package(dir: &Path) -> Result<Vec<u8>, RayError> {
@@ -64,12 +66,16 @@ fn is_left_out(name: &std::ffi::OsStr) -> bool {
     name == "__pycache__" || name.to_string_lossy().starts_with('.')
 }
 
-/// jax-runner's own package: the wrapper at the root (Ray puts the root on
-/// `PYTHONPATH`), the shim in a folder of its own that only the script's interpreter
+/// jax-runner's own package: the wrapper and its folders' module at the root (Ray puts
+/// the root on `PYTHONPATH`), the shim in a folder of its own that only the script's interpreter
 /// gets on its path.
 pub fn wrapper_package() -> Vec<u8> {
     let entries = vec![
         (format!("{WRAPPER_MODULE}.py"), WRAPPER.as_bytes().to_vec()),
+        (
+            "jax_runner_ray_folders.py".to_string(),
+            FOLDERS.as_bytes().to_vec(),
+        ),
         (
             "jax_runner_shim/sitecustomize.py".to_string(),
             super::super::telemetry::SHIM.as_bytes().to_vec(),
@@ -129,7 +135,11 @@ mod tests {
         names.sort();
         assert_eq!(
             names,
-            vec!["jax_runner_ray_job.py", "jax_runner_shim/sitecustomize.py"]
+            vec![
+                "jax_runner_ray_folders.py",
+                "jax_runner_ray_job.py",
+                "jax_runner_shim/sitecustomize.py"
+            ]
         );
     }
 }
