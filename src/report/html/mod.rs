@@ -29,6 +29,7 @@ pub const HTML_FILE: &str = "report.html";
 
 mod detail;
 mod inline;
+mod lazy;
 mod links;
 mod page;
 mod split;
@@ -122,8 +123,14 @@ impl HtmlExporter {
             },
         );
         env.add_template(TEMPLATE_NAME, TEMPLATE)?;
+        // The per-script lists go to the template one item at a time, the rest as is.
+        let context = minijinja::context! {
+            rows => lazy::one_at_a_time(std::mem::take(&mut page.rows)),
+            failures => lazy::one_at_a_time(std::mem::take(&mut page.failures)),
+            ..minijinja::Value::from_serialize(&page)
+        };
         env.get_template(TEMPLATE_NAME)?
-            .render_captured_to(&page, out)?;
+            .render_captured_to(context, out)?;
         Ok(())
     }
 }
@@ -256,10 +263,13 @@ struct Page {
     csp: String,
     run_info: Vec<(&'static str, String)>,
     by_class: Vec<(String, usize)>,
+    /// Given to the template one at a time (see `lazy.rs`), not with the rest.
+    #[serde(skip)]
     rows: Vec<Row>,
     timeline: Timeline,
     /// Scripts this run ran (or meant to run) that did not succeed: the cards of
     /// the failed, timed-out, interrupted and skipped ones, in table order.
+    #[serde(skip)]
     failures: Vec<Failure>,
     /// Those counted by status in the counts' words (`1 failed, 5 skipped`).
     failures_counts: String,
