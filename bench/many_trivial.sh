@@ -20,11 +20,16 @@ echo "at $(date -u +%FT%TZ) on $(hostname -s), $(nproc) CPUs; checkout $(git -C 
 start=$(date +%s.%N)
 "$bin" --output-dir "$tree" --python "$python" --device cpu -q "$@" || true
 end=$(date +%s.%N)
-python3 - "$tree/execution_results/jax/performance_metrics.json" "$start" "$end" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
+python3 - "$tree/execution_results/jax" "$start" "$end" <<'PY'
+import json, re, sys
+m = json.load(open(sys.argv[1] + "/performance_metrics.json"))
 wall = float(sys.argv[3]) - float(sys.argv[2])
 t = m["totals"]
+# The metrics' figure is the peak up to the end of the scripts; the log's last line
+# gives it with the end-of-run reports.
+last = open(sys.argv[1] + "/execution_log.txt").read().splitlines()[-1]
+whole = re.search(r"reports included: ([0-9.]+) MiB", last)
 print(f"scripts={t['total_scripts']} succeeded={t['succeeded']} wall={wall:.1f}s "
-      f"per_script={1000*wall/t['total_scripts']:.1f}ms runner_peak_rss={m['run']['runner_peak_rss_mb']:.1f}MiB")
+      f"per_script={1000*wall/t['total_scripts']:.1f}ms runner_peak_rss={m['run']['runner_peak_rss_mb']:.1f}MiB "
+      f"with_reports={whole.group(1) if whole else '?'}MiB")
 PY

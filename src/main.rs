@@ -235,6 +235,13 @@ fn start_and_run(
         !stdout_taken,
     )));
     let report = runtime.block_on(app::run(config.clone(), edge, stop, halt))?;
+    // The metrics' figure is taken before the end-of-run reports are made; the log's
+    // last word is the peak with them.
+    tracing::info!(
+        target: report::LOG_ONLY,
+        "the runner's own peak memory, the end-of-run reports included: {:.1} MiB",
+        app::runner_peak_rss_mb()
+    );
     let m = &report.metrics;
     // After the summary: what ran is shown even when results could not all be written.
     if let Some(reason) = report.halted {

@@ -105,6 +105,20 @@ fn every_file_a_run_writes_matches_its_schema_and_the_reports_are_there() {
     assert!(junit.contains("type=\"script_error\""), "{junit}");
     assert!(junit.contains("tests=\"2\""), "{junit}");
     assert!(junit.contains("failures=\"1\""), "{junit}");
+
+    // The metrics' peak is the runner's up to the end of the scripts; the log's last
+    // line, written once every report is, gives it with them: never less.
+    let log = std::fs::read_to_string(t.results_dir().join("execution_log.txt")).unwrap();
+    let last = log.lines().last().unwrap();
+    let whole: f64 = last
+        .split("reports included: ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(" MiB"))
+        .unwrap_or_else(|| panic!("the log's last line gives the peak: {last}"))
+        .parse()
+        .unwrap();
+    let before = t.metrics()["run"]["runner_peak_rss_mb"].as_f64().unwrap();
+    assert!(before > 1.0 && whole >= before, "{before} then {whole}");
 }
 
 /// `list --json` has a committed schema like every other document, and matches it.

@@ -365,7 +365,7 @@ pub fn discover_in(
 /// The runner's own peak RSS, from the kernel: `VmHWM`, the high-water mark of this
 /// process's own memory. `getrusage`'s `ru_maxrss` would not do: Linux carries it over
 /// exec, so a runner started from a large process would report that process's peak.
-fn runner_peak_rss_mb() -> f64 {
+pub fn runner_peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

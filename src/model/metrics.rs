@@ -64,7 +64,9 @@ pub struct RunInfo {
     /// Why the whole run left the requested device before starting, if it did.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub device_fallback_reason: Option<String>,
-    /// The runner's own peak resident memory, MiB (it stays flat however much scripts print).
+    /// The runner's own peak resident memory, MiB, up to the end of the scripts (it
+    /// stays flat however much scripts print). It is taken before the end-of-run
+    /// reports are made; the execution log's last line gives the peak with them.
     pub runner_peak_rss_mb: f64,
     /// Why the runner stopped starting scripts before the end, when it did: a file of
     /// its own could not be written because the file system is full.
