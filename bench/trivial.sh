@@ -51,16 +51,20 @@ for r in $(seq 1 "$rounds"); do
     "$bin" --output-dir "$round" --python "$python" --device cpu -q ${RUNNER_ARGS:-} >/dev/null
     runner_s=$(echo "$(now) - $start" | bc)
     # A round counts only if every script succeeded: a fast failure is no figure.
-    rss=$(python3 -c 'import json,sys
-m = json.load(open(sys.argv[1]))
+    # The runner's peak up to the end of the scripts (the metrics), and with the
+    # end-of-run reports (the execution log's last line).
+    rss=$(python3 -c 'import json,re,sys
+m = json.load(open(sys.argv[1] + "/performance_metrics.json"))
 ok = m["totals"]["succeeded"]
 if ok != int(sys.argv[2]):
     sys.exit("only %d of %s scripts succeeded: no figure" % (ok, sys.argv[2]))
-print(m["run"]["runner_peak_rss_mb"])' \
-        "$round/execution_results/jax/performance_metrics.json" "$n")
+last = open(sys.argv[1] + "/execution_log.txt").read().splitlines()[-1]
+whole = re.search(r"reports included: ([0-9.]+) MiB", last)
+print("%.1f MiB, %s MiB with its reports" % (m["run"]["runner_peak_rss_mb"], whole.group(1) if whole else "?"))' \
+        "$round/execution_results/jax" "$n")
     ratio=$(echo "scale=3; $runner_s / $xargs_s" | bc)
     ratios+=("$ratio")
-    printf 'round %d: xargs %.2f s, jax-runner %.2f s (runner peak %.1f MiB): %.2fx\n' \
+    printf 'round %d: xargs %.2f s, jax-runner %.2f s (runner peak %s): %.2fx\n' \
         "$r" "$xargs_s" "$runner_s" "$rss" "$ratio"
 done
 printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {printf "median %.2fx (min %.2fx, max %.2fx) over %d rounds\n", a[int((NR+1)/2)], a[1], a[NR], NR}'
