@@ -66,9 +66,9 @@ fn is_left_out(name: &std::ffi::OsStr) -> bool {
     name == "__pycache__" || name.to_string_lossy().starts_with('.')
 }
 
-/// jax-runner's own package: the wrapper and its folders' module at the root (Ray puts
-/// the root on `PYTHONPATH`), the shim in a folder of its own that only the script's interpreter
-/// gets on its path.
+/// jax-runner's own package: the wrapper and its folders' module at the root (Ray
+/// puts the root on `PYTHONPATH`), the shim in a folder of its own that only the
+/// script's interpreter gets on its path.
 pub fn wrapper_package() -> Vec<u8> {
     let entries = vec![
         (format!("{WRAPPER_MODULE}.py"), WRAPPER.as_bytes().to_vec()),
