@@ -142,7 +142,7 @@ for r in $(seq 1 "$repeat"); do
     rm -rf "$scratch/gnn-$r" "$scratch/cache-$r"
 done
 
-stamp=$(date -u +%Y-%m-%d)-$(hostname -s)-gnn-$(date -u +%H%M%S)
+stamp=$(stamp gnn)
 mkdir -p "$root/bench/results"
 "$py" - "$rows" "$root/bench/results/$stamp" "$commit" "$jax_version" "$jobs" "$device" "$scripts" <<'PY'
 import datetime, json, os, platform, statistics, sys

@@ -27,3 +27,24 @@ copy_tree() {
         sed -i "s|$pattern|$replacement|g" "$f"
     done || true
 }
+
+# stamp TAG: the name a benchmark's results take, <date>-<host>-TAG-<time> (UTC).
+stamp() { printf '%s-%s-%s-%s' "$(date -u +%Y-%m-%d)" "$(hostname -s)" "$1" "$(date -u +%H%M%S)"; }
+
+# provenance ROOT: one line saying when, where and on which checkout a benchmark ran.
+provenance() {
+    echo "at $(date -u +%FT%TZ) on $(hostname -s), $(nproc) CPUs; checkout $(git -C "$1" describe --always --dirty 2>/dev/null || echo unknown)"
+}
+
+# peaks RESULTS_DIR: the runner's own peak memory as a run's results folder gives it,
+# "X MiB, Y MiB with its reports": the metrics' figure (up to the end of the scripts)
+# and the execution log's last line (once every report is written).
+peaks() {
+    python3 - "$1" <<'PY'
+import json, re, sys
+m = json.load(open(sys.argv[1] + "/performance_metrics.json"))
+last = open(sys.argv[1] + "/execution_log.txt").read().splitlines()[-1]
+whole = re.search(r"reports included: ([0-9.]+) MiB", last)
+print("%.1f MiB, %s MiB with its reports" % (m["run"]["runner_peak_rss_mb"], whole.group(1) if whole else "?"))
+PY
+}

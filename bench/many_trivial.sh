@@ -7,6 +7,7 @@
 #   e.g. bench/many_trivial.sh 200 target/release/jax-runner --jobs 1 --sandbox on
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/bench/lib.sh"
 n=${1:-1000}
 bin=${2:-$root/target/release/jax-runner}
 shift $(( $# > 2 ? 2 : $# ))
@@ -15,21 +16,16 @@ trap 'rm -rf "$tree"' EXIT
 mkdir -p "$tree/trivial/jax"
 for i in $(seq 1 "$n"); do echo 'print(1)' > "$tree/trivial/jax/s$i.py"; done
 python=$("$bin" setup -q)
-exec > >(tee "$root/bench/results/$(date -u +%Y-%m-%d)-$(hostname -s)-many-$(date -u +%H%M%S).txt")
-echo "at $(date -u +%FT%TZ) on $(hostname -s), $(nproc) CPUs; checkout $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown); options: --device cpu $*"
+exec > >(tee "$root/bench/results/$(stamp many).txt")
+echo "$(provenance "$root"); options: --device cpu $*"
 start=$(date +%s.%N)
 "$bin" --output-dir "$tree" --python "$python" --device cpu -q "$@" || true
 end=$(date +%s.%N)
-python3 - "$tree/execution_results/jax" "$start" "$end" <<'PY'
-import json, re, sys
-m = json.load(open(sys.argv[1] + "/performance_metrics.json"))
+python3 - "$tree/execution_results/jax/performance_metrics.json" "$start" "$end" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["totals"]
 wall = float(sys.argv[3]) - float(sys.argv[2])
-t = m["totals"]
-# The metrics' figure is the peak up to the end of the scripts; the log's last line
-# gives it with the end-of-run reports.
-last = open(sys.argv[1] + "/execution_log.txt").read().splitlines()[-1]
-whole = re.search(r"reports included: ([0-9.]+) MiB", last)
 print(f"scripts={t['total_scripts']} succeeded={t['succeeded']} wall={wall:.1f}s "
-      f"per_script={1000*wall/t['total_scripts']:.1f}ms runner_peak_rss={m['run']['runner_peak_rss_mb']:.1f}MiB "
-      f"with_reports={whole.group(1) if whole else '?'}MiB")
+      f"per_script={1000*wall/t['total_scripts']:.1f}ms", end=" ")
 PY
+echo "runner peak $(peaks "$tree/execution_results/jax")"

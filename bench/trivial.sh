@@ -23,10 +23,10 @@
 # scripts that never name jax gets: what a sweep of small jax scripts pays per fork.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/bench/lib.sh"
 n=${1:-1000}
 bin=${2:-$root/target/release/jax-runner}
-report=$root/bench/results/$(date -u +%Y-%m-%d)-$(hostname -s)-trivial-$(date -u +%H%M%S).txt
-exec > >(tee "$report")
+exec > >(tee "$root/bench/results/$(stamp trivial).txt")
 rounds=${ROUNDS:-3}
 jobs=$(nproc)
 tree=$(mktemp -d)
@@ -39,7 +39,7 @@ python=$("$bin" setup -q)
 now() { date +%s.%N; }
 ratios=()
 echo "N=$n jobs=$jobs python=$python binary=$bin ($("$bin" --version)) runner options: ${RUNNER_ARGS:-defaults}${suffix:+, scripts name jax}"
-echo "at $(date -u +%FT%TZ) on $(hostname -s), $(nproc) CPUs; checkout $(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)"
+provenance "$root"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$rounds"); do
     round="$tree/round$r"
@@ -51,17 +51,12 @@ for r in $(seq 1 "$rounds"); do
     "$bin" --output-dir "$round" --python "$python" --device cpu -q ${RUNNER_ARGS:-} >/dev/null
     runner_s=$(echo "$(now) - $start" | bc)
     # A round counts only if every script succeeded: a fast failure is no figure.
-    # The runner's peak up to the end of the scripts (the metrics), and with the
-    # end-of-run reports (the execution log's last line).
-    rss=$(python3 -c 'import json,re,sys
-m = json.load(open(sys.argv[1] + "/performance_metrics.json"))
-ok = m["totals"]["succeeded"]
+    python3 -c 'import json,sys
+ok = json.load(open(sys.argv[1]))["totals"]["succeeded"]
 if ok != int(sys.argv[2]):
-    sys.exit("only %d of %s scripts succeeded: no figure" % (ok, sys.argv[2]))
-last = open(sys.argv[1] + "/execution_log.txt").read().splitlines()[-1]
-whole = re.search(r"reports included: ([0-9.]+) MiB", last)
-print("%.1f MiB, %s MiB with its reports" % (m["run"]["runner_peak_rss_mb"], whole.group(1) if whole else "?"))' \
-        "$round/execution_results/jax" "$n")
+    sys.exit("only %d of %s scripts succeeded: no figure" % (ok, sys.argv[2]))' \
+        "$round/execution_results/jax/performance_metrics.json" "$n"
+    rss=$(peaks "$round/execution_results/jax")
     ratio=$(echo "scale=3; $runner_s / $xargs_s" | bc)
     ratios+=("$ratio")
     printf 'round %d: xargs %.2f s, jax-runner %.2f s (runner peak %s): %.2fx\n' \

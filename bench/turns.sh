@@ -129,7 +129,7 @@ for r in $(seq 1 "$repeat"); do
     fi
 done
 
-stamp=$(date -u +%Y-%m-%d)-$(hostname -s)-turns-$(date -u +%H%M%S)
+stamp=$(stamp turns)
 mkdir -p "$root/bench/results"
 python3 - "$rows" "$root/bench/results/$stamp" "$side_a" "$side_b" "$tree" "$cache_mode" "$*" <<'PY'
 import datetime, json, os, platform, statistics, sys

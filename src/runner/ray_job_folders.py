@@ -12,10 +12,10 @@ import tempfile
 
 
 def made_marks():
-    """The folder of marks for folders jobs of this user made on this node (one empty
-    file per folder, named by its path's hash), or None where it cannot be trusted:
-    several jobs of one run share the folders above their data folders, and whichever
-    ends last may remove them only when a job made them."""
+    """The folder of marks for folders jobs of this user made on this node (one file
+    per folder, named by its path's hash and holding the path), or None where it
+    cannot be trusted: several jobs of one run share the folders above their data
+    folders, and whichever ends last may remove them only when a job made them."""
     marks = os.path.join(tempfile.gettempdir(), "jax-runner-made-%d" % os.getuid())
     try:
         os.makedirs(marks, mode=0o700, exist_ok=True)

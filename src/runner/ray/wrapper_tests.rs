@@ -115,7 +115,7 @@ fn an_oversized_folder_stays_where_it_was_written() {
 
 /// How many folders the node's marks name.
 fn marks(tmp: &Path) -> usize {
-    let uid = unsafe { libc::getuid() };
+    let uid = rustix::process::getuid().as_raw();
     std::fs::read_dir(tmp.join(format!("node-tmp/jax-runner-made-{uid}")))
         .unwrap()
         .count()
