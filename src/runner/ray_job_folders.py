@@ -4,6 +4,10 @@
 # packed. Jobs running side by side on one node share the folders above their data
 # folders: each folder a job makes is marked, and a folder is removed only when it is
 # empty and a job made it, so the job that ends first never removes another's data.
+# Making, removing and sweeping are done under one lock of the node's, so no job sees
+# another's half-done step (a folder made but not yet marked, removed but still marked).
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -26,16 +30,51 @@ def made_marks():
         return None
     # Marks of folders gone by other hands (a data folder left on the node over
     # --ray-max-return, removed later) are dropped: each names its folder.
-    for name in sorted(os.listdir(marks))[:1000]:
-        mark = os.path.join(marks, name)
-        try:
-            with open(mark, "rb") as fh:
-                folder = fh.read(4096)
-            if not os.path.lexists(folder):
-                os.remove(mark)
-        except OSError:
-            pass
+    with node_lock(marks):
+        for name in sorted(os.listdir(marks))[:1000]:
+            if name == LOCK:
+                continue
+            mark = os.path.join(marks, name)
+            try:
+                with open(mark, "rb") as fh:
+                    folder = fh.read(4096)
+                if not os.path.lexists(folder):
+                    os.remove(mark)
+            except OSError:
+                pass
     return marks
+
+
+# The lock's file, in the folder of marks.
+LOCK = ".lock"
+
+
+@contextlib.contextmanager
+def node_lock(marks):
+    """Holds the node's lock (an exclusive `flock` on a file in the folder of marks)
+    while the body makes, removes or sweeps: a folder is then always made and marked,
+    or removed and unmarked, in one step as other jobs see it. It is held for a few
+    system calls, and the kernel drops it with a job that dies. Without the folder of
+    marks, or where the lock cannot be taken, the body runs unlocked: making retries
+    when a folder above vanishes, and a folder is only ever removed when it is empty."""
+    fd = None
+    if marks is not None:
+        try:
+            fd = os.open(
+                os.path.join(marks, LOCK),
+                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o600,
+            )
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            if fd is not None:
+                os.close(fd)
+                fd = None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def mark_of(marks, path):
@@ -57,7 +96,15 @@ def make_fresh(path, marks):
     the files are copied back). Each folder above it that this job makes is marked.
     Returns whether it made `path`; False when the path exists already (another job's,
     or stale) or cannot be made: the script then gets a folder of its own elsewhere."""
-    if not path or not os.path.isabs(path) or os.path.lexists(path):
+    if not path or not os.path.isabs(path):
+        return False
+    with node_lock(marks):
+        return make_levels(path, marks)
+
+
+def make_levels(path, marks):
+    """`make_fresh`'s work, under the node's lock."""
+    if os.path.lexists(path):
         return False
     # Made one level at a time, so that what this job made is known exactly: another
     # job of the run may make (or remove) a shared folder above at the same moment.
@@ -89,8 +136,15 @@ def remove_made(path, marks):
     """Removes `path`, then each empty folder above it that a job made (marked), up to
     the first that is not empty or was not made: never a folder another job uses."""
     shutil.rmtree(path, ignore_errors=True)
-    here = os.path.dirname(path)
-    while marks is not None and here != os.path.dirname(here):
+    if marks is None:
+        return
+    with node_lock(marks):
+        remove_levels(os.path.dirname(path), marks)
+
+
+def remove_levels(here, marks):
+    """`remove_made`'s climb, under the node's lock."""
+    while here != os.path.dirname(here):
         made = mark_of(marks, here)
         if not os.path.exists(made):
             return

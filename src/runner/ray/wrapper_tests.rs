@@ -113,11 +113,17 @@ fn an_oversized_folder_stays_where_it_was_written() {
     assert!(!tmp.path().join("other").exists());
 }
 
-/// How many folders the node's marks name.
-fn marks(tmp: &Path) -> usize {
+/// The node's folder of marks.
+fn marks_dir(tmp: &Path) -> std::path::PathBuf {
     let uid = rustix::process::getuid().as_raw();
-    std::fs::read_dir(tmp.join(format!("node-tmp/jax-runner-made-{uid}")))
+    tmp.join(format!("node-tmp/jax-runner-made-{uid}"))
+}
+
+/// How many folders the node's marks name (the lock's file is not a mark).
+fn marks(tmp: &Path) -> usize {
+    std::fs::read_dir(marks_dir(tmp))
         .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name() != ".lock")
         .count()
 }
 
@@ -253,4 +259,66 @@ fn a_job_that_ends_first_leaves_the_other_jobs_data_folder() {
     assert!(!keep.join("res").exists(), "what the jobs made is gone");
     assert!(keep.is_dir(), "what was there before stays");
     assert_eq!(marks(t), 0, "and their marks");
+}
+
+/// Runs `code` with the node's folders module imported as `f` and `marks` its folder
+/// of marks, in the background.
+fn folders_call(tmp: &Path, code: &str) -> std::process::Child {
+    let marks = marks_dir(tmp).display().to_string();
+    Command::new("python3")
+        .args([
+            "-c",
+            &format!("import jax_runner_ray_folders as f\nmarks = {marks:?}\n{code}"),
+        ])
+        .env("PYTHONPATH", tmp.join("pkg"))
+        .env("TMPDIR", tmp.join("node-tmp"))
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn making_removing_and_sweeping_wait_for_the_nodes_lock() {
+    use rustix::fs::{flock, FlockOperation};
+    let tmp = setup();
+    let t = tmp.path();
+    let dir = marks_dir(t);
+    std::fs::create_dir(&dir).unwrap();
+    let lock = std::fs::File::create(dir.join(".lock")).unwrap();
+    let data = t.join("node/res/data").display().to_string();
+    let stale = dir.join("stale");
+    // Each step, and what it has done once it has run.
+    let steps: [(&str, &dyn Fn() -> bool); 3] = [
+        (&format!("assert f.make_fresh({data:?}, marks)"), &|| {
+            t.join("node/res/data").is_dir() && marks(t) == 2
+        }),
+        (&format!("f.remove_made({data:?}, marks)"), &|| {
+            !t.join("node").exists() && marks(t) == 0
+        }),
+        ("assert f.made_marks() == marks", &|| marks(t) == 0),
+    ];
+    for (code, done) in steps {
+        if code.contains("made_marks") {
+            // A mark of a folder that is gone, for the sweep to drop.
+            std::fs::write(&stale, t.join("gone").display().to_string()).unwrap();
+        }
+        // Held here, as by another job between its mkdir and its mark.
+        flock(&lock, FlockOperation::LockExclusive).unwrap();
+        let mut step = folders_call(t, code);
+        // While the lock is held the step does nothing: any wait shows it, and one
+        // that did not take the lock is done in a fraction of this.
+        for _ in 0..15 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(
+                step.try_wait().unwrap().is_none(),
+                "{code} ran under another's lock"
+            );
+        }
+        flock(&lock, FlockOperation::Unlock).unwrap();
+        assert!(step.wait().unwrap().success(), "{code}");
+        assert!(done(), "{code} did its work once the lock was free");
+    }
+    // The sweep leaves the lock's file: a new one would let two jobs hold "the" lock.
+    use std::os::unix::fs::MetadataExt;
+    let now = std::fs::metadata(dir.join(".lock")).map(|m| m.ino());
+    assert_eq!(now.ok(), Some(lock.metadata().unwrap().ino()));
 }
