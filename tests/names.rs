@@ -191,3 +191,33 @@ fn a_non_utf8_path_is_kept_losslessly_beside_the_lossy_one() {
         "only where needed"
     );
 }
+
+/// A script reached through links (a file link and a folder link) runs once, named by
+/// its real path, sandboxed, from its own folder: it reads the file beside it there.
+#[test]
+fn a_linked_script_runs_once_sandboxed_by_its_real_path() {
+    let t = Tree::outside_tmp();
+    t.write(
+        "models/m/jax/model.py",
+        "import json, os\n\
+         here = os.path.dirname(os.path.realpath(__file__))\n\
+         print(json.load(open(os.path.join(here, 'params.json')))['k'])\n",
+    );
+    t.write("models/m/jax/params.json", "{\"k\": \"beside\"}");
+    t.write("links/jax/.keep", "");
+    let root = t.root();
+    std::os::unix::fs::symlink(
+        root.join("models/m/jax/model.py"),
+        root.join("links/jax/same.py"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(root.join("models"), root.join("alias")).unwrap();
+    let out = t.cmd().arg("-q").output().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let found = results(&t);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let r = &found[0].1;
+    assert_eq!(r["relative_path"], "models/m/jax/model.py");
+    assert_eq!(r["success"], true);
+    assert_eq!(text(&r["stdout_log"]).trim(), "beside");
+}

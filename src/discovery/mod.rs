@@ -161,7 +161,7 @@ pub fn discover(root: &Path, opts: &DiscoverOptions) -> Result<Discovery, Discov
     candidates.sort();
     // Files of a virtual environment are never scripts, whatever its folder's name.
     if !walked.venvs.is_empty() {
-        candidates.retain(|c| !walked.venvs.iter().any(|v| c.starts_with(v)));
+        candidates.retain(|c| !walked.venvs.iter().any(|v| c.reached.starts_with(v)));
     }
     for checked in check_all(candidates) {
         match checked {
@@ -218,8 +218,10 @@ enum Checked {
     Unreadable(String),
 }
 
-fn check(path: PathBuf) -> Checked {
-    let by = if classify::in_jax_folder(&path) {
+fn check(candidate: walk::Candidate) -> Checked {
+    let path = candidate.path;
+    // A file linked into a `jax/` folder is there for the walk, wherever it lives.
+    let by = if classify::in_jax_folder(&candidate.reached) || classify::in_jax_folder(&path) {
         DiscoveredBy::JaxFolder
     } else {
         match classify::file_imports_jax(&path) {
@@ -246,13 +248,13 @@ fn check(path: PathBuf) -> Checked {
 }
 
 /// Checks candidates on one thread per core, keeping their order.
-fn check_all(candidates: Vec<PathBuf>) -> Vec<Checked> {
+fn check_all(candidates: Vec<walk::Candidate>) -> Vec<Checked> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     if threads < 2 || candidates.len() < 64 {
         return candidates.into_iter().map(check).collect();
     }
     let chunk = candidates.len().div_ceil(threads);
-    let mut chunks: Vec<Vec<PathBuf>> = Vec::new();
+    let mut chunks: Vec<Vec<walk::Candidate>> = Vec::new();
     let mut rest = candidates;
     while rest.len() > chunk {
         let tail = rest.split_off(chunk);

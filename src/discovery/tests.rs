@@ -100,13 +100,30 @@ fn symlink_loops_and_dangling_links_warn_and_go_on() {
     assert!(d.warnings.iter().any(|w| w.contains("symlink loop")));
 }
 
+/// A file reached through links, whichever way, is one script named by its real path:
+/// it runs from its own folder (as `python` runs a linked script), where the sandbox
+/// lets it read its neighbours.
 #[test]
-fn a_file_reached_twice_through_symlinks_runs_once() {
+fn a_file_reached_through_symlinks_runs_once_by_its_real_path() {
     let (_t, root) = tree();
     write(&root, "real/jax/x.py", "import jax\n");
     symlink(root.join("real"), root.join("alias")).unwrap();
+    // A folder link, a file link, and a link to a file in the folder link.
+    write(&root, "links/jax/.keep", "");
+    symlink(root.join("real/jax/x.py"), root.join("links/jax/same.py")).unwrap();
+    symlink(root.join("alias/jax/x.py"), root.join("links/jax/again.py")).unwrap();
     let d = run(&root);
-    assert_eq!(rels(&d), vec!["alias/jax/x.py"]);
+    assert_eq!(rels(&d), vec!["real/jax/x.py"]);
+    assert_eq!(d.scripts[0].path, root.join("real/jax/x.py"));
+    // Reached only through a link, it is still named by where it lives.
+    std::fs::remove_dir_all(root.join("real")).unwrap();
+    write(&root, "elsewhere/y.py", "print(1)\n");
+    symlink(root.join("elsewhere/y.py"), root.join("links/jax/y.py")).unwrap();
+    symlink(root.join("elsewhere"), root.join("links/aliased")).unwrap();
+    let d = run(&root);
+    // Linked into a `jax/` folder it is a script there, though it never names jax.
+    assert_eq!(rels(&d), vec!["elsewhere/y.py"], "{:?}", d.warnings);
+    assert_eq!(d.scripts[0].discovered_by, DiscoveredBy::JaxFolder);
 }
 
 #[test]
@@ -207,7 +224,7 @@ fn symlinks_out_of_the_tree_are_never_walked_into() {
     // A link that stays inside is still followed.
     symlink(root.join("m/jax"), root.join("inside")).unwrap();
     let d = run(&root);
-    assert_eq!(rels(&d), vec!["inside/x.py"]);
+    assert_eq!(rels(&d), vec!["m/jax/x.py"]);
     let out: Vec<_> = d
         .warnings
         .iter()
@@ -235,6 +252,11 @@ fn a_fifo_named_like_a_script_does_not_hang_discovery() {
         .recv_timeout(std::time::Duration::from_secs(10))
         .expect("discovery blocked on a FIFO");
     assert_eq!(found, vec!["m/jax/x.py"]);
+    // Not run, and said so: the FIFO and the link to it.
+    let d = run(&root);
+    let fifos: Vec<_> = d.warnings.iter().filter(|w| w.contains("a FIFO")).collect();
+    assert_eq!(fifos.len(), 2, "{:?}", d.warnings);
+    assert!(fifos.iter().all(|w| w.contains("not a regular file")));
 }
 
 /// The same manifest entry behind a symlinked folder is refused whether the tree is
