@@ -41,7 +41,12 @@ fn every_report_gives_the_same_reason() {
     // names the line it hung at, where the others quote their last output line.
     let expected = [
         ("exits", "exit code 3", ": computed 42"),
-        ("aborts", "killed by SIGABRT", ": about to abort"),
+        // faulthandler's crash dump names the line it died at.
+        (
+            "aborts",
+            "killed by SIGABRT",
+            " at m/jax/aborts.py:4 in <module>",
+        ),
         (
             "hangs",
             "no exit within 2s (timed out)",
@@ -173,6 +178,16 @@ fn a_jax_error_and_a_hang_name_the_users_own_line() {
             hang["reason"], "no exit within 3s (timed out) at m/jax/hangs.py:10 in spin",
             "{warm}: {hang}"
         );
+        // The dump prints no source: it is read from the script. The warm start's own
+        // frames (its program comes on stdin) stay in the log, out of the reports.
+        assert_eq!(hang["user_frame"]["source"], "time.sleep(0.05)", "{warm}");
+        let md = std::fs::read_to_string(hanging.results_dir().join("execution_report.md"));
+        let md = md.unwrap();
+        assert!(
+            md.contains("m/jax/hangs.py:10 in spin\n    time.sleep(0.05)"),
+            "{md}"
+        );
+        assert!(!md.contains("<stdin>"), "{warm}: {md}");
         let tree = Tree::new();
         tree.fixture("scan_shape.py", "m/jax/scan_shape.py");
         let out = tree.run(&["--timeout", "10m", "--warm-start", warm]);
@@ -265,4 +280,55 @@ fn a_missing_module_says_how_to_add_it_and_setup_with_adds_it() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let log = std::fs::read_to_string(tree.result("needs_pkg")["stdout_log"].as_str().unwrap());
     assert!(log.unwrap().contains("value 42"));
+}
+
+/// Failures that used to name no line or the wrong words (found by an audit of 500
+/// scripts): a crash in C code, a script that does not compile, an exception whose
+/// message runs over several lines, and one raised after the script closed stderr.
+#[test]
+fn a_crash_a_syntax_error_and_a_long_message_name_the_users_line() {
+    for warm in ["auto", "off"] {
+        let tree = Tree::new();
+        tree.write(
+            "m/jax/crash.py",
+            "import ctypes\nprint('before', flush=True)\n\n\n\nctypes.string_at(0)\n",
+        );
+        tree.write("m/jax/broken.py", "import jax\n\nx = (\n");
+        tree.write(
+            "m/jax/several.py",
+            "import sys\n\nraise ValueError('line one\\nline two\\nline three')\n",
+        );
+        tree.write(
+            "m/jax/closed.py",
+            "import os, sys\nos.close(2)\nsys.stderr = open(os.devnull, 'w')\nraise KeyError('k')\n",
+        );
+        let out = tree.run(&["--retries", "0", "--warm-start", warm]);
+        assert_eq!(code(&out), 1, "{warm}: {}", stderr(&out));
+        let reason = |id: &str| tree.result(id)["reason"].as_str().unwrap().to_string();
+        assert_eq!(
+            reason("crash"),
+            "killed by SIGSEGV at m/jax/crash.py:6 in <module>",
+            "{warm}"
+        );
+        assert_eq!(
+            tree.result("crash")["user_frame"]["source"],
+            "ctypes.string_at(0)"
+        );
+        assert_eq!(
+            reason("broken"),
+            "exit code 1 at m/jax/broken.py:3: SyntaxError: '(' was never closed",
+            "{warm}"
+        );
+        assert_eq!(
+            reason("several"),
+            "exit code 1 at m/jax/several.py:3 in <module>: ValueError: line one",
+            "{warm}"
+        );
+        assert_eq!(reason("closed"), "exit code 1: KeyError", "{warm}");
+        assert_eq!(
+            tree.result("closed")["exception"]["type"],
+            "KeyError",
+            "{warm}"
+        );
+    }
 }

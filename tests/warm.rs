@@ -49,7 +49,7 @@ fn behaviour(t: &Tree, id: &str, sandbox: &str) -> Value {
     let stderr = if STDERR_VARIES.contains(&id) {
         "(varies from run to run)".into()
     } else {
-        stderr
+        thread_ids_blanked(&stderr)
     };
     serde_json::json!({
         "stderr": stderr,
@@ -63,6 +63,28 @@ fn behaviour(t: &Tree, id: &str, sandbox: &str) -> Value {
         "stdout": stdout,
         "leaks": leaks,
     })
+}
+
+/// `stderr` with the thread addresses of faulthandler's stack dumps blanked
+/// (`Current thread 0x00007f…`): they differ from one process to the next, cold or
+/// warm; the frames below them must not.
+fn thread_ids_blanked(stderr: &str) -> String {
+    stderr
+        .lines()
+        .map(|l| {
+            match l
+                .split_once("thread 0x")
+                .or_else(|| l.split_once("Thread 0x"))
+            {
+                Some((head, rest)) if l.ends_with("(most recent call first):") => {
+                    let tail = rest.split_once(' ').map_or("", |(_, t)| t);
+                    format!("{head}thread 0x… {tail}")
+                }
+                _ => l.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Unsandboxed and inside the sandbox: the zygote differs, the script must not see it.

@@ -99,6 +99,9 @@ pub struct FailureReason {
     pub stream: &'static str,
     /// What to do about it, where the reason says (a missing module: how to add it).
     pub hint: Option<String>,
+    /// The exception (`ValueError: bad`) that ends the one-line form, where the script
+    /// died of it or its output shows nothing.
+    pub exception: Option<String>,
 }
 
 impl FailureReason {
@@ -114,36 +117,57 @@ impl FailureReason {
             (last_lines(&r.stdout_log, STDOUT_TAIL_LINES), "stdout")
         };
         let place = r.user_frame.as_ref().map(|f| {
-            let at = format!("{}:{} in {}", shown_file(r, f), f.line, f.function);
+            let at = match f.function.as_str() {
+                // A SyntaxError's place names no function.
+                "" => format!("{}:{}", shown_file(r, f), f.line),
+                function => format!("{}:{} in {function}", shown_file(r, f), f.line),
+            };
             (at, f.source.clone())
         });
+        // A stopped script's output ends with its stack dump, and so does a crashed
+        // one's when its place came from faulthandler's (a fatal signal, no exit code).
         let stopped = matches!(r.status, Status::TimedOut | Status::Interrupted)
-            || r.class == FailureClass::TimedOut;
+            || r.class == FailureClass::TimedOut
+            || (r.signal.is_some() && r.return_code.is_none() && place.is_some());
+        let exception = r.exception.as_ref().map(|x| match x.message.is_empty() {
+            true => x.kind.clone(),
+            false => format!("{}: {}", x.kind, x.message),
+        });
         // The user's line leads: jax's frames can fill the whole tail above it.
         let mut lead: Vec<String> = Vec::new();
         if let Some((at, source)) = &place {
             lead.push(at.clone());
             lead.extend(source.as_ref().map(|s| format!("    {s}")));
-            lead.extend(r.exception.as_ref().map(|x| match x.message.is_empty() {
-                true => x.kind.clone(),
-                false => format!("{}: {}", x.kind, x.message),
-            }));
+            lead.extend(exception.clone());
             lead.push("…".into());
         }
+        // The exception ends the one-line form where the script died of it (the
+        // shim's hook saw it uncaught: a message of several lines, or one jax follows
+        // with a link, ends below it) or the output shows nothing (a script that
+        // closed its stderr). An exception only logged before the script exited keeps
+        // its last line.
+        let uncaught = r.jax.as_ref().and_then(|j| j.uncaught_exception.as_deref());
+        let died_of = |kind: &str| uncaught == kind.rsplit('.').next();
+        let exception = exception.filter(|_| {
+            tail.iter().all(|l| l.trim().is_empty())
+                || r.exception.as_ref().is_some_and(|x| died_of(&x.kind))
+        });
         lead.extend(tail);
         Some(FailureReason {
             words,
             place,
             stopped,
+            exception,
             tail: lead,
             stream,
             hint: r.exception.as_ref().and_then(missing_module_hint),
         })
     }
 
-    /// One line: the words, the user's line where known, and the last non-blank line
-    /// of output (`exit code 1 at m/jax/model.py:6 in efe: ValueError: bad`); a stopped
-    /// script's output ends with its stack dump, so its line ends at the place.
+    /// One line: the words, the user's line where known, and the exception or else the
+    /// last non-blank line of output (`exit code 1 at m/jax/model.py:6 in efe:
+    /// ValueError: bad`); a stopped or crashed script's output ends with its stack
+    /// dump, so its line ends at the place.
     pub fn line(&self) -> String {
         let words = match &self.place {
             Some((at, _)) => format!("{} at {at}", self.words),
@@ -152,8 +176,9 @@ impl FailureReason {
         if self.stopped && self.place.is_some() {
             return words;
         }
-        let line = match self.tail.iter().rev().find(|l| !l.trim().is_empty()) {
-            Some(last) => format!("{words}: {}", last.trim()),
+        let last = self.tail.iter().rev().find(|l| !l.trim().is_empty());
+        let line = match self.exception.as_deref().or(last.map(|l| l.trim())) {
+            Some(last) => format!("{words}: {last}"),
             None => words,
         };
         match &self.hint {
@@ -182,9 +207,17 @@ fn missing_module_hint(x: &super::ExceptionInfo) -> Option<String> {
 /// A frame's file as reports name the script: relative to the tree when it lies in
 /// it (the script's own path shown as `relative_path`), else as Python printed it.
 fn shown_file(r: &ScriptResult, f: &SourceFrame) -> String {
+    match tree_root(r).and_then(|root| std::path::Path::new(&f.file).strip_prefix(root).ok()) {
+        Some(inside) => inside.display().to_string(),
+        None => f.file.clone(),
+    }
+}
+
+/// The tree the script of `r` was found in: its path less its relative path.
+pub fn tree_root(r: &ScriptResult) -> Option<std::path::PathBuf> {
     let script = std::path::Path::new(&r.script_path);
     let relative = std::path::Path::new(&r.relative_path);
-    let root = (script.components().count() >= relative.components().count())
+    (script.components().count() >= relative.components().count())
         .then(|| {
             let mut root = script.to_path_buf();
             for _ in relative.components() {
@@ -192,11 +225,7 @@ fn shown_file(r: &ScriptResult, f: &SourceFrame) -> String {
             }
             root
         })
-        .filter(|root| script.starts_with(root));
-    match root.and_then(|root| std::path::Path::new(&f.file).strip_prefix(root).ok()) {
-        Some(inside) => inside.display().to_string(),
-        None => f.file.clone(),
-    }
+        .filter(|root| script.starts_with(root))
 }
 
 /// Seconds as people write a limit: `30s`, `5m`, `1h 30m`, `1s 500ms`.

@@ -85,6 +85,7 @@ pub async fn run_attempt(
         max_bytes: spec.max_log_bytes,
         scan: true,
         echo: echo(Stream::Stderr),
+        warm_frames: start == Start::Warm,
     };
     let out_task = drain(child_stdout, stdout_file, out_opts);
     let err_task = drain(child_stderr, stderr_file, err_opts);

@@ -71,6 +71,11 @@ pub struct StderrScan {
     dump: Option<(bool, bool)>,
     /// The innermost user frame of the last stack dump, the current thread's first.
     pub hung_at: Option<SourceFrame>,
+    /// Whether the dumps being read follow faulthandler's `Fatal Python error: …`: a
+    /// crash's (a fatal signal), up to the next line that is not a dump's.
+    dump_is_crash: bool,
+    /// The innermost user frame of a crash's dump: where the script died.
+    pub crashed_at: Option<SourceFrame>,
 }
 
 impl StderrScan {
@@ -84,11 +89,16 @@ impl StderrScan {
                 self.matches.push((i, line.trim().to_string()));
             }
         }
+        if line.starts_with("Fatal Python error: ") {
+            self.dump_is_crash = true;
+            return;
+        }
         if line.starts_with("Traceback (most recent call last)") {
             self.in_traceback = true;
             self.traceback_in_xla_bridge = false;
             self.frame_now = None;
             self.source_next = false;
+            self.dump_is_crash = false;
             return;
         }
         if self.stack_dump_line(line) {
@@ -102,9 +112,18 @@ impl StderrScan {
             self.traceback_frame_line(line);
             return;
         }
-        if indented || line.is_empty() {
+        if indented {
+            // Python's report of a script that does not compile has no header: its
+            // place (`File "s.py", line 3`, no function), the source, a caret.
+            if parse_frame(line.trim(), "").is_some() || self.source_next {
+                self.traceback_frame_line(line);
+            }
             return;
         }
+        if line.is_empty() {
+            return;
+        }
+        self.dump_is_crash = false;
         // `Type: message` or a bare `Type` ends a traceback; outside one, Python's
         // SyntaxError report has no header, so any `…Error: …` line counts.
         if let Some(info) = parse_exception_line(line, self.in_traceback) {
@@ -113,13 +132,18 @@ impl StderrScan {
                 self.user_frame = Some(frame);
             }
         }
+        // Any other line ends what a frame line outside a traceback began.
+        self.frame_now = None;
+        self.source_next = false;
         self.in_traceback = false;
     }
 
-    /// A traceback's indented line: a frame (`File "f.py", line 6, in efe`), kept when
-    /// it is the user's, or the source line printed under the user's frame.
+    /// A traceback's indented line: a frame (`File "f.py", line 6, in efe`, or a
+    /// SyntaxError's `File "f.py", line 6`), kept when it is the user's, or the source
+    /// line printed under the user's frame.
     fn traceback_frame_line(&mut self, line: &str) {
-        if let Some(frame) = parse_frame(line.trim(), ", in ") {
+        let trimmed = line.trim();
+        if let Some(frame) = parse_frame(trimmed, ", in ").or_else(|| parse_frame(trimmed, "")) {
             self.source_next = is_users(&frame.file);
             if self.source_next {
                 self.frame_now = Some(frame);
@@ -136,6 +160,8 @@ impl StderrScan {
     /// A line of faulthandler's stack dump: a thread's header (`Current thread 0x…
     /// (most recent call first):`), its frames, most recent first (`File "f.py", line
     /// 9 in spin`), or the blank line that ends it. False for any other line.
+    /// After `Fatal Python error: …`, the dump is a crash's: its current thread's user
+    /// frame is where the script died.
     fn stack_dump_line(&mut self, line: &str) -> bool {
         let header = (line.starts_with("Thread 0x") || line.starts_with("Current thread 0x"))
             && line.ends_with("(most recent call first):");
@@ -151,6 +177,9 @@ impl StderrScan {
             return line.trim().is_empty();
         };
         if !taken && is_users(&frame.file) {
+            if self.dump_is_crash && current {
+                self.crashed_at = Some(frame.clone());
+            }
             if current || self.hung_at.is_none() {
                 self.hung_at = Some(frame);
             }
@@ -176,12 +205,16 @@ impl StderrScan {
     }
 }
 
-/// `File "PATH", line N, in FUNC` (a traceback; `sep` is `", in "`) or `File "PATH",
-/// line N in FUNC` (faulthandler; `" in "`).
+/// `File "PATH", line N, in FUNC` (a traceback; `sep` is `", in "`), `File "PATH",
+/// line N in FUNC` (faulthandler; `" in "`) or `File "PATH", line N` (a SyntaxError's
+/// place; `""`: no function).
 fn parse_frame(line: &str, sep: &str) -> Option<SourceFrame> {
     let rest = line.strip_prefix("File \"")?;
     let (file, rest) = rest.rsplit_once("\", line ")?;
-    let (number, function) = rest.split_once(sep)?;
+    let (number, function) = match sep {
+        "" => (rest, ""),
+        sep => rest.split_once(sep)?,
+    };
     Some(SourceFrame {
         file: file.to_string(),
         line: number.trim().parse().ok()?,

@@ -32,6 +32,9 @@ pub struct DrainOptions {
     pub scan: bool,
     /// `--no-capture`: send every line into the event stream as it comes.
     pub echo: Option<LineEcho>,
+    /// A warm script's stderr: leave the warm start's own frames out of its stack
+    /// dumps ([`frames`]).
+    pub warm_frames: bool,
 }
 
 /// Where `--no-capture` sends a stream's lines.
@@ -177,6 +180,7 @@ pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions
         let mut pending: Vec<u8> = Vec::new();
         let mut echoed: Vec<u8> = Vec::new();
         let echo = opts.echo.clone();
+        let mut frames = opts.warm_frames.then(frames::WarmFrames::default);
         let mut take = |chunk: &[u8], out: &mut Drained| {
             if let Some(echo) = &echo {
                 split_lines(&mut echoed, chunk, |line| echo.line(line));
@@ -193,6 +197,10 @@ pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions
                 scan_lines(&mut out.scan, &mut pending, chunk);
             }
         };
+        let mut pass = |chunk: &[u8], out: &mut Drained| match frames.as_mut() {
+            Some(f) => f.feed(chunk, &mut |c| take(c, out)),
+            None => take(chunk, out),
+        };
         loop {
             let read = tokio::select! {
                 r = rx.read(&mut buf) => Some(r),
@@ -203,15 +211,18 @@ pub fn drain(source: impl Into<OwnedFd>, file: std::fs::File, opts: DrainOptions
                 // all the same (a busy runner may simply be late to read it). Take it
                 // all; only a pipe that is empty and still open is held by a stranger.
                 None => {
-                    let held = read_what_is_there(&rx, &mut buf, |c| take(c, &mut out));
+                    let held = read_what_is_there(&rx, &mut buf, |c| pass(c, &mut out));
                     out.held_open = held;
                     break;
                 }
                 Some(Ok(0)) => break,
-                Some(Ok(n)) => take(&buf[..n], &mut out),
+                Some(Ok(n)) => pass(&buf[..n], &mut out),
                 Some(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Some(Err(_)) => break,
             }
+        }
+        if let Some(f) = frames.as_mut() {
+            f.finish(&mut |c| take(c, &mut out));
         }
         if opts.scan && !pending.is_empty() {
             out.scan.line(&pending);
@@ -294,5 +305,6 @@ pub fn last_lines(bytes: &[u8], n: usize) -> Vec<String> {
     lines
 }
 
+pub mod frames;
 #[cfg(test)]
 mod tests;

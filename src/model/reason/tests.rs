@@ -58,6 +58,7 @@ fn the_line_ends_with_the_last_output_line_and_stdout_stands_in_for_stderr() {
         tail: vec!["ValueError: bad".into(), "  ".into()],
         stream: "stderr",
         hint: None,
+        exception: None,
     };
     assert_eq!(reason.line(), "exit code 3: ValueError: bad");
     // The user's own line, where a traceback named one, comes before the output's.
@@ -98,4 +99,105 @@ fn a_missing_module_says_how_to_add_it() {
         None
     );
     assert_eq!(missing_module_hint(&x("ModuleNotFoundError", "odd")), None);
+}
+
+/// A failed result as the runner writes one, with `changes` applied.
+fn failed(changes: serde_json::Value) -> ScriptResult {
+    let mut v = serde_json::json!({
+        "schema_version": 1, "id": "model", "script_path": "/out/m/jax/model.py",
+        "relative_path": "m/jax/model.py", "discovered_by": "jax_folder",
+        "success": false, "status": "failed", "class": "script_error", "return_code": 1,
+        "signal": null, "device_requested": "cpu", "device_used": "cpu",
+        "device_mismatch": false, "attempts": [],
+        "execution_time_s": 1.0, "peak_memory_mb": 1.0, "cpu_user_s": 0.0,
+        "cpu_system_s": 0.0, "timeout_s": 2.0, "started_at": null,
+        "finished_at": null, "stdout_log": "/o", "stderr_log": "/e",
+        "stdout_bytes": 0, "stderr_bytes": 0, "stderr_tail": [],
+        "log_truncated": false, "leaks": [], "data_dir": "/d",
+        "sandbox": {"kind": "none", "network": true, "home_visible": true, "environment": "inherited"}
+    });
+    for (k, val) in changes.as_object().unwrap() {
+        v[k] = val.clone();
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+/// The exception ends the line where the output shows it, below which a message of
+/// several lines (or jax's link) goes on; a later line of the script's own stays last.
+#[test]
+fn the_line_ends_with_the_exception_the_output_shows() {
+    let frame = serde_json::json!({"file": "/out/m/jax/model.py", "line": 3,
+        "function": "<module>", "source": "raise ValueError(msg)"});
+    let several = failed(serde_json::json!({
+        "stderr_tail": ["Traceback (most recent call last):",
+            "  File \"/out/m/jax/model.py\", line 3, in <module>",
+            "ValueError: line one", "line two", "line three"],
+        "exception": {"type": "ValueError", "message": "line one"},
+        "user_frame": frame,
+        "jax": {"jax_imported": false, "uncaught_exception": "ValueError"},
+    }));
+    let r = FailureReason::of(&several).unwrap();
+    assert_eq!(
+        r.line(),
+        "exit code 1 at m/jax/model.py:3 in <module>: ValueError: line one"
+    );
+    // jax's own, named with its module, and a link below it.
+    let jax_error = failed(serde_json::json!({
+        "stderr_tail": ["jax.errors.TracerBoolConversionError: Attempted boolean conversion",
+            "See https://docs.jax.dev/en/latest/errors.html"],
+        "exception": {"type": "jax.errors.TracerBoolConversionError",
+            "message": "Attempted boolean conversion"},
+        "jax": {"jax_imported": true, "uncaught_exception": "TracerBoolConversionError"},
+    }));
+    assert_eq!(
+        FailureReason::of(&jax_error).unwrap().line(),
+        "exit code 1: jax.errors.TracerBoolConversionError: Attempted boolean conversion"
+    );
+    // An exception only logged, then the script's own last words and `sys.exit(1)`
+    // (no uncaught exception): the last line stays.
+    let logged = failed(serde_json::json!({
+        "stderr_tail": ["Traceback (most recent call last):", "ValueError: retried", "giving up"],
+        "exception": {"type": "ValueError", "message": "retried"},
+        "jax": {"jax_imported": false, "uncaught_exception": null},
+    }));
+    assert_eq!(
+        FailureReason::of(&logged).unwrap().line(),
+        "exit code 1: giving up"
+    );
+    // Nothing on stderr or stdout (a script that closed them): the hook's type.
+    let closed = failed(serde_json::json!({"exception": {"type": "ValueError", "message": ""}}));
+    assert_eq!(
+        FailureReason::of(&closed).unwrap().line(),
+        "exit code 1: ValueError"
+    );
+}
+
+/// A SyntaxError's place has no function; a crash's comes from its dump, which ends
+/// its output.
+#[test]
+fn a_syntax_error_and_a_crash_are_placed() {
+    let syntax = failed(serde_json::json!({
+        "stderr_tail": ["  File \"/out/m/jax/model.py\", line 3", "    x = (", "        ^",
+            "SyntaxError: '(' was never closed"],
+        "exception": {"type": "SyntaxError", "message": "'(' was never closed"},
+        "user_frame": {"file": "/out/m/jax/model.py", "line": 3, "function": "", "source": "x = ("},
+    }));
+    assert_eq!(
+        FailureReason::of(&syntax).unwrap().line(),
+        "exit code 1 at m/jax/model.py:3: SyntaxError: '(' was never closed"
+    );
+    let crash = failed(serde_json::json!({
+        "class": "killed_by_signal", "return_code": null, "signal": libc::SIGSEGV,
+        "stderr_tail": ["Fatal Python error: Segmentation fault", "",
+            "Current thread 0x00007f0000000002 (most recent call first):",
+            "  File \"/out/m/jax/model.py\", line 6 in <module>",
+            "", "Extension modules: numpy (total: 1)"],
+        "user_frame": {"file": "/out/m/jax/model.py", "line": 6, "function": "<module>",
+            "source": "ctypes.string_at(0)"},
+    }));
+    let r = FailureReason::of(&crash).unwrap();
+    assert_eq!(
+        r.line(),
+        "killed by SIGSEGV at m/jax/model.py:6 in <module>"
+    );
 }

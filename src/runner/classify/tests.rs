@@ -224,3 +224,59 @@ fn a_stack_dump_names_where_the_current_thread_was() {
     assert_eq!(f.source, None);
     assert!(s.user_frame.is_none() && s.exception.is_none());
 }
+
+/// Python's report of a script that does not compile has no traceback header and no
+/// function: its place is still the user's line, with its source.
+#[test]
+fn a_syntax_error_names_its_line() {
+    let s = scan(
+        "  File \"/t/m/jax/broken.py\", line 3\n    \
+         x = (\n        \
+         ^\n\
+         SyntaxError: '(' was never closed\n",
+    );
+    let f = s.user_frame.expect("the line that does not compile");
+    assert_eq!(
+        (f.file.as_str(), f.line, f.function.as_str()),
+        ("/t/m/jax/broken.py", 3, "")
+    );
+    assert_eq!(f.source.as_deref(), Some("x = ("));
+    // Imported from the script: the traceback's last place is the module's line.
+    let s = scan(
+        "Traceback (most recent call last):\n  \
+         File \"/t/m/jax/main.py\", line 1, in <module>\n    \
+         import helper\n  \
+         File \"/t/m/jax/helper.py\", line 2\n    \
+         def (\n        \
+         ^\n\
+         SyntaxError: invalid syntax\n",
+    );
+    let f = s.user_frame.expect("the helper's line");
+    assert_eq!((f.file.as_str(), f.line), ("/t/m/jax/helper.py", 2));
+    assert_eq!(f.source.as_deref(), Some("def ("));
+    // A place printed apart from any error is not one.
+    let s = scan("  File \"/t/m/jax/x.py\", line 9\nsomething else\nValueError: later\n");
+    assert!(s.user_frame.is_none());
+}
+
+/// faulthandler's dump after `Fatal Python error:` is a crash's: where the current
+/// thread was is where the script died; a stop's dump is not a crash.
+#[test]
+fn a_crash_dump_names_where_the_script_died() {
+    let s = scan(
+        "Fatal Python error: Segmentation fault\n\n\
+         Thread 0x00007f0000000001 (most recent call first):\n  \
+         File \"/t/m/jax/worker.py\", line 3 in loop\n\n\
+         Current thread 0x00007f0000000002 (most recent call first):\n  \
+         File \"/usr/lib/python3.11/ctypes/__init__.py\", line 519 in string_at\n  \
+         File \"/t/m/jax/crash.py\", line 6 in <module>\n\n\
+         Extension modules: numpy.core._multiarray_umath (total: 1)\n",
+    );
+    let f = s.crashed_at.expect("where it died");
+    assert_eq!((f.file.as_str(), f.line), ("/t/m/jax/crash.py", 6));
+    let s = scan(
+        "Current thread 0x00007f0000000002 (most recent call first):\n  \
+         File \"/t/m/jax/hang.py\", line 7 in spin\n\n",
+    );
+    assert!(s.crashed_at.is_none() && s.hung_at.is_some());
+}

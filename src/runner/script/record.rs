@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use super::{gpu, status_of};
-use crate::model::{Attempt, JaxTelemetry, Platform, ScriptResult};
+use crate::model::{Attempt, ExceptionInfo, JaxTelemetry, Platform, ScriptResult, SourceFrame};
 use crate::runner::attempt::{AttemptOutcome, Attempted, Start, StoppedBy};
 use crate::runner::classify::{classify, Ending};
 use crate::runner::RunContext;
@@ -127,7 +127,15 @@ fn record(
             .fold(0.0, f64::max),
         class: verdict.class,
         matched_line: verdict.matched_line,
-        exception: verdict.exception,
+        // A script whose traceback never reached its stderr (it closed or replaced the
+        // stream) still names its exception's type, from the shim's hook.
+        exception: verdict.exception.or_else(|| {
+            let kind = jax.as_ref()?.uncaught_exception.clone()?;
+            (o.exit.code != Some(0)).then(|| ExceptionInfo {
+                kind,
+                message: String::new(),
+            })
+        }),
         // A stopped script's own stack dump says where it was; a script that exited
         // with an error, its last traceback. A crash by a signal names no line: a
         // traceback it logged earlier is not where it died.
@@ -137,8 +145,11 @@ fn record(
                 scan.hung_at.clone().or_else(|| scan.user_frame.clone())
             }
             (None, Some(code)) if code != 0 => o.stderr.scan.user_frame.clone(),
+            // A fatal signal: where faulthandler's crash dump says it died.
+            (None, None) => o.stderr.scan.crashed_at.clone(),
             _ => None,
-        },
+        }
+        .map(|f| with_source(f, r)),
         jax,
         stdout_log: stdout_log.to_string_lossy().into_owned(),
         stderr_log: stderr_log.to_string_lossy().into_owned(),
@@ -158,4 +169,31 @@ fn record(
             _ => None,
         },
     }
+}
+
+/// Largest file a frame's source line is read from.
+const SOURCE_MAX_BYTES: u64 = 1 << 20;
+
+/// `frame` with its source line, read from its file where the output named none (a
+/// stack dump prints no source): only from a regular file inside the script's tree,
+/// whatever path the script's stderr named.
+fn with_source(mut frame: SourceFrame, r: &ScriptResult) -> SourceFrame {
+    if frame.source.is_some() || frame.line == 0 {
+        return frame;
+    }
+    let inside = crate::model::reason::tree_root(r)
+        .and_then(|root| root.canonicalize().ok())
+        .zip(Path::new(&frame.file).canonicalize().ok())
+        .filter(|(root, file)| file.starts_with(root))
+        .map(|(_, file)| file);
+    let text = inside
+        .and_then(|file| crate::confined::open_followed(&file).ok())
+        .filter(|f| f.size() <= SOURCE_MAX_BYTES)
+        .and_then(|f| f.read_to_end(SOURCE_MAX_BYTES).ok());
+    frame.source = text.and_then(|bytes| {
+        let line = bytes.split(|b| *b == b'\n').nth(frame.line as usize - 1)?;
+        let line = String::from_utf8_lossy(line).trim().to_string();
+        (!line.is_empty()).then_some(line)
+    });
+    frame
 }

@@ -144,10 +144,14 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False, preloaded
     # The runner stops a script that runs past its time with SIGTERM, a grace period,
     # then SIGKILL: every thread's stack goes to stderr first, so the record can say
     # where it hung. The default action follows (chain); a handler the script sets
-    # for itself replaces this one.
+    # for itself replaces this one. A fatal signal (SIGSEGV, SIGABRT, SIGBUS, SIGFPE,
+    # SIGILL: a crash in XLA's or a library's C code) dumps the stacks the same way,
+    # as `python -X faulthandler` does, so the record can say where it died; the
+    # process then dies of the same signal.
     try:
         import faulthandler
 
+        faulthandler.enable(all_threads=True)
         # SIGTERM by number: `import signal` would pull in enum, functools and
         # collections, 4 ms of every cold start (measured with -X importtime).
         faulthandler.register(15, all_threads=True, chain=True)
