@@ -219,3 +219,27 @@ fn a_read_only_results_folder_names_the_way_out() {
         "{err}"
     );
 }
+
+/// `run.settings` holds each option's effective value: one left to its default that
+/// the run decides shows what it decided, its source still `default`.
+#[test]
+fn the_settings_hold_what_the_run_decided() {
+    let t = Tree::new();
+    t.write("m/deep/jax/ok.py", "print('ok')\n");
+    let out = t.run(&[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let m = t.metrics();
+    let (run, settings) = (&m["run"], &m["run"]["settings"]);
+    for (option, value) in [
+        ("jobs", run["jobs"].to_string()),
+        (
+            "results-dir",
+            run["results_dir"].as_str().unwrap().to_string(),
+        ),
+        ("retry-on", "killed_by_signal".to_string()),
+        ("recursive", "true".to_string()),
+    ] {
+        assert_eq!(settings[option]["value"], value, "{option}: {settings}");
+        assert_eq!(settings[option]["source"], "default", "{option}");
+    }
+}

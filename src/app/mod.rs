@@ -253,12 +253,41 @@ fn run_info(
         runner_peak_rss_mb: runner_peak_rss_mb(),
         halted: None,
         device_choice: plan.reason.clone(),
-        settings: config.settings.clone(),
+        settings: effective_settings(config, plan.jobs, prepared.compilation_cache.as_deref()),
         profile: config.profile.clone(),
         gpu_share: plan.gpu.as_ref().map(|g| g.share),
         gpu_share_reason: plan.gpu.as_ref().map(|g| g.reason.clone()),
         xla_preset: config.xla_preset,
     }
+}
+
+/// The settings as the run used them: an option left to its default that the run
+/// decides (the jobs from the cores, the results folder and the compilation cache from
+/// the tree, the classes retried, walking the tree) shows what was decided; its source
+/// stays `default`.
+fn effective_settings(
+    config: &RunConfig,
+    jobs: usize,
+    cache: Option<&std::path::Path>,
+) -> std::collections::BTreeMap<String, crate::model::Setting> {
+    let mut settings = config.settings.clone();
+    let retry_on: Vec<&str> = config.retry.retry_on.iter().map(|c| c.as_str()).collect();
+    let decided = [
+        ("jobs", jobs.to_string()),
+        ("results-dir", config.results_dir.display().to_string()),
+        (
+            "compilation-cache",
+            cache.map_or_else(|| "off".into(), |p| p.display().to_string()),
+        ),
+        ("retry-on", retry_on.join(" ")),
+        ("recursive", config.recursive.to_string()),
+    ];
+    for (long, value) in decided {
+        if let Some(s) = settings.get_mut(long).filter(|s| s.source == "default") {
+            s.value = value;
+        }
+    }
+    settings
 }
 
 /// Makes this process the subreaper of the scripts' leftovers, so they come to the

@@ -27,6 +27,7 @@ pub fn render(m: &PerformanceMetrics, scripts: &[&ScriptRecord]) -> String {
     let mut s = String::new();
     summary(&mut s, m);
     table(&mut s, m, scripts);
+    warnings(&mut s, m);
     // Every script this run ran or meant to run that did not succeed, so the section
     // counts what the summary line's statuses other than succeeded and carried count.
     let failures: Vec<&ScriptRecord> = scripts
@@ -187,6 +188,23 @@ fn table(s: &mut String, m: &PerformanceMetrics, scripts: &[&ScriptRecord]) {
                 "| and {rest} more (in performance_metrics.json) | {status} | - | - | 0 | - | - |{dash} |"
             );
         }
+    }
+}
+
+/// What the run passed over or worked around, as the HTML and the log say it: files
+/// discovery skipped (a link out of the tree, a loop, a FIFO, an unreadable file),
+/// results it could not read.
+fn warnings(s: &mut String, m: &PerformanceMetrics) {
+    if m.warnings.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Warnings ({})\n", m.warnings.len());
+    let (shown, rest) = head(&m.warnings, LISTED);
+    for w in shown {
+        let _ = writeln!(s, "- {}", inline(w));
+    }
+    if rest > 0 {
+        let _ = writeln!(s, "- and {rest} more (in performance_metrics.json)");
     }
 }
 

@@ -231,7 +231,10 @@ fn row(s: &ScriptSummary, f: Option<&ScriptRecord>, samples: &HashMap<String, Sa
     Row {
         index: 0,
         id: s.id.clone(),
-        path: f.map(|f| f.relative_path.clone()).unwrap_or_default(),
+        // On one line, as every report words a path (a name may hold a line break).
+        path: f
+            .map(|f| crate::report::escape::line(&f.relative_path).into_owned())
+            .unwrap_or_default(),
         status: s.status,
         class: s.class.as_str(),
         device_requested: device_label(&s.device_requested),
@@ -266,7 +269,7 @@ fn unlisted_row(f: &ScriptRecord, samples: &HashMap<String, Samples>) -> Row {
     Row {
         index: 0,
         id: f.id.clone(),
-        path: f.relative_path.clone(),
+        path: crate::report::escape::line(&f.relative_path).into_owned(),
         status: f.attempts.last().map_or(Status::Interrupted, |a| a.status),
         class: f.attempts.last().map(|a| a.class.as_str()).unwrap_or(""),
         device_requested: "—".into(),

@@ -373,6 +373,10 @@ fn control_characters_from_a_script_never_reach_the_page() {
         false,
         &["ValueError: \u{1b}]52;c;eA==\u{7}\0\u{9b}\u{202e}\u{7f}"],
     );
+    // A file name may hold a line break and a tab.
+    let mut bad = bad;
+    bad.relative_path = "m/jax/new\nline\tx.py".into();
+    bad.script_path = "/out/m/jax/new\nline\tx.py".into();
     let m = metrics(std::slice::from_ref(&bad));
     let events = [
         RunEvent::ScriptFinished {
@@ -392,6 +396,12 @@ fn control_characters_from_a_script_never_reach_the_page() {
         "{html}"
     );
     assert!(html.contains("\\\\x1b]52;c;eA=="), "{html}");
+    // The path on one line, in the row's title and the card, as every report words it.
+    assert!(
+        !html.contains("new\nline") && !html.contains("line\tx"),
+        "{html}"
+    );
+    assert!(html.contains("new\\nline\\tx.py"), "{html}");
 }
 
 /// A writer that takes `room` bytes, then fails as a full disk does.

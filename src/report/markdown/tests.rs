@@ -44,8 +44,24 @@ fn report() -> String {
         vec!["gone/<img src=y onerror=alert(2)>.py".into()],
         vec![],
     );
+    let mut metrics = metrics;
+    metrics.warnings = vec![
+        "skipped /out/m/pipe.py: not a regular file (a FIFO)".into(),
+        "skipped /out/<script>alert(3)</script>.py: a symlink out of --output-dir".into(),
+    ];
     let record = ScriptRecord::of(&result);
     render(&metrics, &[&record])
+}
+
+/// Files discovery passed over are in the report too, as in the HTML and the log.
+#[test]
+fn the_warnings_are_listed() {
+    let md = report();
+    assert!(md.contains("\n## Warnings (2)\n"), "{md}");
+    assert!(
+        md.contains("- skipped /out/m/pipe.py: not a regular file (a FIFO)\n"),
+        "{md}"
+    );
 }
 
 #[test]
