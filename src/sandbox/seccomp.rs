@@ -35,6 +35,10 @@
 //!   copy of the interpreter left in a data folder would let anyone on the host act
 //!   as the sandbox user. `openat2` answers `ENOSYS` (its mode is in a struct).
 //! - **File handles:** `open_by_handle_at` opens a file by inode, past the view.
+//! - **Extended attributes:** `setxattr`, `removexattr` and their `l`/`f` forms. No
+//!   other layer holds them (Landlock has no right for them): the built-in layer
+//!   alone would let a script tag any file its user owns. Reading them stays granted,
+//!   and Python's copies (`shutil.copy2`) pass over a refusal.
 //!
 //! `seccompiler` (Firecracker's) compiles the filters from the `libc::SYS_*` numbers of
 //! the build's processor: x86_64, aarch64 or riscv64. Elsewhere there is no filter and

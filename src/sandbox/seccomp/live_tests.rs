@@ -248,6 +248,47 @@ fn setuid_and_setgid_files_cannot_be_made() {
     allowed("open(O_CREAT, 0644)", || in_tmp(0o644, false));
 }
 
+/// Extended attributes can be read, never set or removed, by path or descriptor.
+#[test]
+fn extended_attributes_are_read_only() {
+    fn on_file(call: u8) -> i64 {
+        let dir = std::env::temp_dir().join(format!("jr-xattr-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let file = dir.join("f");
+        let _ = std::fs::write(&file, b"x");
+        let path = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).unwrap();
+        let name = c"user.jax_runner_test";
+        // SAFETY: plain calls on a file this test owns, with buffers it owns.
+        unsafe {
+            let value = b"v";
+            let set = |p: *const libc::c_char| {
+                libc::setxattr(p, name.as_ptr(), value.as_ptr().cast(), 1, 0)
+            };
+            let rc = match call {
+                0 => set(path.as_ptr()),
+                1 => libc::lsetxattr(path.as_ptr(), name.as_ptr(), value.as_ptr().cast(), 1, 0),
+                2 => {
+                    let fd = libc::open(path.as_ptr(), libc::O_RDONLY);
+                    libc::fsetxattr(fd, name.as_ptr(), value.as_ptr().cast(), 1, 0)
+                }
+                3 => libc::removexattr(path.as_ptr(), name.as_ptr()),
+                4 => {
+                    let fd = libc::open(path.as_ptr(), libc::O_RDONLY);
+                    libc::fremovexattr(fd, name.as_ptr())
+                }
+                _ => libc::listxattr(path.as_ptr(), std::ptr::null_mut(), 0) as c_int,
+            };
+            result(rc.into())
+        }
+    }
+    refused("setxattr", || on_file(0), libc::EPERM);
+    refused("lsetxattr", || on_file(1), libc::EPERM);
+    refused("fsetxattr", || on_file(2), libc::EPERM);
+    refused("removexattr", || on_file(3), libc::EPERM);
+    refused("fremovexattr", || on_file(4), libc::EPERM);
+    allowed("listxattr", || on_file(5));
+}
+
 #[test]
 fn mounts_io_uring_and_terminal_input_are_refused() {
     let mount = || {
@@ -297,6 +338,19 @@ with ctx.Pool(2) as pool:
     assert pool.map(abs, [-1, -2]) == [1, 2]
 s1, s2 = socket.socketpair(); s1.sendall(b"x"); assert s2.recv(1) == b"x"
 asyncio.run(asyncio.sleep(0))
+# Copies keep the mode and times (chmod, utime stay granted) and pass over the
+# refused extended attributes.
+import shutil, tempfile
+with tempfile.TemporaryDirectory() as d:
+    src = os.path.join(d, "a"); open(src, "w").write("x"); os.chmod(src, 0o640)
+    try:
+        os.setxattr(src, "user.tag", b"v")
+        sys.exit("setting an extended attribute was allowed")
+    except PermissionError:
+        pass
+    shutil.copy2(src, os.path.join(d, "b")); shutil.copy(src, os.path.join(d, "c"))
+    assert os.stat(os.path.join(d, "b")).st_mode & 0o777 == 0o640
+    print("copies kept their mode")
 try:
     socket.socket(socket.AF_UNIX)
     sys.exit("an AF_UNIX socket was allowed")

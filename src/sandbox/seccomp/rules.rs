@@ -182,6 +182,12 @@ pub(super) const EPERM: &[Rule] = &[
     always("modify_ldt", libc::SYS_modify_ldt),
     always("open_by_handle_at", libc::SYS_open_by_handle_at),
     always("name_to_handle_at", libc::SYS_name_to_handle_at),
+    always("setxattr", libc::SYS_setxattr),
+    always("lsetxattr", libc::SYS_lsetxattr),
+    always("fsetxattr", libc::SYS_fsetxattr),
+    always("removexattr", libc::SYS_removexattr),
+    always("lremovexattr", libc::SYS_lremovexattr),
+    always("fremovexattr", libc::SYS_fremovexattr),
 ];
 
 /// Address families of the network, for a script with no network namespace of its own
