@@ -139,6 +139,52 @@ fn daemon_case(account: Account, how: How) {
     );
 }
 
+// --- a daemon that also overwrote its environment block ------------------------------
+
+/// The built-in layer alone as an ordinary user holds no PID namespace and no cgroup,
+/// and the daemon's environment no longer carries the token: no attempt's sweep can
+/// trace it, and the run ends it once its last script is over, saying so.
+fn wiped_case(account: Account, how: How) {
+    let case = format!("wiped daemon {}", describe(&account, how));
+    if !root_here(how, &case) || !bwrap_here(how, &case) {
+        return;
+    }
+    let mark = Marked(new_mark());
+    let (tree, cmd) = marked_setup(&account, how, "orphan_wiped.py", &mark);
+    let out = output(&account, how, cmd);
+    assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
+    let r = tree.result("orphan_wiped");
+    assert_eq!(r["status"], "succeeded", "{case}: {}", r["stderr_tail"]);
+    check_start(&r, how, &account, &case);
+    let left = mark.gone_within(Duration::from_secs(5));
+    assert!(
+        left.is_empty(),
+        "{case}: the daemon outlived the run: {left:?}"
+    );
+    let pid = std::fs::read_to_string(data_dir(&r).join("daemon.pid")).unwrap();
+    let warnings = tree.metrics()["warnings"].to_string();
+    let traced = r["leaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l["pid"].to_string() == pid.trim());
+    assert!(
+        traced || warnings.contains(&format!("{} (", pid.trim())),
+        "{case}: the daemon {} is neither a leak nor in the warnings: {warnings}",
+        pid.trim()
+    );
+}
+
+#[test]
+fn as_user_warm_without_bwrap_a_daemon_that_wiped_its_environment_is_ended() {
+    wiped_case(Account::user(), WARM);
+}
+
+#[test]
+fn as_user_cold_without_bwrap_a_daemon_that_wiped_its_environment_is_ended() {
+    wiped_case(Account::user(), COLD);
+}
+
 #[test]
 fn as_user_warm_without_bwrap_a_double_forked_daemon_is_ended() {
     daemon_case(Account::user(), WARM);

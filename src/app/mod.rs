@@ -86,16 +86,14 @@ pub async fn run(
         &halt,
     )
     .await;
+    let mut warnings = prepared.discovery.warnings.clone();
+    warnings.extend(end_strays(&events).await);
     let mut run = run_info(&config, &prepared, started_at, started, &stop);
     run.halted = halt.reason().map(|r| r.to_string());
-    let mut metrics = PerformanceMetrics::build(
-        run,
-        results,
-        prepared.discovery.missing.clone(),
-        prepared.discovery.warnings.clone(),
-    )
-    .with_refused(prepared.discovery.refused.clone())
-    .with_render_failures(prepared.discovery.render_failures.clone());
+    let mut metrics =
+        PerformanceMetrics::build(run, results, prepared.discovery.missing.clone(), warnings)
+            .with_refused(prepared.discovery.refused.clone())
+            .with_render_failures(prepared.discovery.render_failures.clone());
     metrics.environment = prepared.environment.take();
     events.emit(RunEvent::RunFinished {
         metrics: Box::new(metrics.clone()),
@@ -107,6 +105,32 @@ pub async fn run(
         report_errors,
         halted: halt.reason(),
     })
+}
+
+/// Ends what the scripts left that no attempt's sweep could trace ([`runner::reaper::strays`]),
+/// once every script is over; the warning names each.
+async fn end_strays(events: &EventSender) -> Option<String> {
+    let keep = runner::sentinel::pid();
+    let strays = tokio::task::spawn_blocking(move || runner::reaper::strays(keep))
+        .await
+        .unwrap_or_default();
+    if strays.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = strays
+        .iter()
+        .map(|l| format!("{} ({})", l.pid, l.command))
+        .collect();
+    let message = format!(
+        "ended {} process(es) the scripts left that no script's sweep could trace (they \
+         left their session and overwrote their environment): {}",
+        strays.len(),
+        crate::listing::first_named(&named, 10)
+    );
+    events.emit(RunEvent::Warning {
+        message: message.clone(),
+    });
+    Some(message)
 }
 
 /// `--dry-run`: *prepare* only, with the plan in [`Prepared::dry`]. Nothing is

@@ -226,6 +226,45 @@ pub fn cgroup_leftovers(
     out
 }
 
+/// After the run's last script: every process still reparented to the runner (the
+/// subreaper) but the sentinel is a leftover of the scripts that no attempt's sweep
+/// could trace, because it left its group and session and overwrote its environment
+/// block, and no PID namespace or cgroup held it (the built-in layer alone, as an
+/// ordinary user). Each is killed with its group, waited for and reaped, round after
+/// round, and reported; zombies are reaped.
+pub fn strays(keep: Option<u32>) -> Vec<Leak> {
+    let mut killed: Vec<Leak> = Vec::new();
+    for _round in 0..8 {
+        let mut found: Vec<Victim> = Vec::new();
+        for pid in own_children() {
+            if keep == Some(pid) || killed.iter().any(|l| l.pid == pid) {
+                continue;
+            }
+            let victim = Victim::open(pid);
+            if is_zombie(pid) {
+                let pid = rustix::process::Pid::from_raw(pid as i32);
+                let _ = rustix::process::waitpid(pid, rustix::process::WaitOptions::NOHANG);
+                continue;
+            }
+            found.push(victim);
+        }
+        if found.is_empty() {
+            break;
+        }
+        for victim in &found {
+            let command = command_line(victim.pid);
+            victim.kill();
+            killed.push(Leak {
+                pid: victim.pid,
+                command,
+            });
+        }
+        wait_gone(&mut found, GONE_WAIT);
+        reap_orphans(&killed);
+    }
+    killed
+}
+
 /// Kills every process whose environment carries a token starting with `prefix` (a
 /// run's token; see [`TOKEN_VAR`]), with its group. For the sentinel, after the runner
 /// is gone.

@@ -48,11 +48,21 @@ pub fn start(token_prefix: &str, parents: &[PathBuf]) -> Option<Sentinel> {
         });
     }
     let child = cmd.spawn().ok()?;
+    let _ = PID.set(child.id());
     // Not waited for: it ends on its own once the pipe ends, and is then reaped by
     // whoever is the runner's reaper (the runner itself, a subreaper, reaps children
     // that exit while it runs; its sweeps take no notice of this one).
     drop(child);
     Some(Sentinel { _pipe: write })
+}
+
+/// The sentinel started for this run, if any: the one child the runner keeps after
+/// its last script ([`super::reaper::strays`] passes over it).
+static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// The sentinel's process, once started.
+pub fn pid() -> Option<u32> {
+    PID.get().copied()
 }
 
 /// The sentinel's life, from `main` when the first argument is [`ARG`]: wait for the
