@@ -161,17 +161,17 @@ fn wiped_case(account: Account, how: How) {
         left.is_empty(),
         "{case}: the daemon outlived the run: {left:?}"
     );
-    let pid = std::fs::read_to_string(data_dir(&r).join("daemon.pid")).unwrap();
-    let warnings = tree.metrics()["warnings"].to_string();
-    let traced = r["leaks"]
-        .as_array()
+    let pid: u64 = std::fs::read_to_string(data_dir(&r).join("daemon.pid"))
         .unwrap()
-        .iter()
-        .any(|l| l["pid"].to_string() == pid.trim());
+        .trim()
+        .parse()
+        .unwrap();
+    let warnings = tree.metrics()["warnings"].to_string();
+    let leaks = r["leaks"].as_array().unwrap();
+    let traced = leaks.iter().any(|l| l["pid"].as_u64() == Some(pid));
     assert!(
-        traced || warnings.contains(&format!("{} (", pid.trim())),
-        "{case}: the daemon {} is neither a leak nor in the warnings: {warnings}",
-        pid.trim()
+        traced || warnings.contains(&format!("{pid} (")),
+        "{case}: the daemon {pid} is neither a leak nor in the warnings: {warnings}"
     );
 }
 
