@@ -93,23 +93,38 @@ fn data_dir(r: &Value) -> PathBuf {
 
 // --- a double-forked daemon that writes into the data folder -------------------------
 
-fn daemon_case(account: Account, how: How) {
-    let case = format!("daemon {}", describe(&account, how));
+/// Runs `fixture` (a script that leaves a daemon and exits 0) in `how`, and checks that
+/// it succeeded, started as `how` starts, and that no daemon outlived the run. `None`
+/// where this machine cannot give `how`.
+fn daemon_run(
+    account: &Account,
+    how: How,
+    what: &str,
+    fixture: &str,
+) -> Option<(Tree, Value, String)> {
+    let case = format!("{what} {}", describe(account, how));
     if !root_here(how, &case) || !bwrap_here(how, &case) {
-        return;
+        return None;
     }
     let mark = Marked(new_mark());
-    let (tree, cmd) = marked_setup(&account, how, "orphan_daemon.py", &mark);
-    let out = output(&account, how, cmd);
+    let (tree, cmd) = marked_setup(account, how, &format!("{fixture}.py"), &mark);
+    let out = output(account, how, cmd);
     assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
-    let r = tree.result("orphan_daemon");
+    let r = tree.result(fixture);
     assert_eq!(r["status"], "succeeded", "{case}: {}", r["stderr_tail"]);
-    check_start(&r, how, &account, &case);
+    check_start(&r, how, account, &case);
     let left = mark.gone_within(Duration::from_secs(5));
     assert!(
         left.is_empty(),
         "{case}: the daemon outlived the run: {left:?}"
     );
+    Some((tree, r, case))
+}
+
+fn daemon_case(account: Account, how: How) {
+    let Some((_tree, r, case)) = daemon_run(&account, how, "daemon", "orphan_daemon") else {
+        return;
+    };
     let data = data_dir(&r);
     let leaks = r["leaks"].as_array().unwrap();
     if !namespaced(how, &account) {
@@ -145,22 +160,9 @@ fn daemon_case(account: Account, how: How) {
 /// and the daemon's environment no longer carries the token: no attempt's sweep can
 /// trace it, and the run ends it once its last script is over, saying so.
 fn wiped_case(account: Account, how: How) {
-    let case = format!("wiped daemon {}", describe(&account, how));
-    if !root_here(how, &case) || !bwrap_here(how, &case) {
+    let Some((tree, r, case)) = daemon_run(&account, how, "wiped daemon", "orphan_wiped") else {
         return;
-    }
-    let mark = Marked(new_mark());
-    let (tree, cmd) = marked_setup(&account, how, "orphan_wiped.py", &mark);
-    let out = output(&account, how, cmd);
-    assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
-    let r = tree.result("orphan_wiped");
-    assert_eq!(r["status"], "succeeded", "{case}: {}", r["stderr_tail"]);
-    check_start(&r, how, &account, &case);
-    let left = mark.gone_within(Duration::from_secs(5));
-    assert!(
-        left.is_empty(),
-        "{case}: the daemon outlived the run: {left:?}"
-    );
+    };
     let pid: u64 = std::fs::read_to_string(data_dir(&r).join("daemon.pid"))
         .unwrap()
         .trim()

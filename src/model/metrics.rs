@@ -350,3 +350,27 @@ pub(crate) fn test_run_info(patch: serde_json::Value) -> RunInfo {
     }
     serde_json::from_value(run).expect("a valid RunInfo")
 }
+
+/// A failed script's result for tests (`m/jax/model.py` in `/out`, exit code 1, no
+/// attempt), with `patch`'s keys on top.
+#[cfg(test)]
+pub(crate) fn test_failed_result(patch: serde_json::Value) -> super::ScriptResult {
+    let mut v = serde_json::json!({
+        "schema_version": 1, "id": "model", "script_path": "/out/m/jax/model.py",
+        "relative_path": "m/jax/model.py", "discovered_by": "jax_folder",
+        "success": false, "status": "failed", "class": "script_error", "return_code": 1,
+        "signal": null, "device_requested": "cpu", "device_used": "cpu",
+        "device_mismatch": false, "attempts": [],
+        "execution_time_s": 1.0, "peak_memory_mb": 1.0, "cpu_user_s": 0.0,
+        "cpu_system_s": 0.0, "timeout_s": 2.0, "started_at": null,
+        "finished_at": null, "stdout_log": "/o", "stderr_log": "/e",
+        "stdout_bytes": 0, "stderr_bytes": 0, "stderr_tail": [],
+        "log_truncated": false, "leaks": [], "data_dir": "/d",
+        "sandbox": {"kind": "none", "network": true, "home_visible": true, "environment": "inherited"}
+    });
+    let base = v.as_object_mut().expect("an object");
+    for (k, val) in patch.as_object().expect("patch is an object") {
+        base.insert(k.clone(), val.clone());
+    }
+    serde_json::from_value(v).expect("a valid ScriptResult")
+}

@@ -22,7 +22,7 @@ pub use export::{Export, ExportFormat, ExportTarget};
 pub use gpu::GpuUse;
 pub use list::PlannedScript;
 #[cfg(test)]
-pub(crate) use metrics::test_run_info;
+pub(crate) use metrics::{test_failed_result, test_run_info};
 pub use metrics::{DeviceTimes, PerformanceMetrics, RenderFailed, RunInfo, Totals};
 pub use outcomes::{Outcomes, STATUSES};
 pub use result::{lossless_hex, results_file_name, Attempt, Fallback, ScriptResult};

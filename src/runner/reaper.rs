@@ -96,23 +96,33 @@ pub fn sweep(token: &str, seen: &[u32], sandbox_init: Option<&str>) -> Vec<Leak>
                 found.push(victim);
             }
         }
-        if found.is_empty() {
+        if !end_all(found, &mut killed) {
             break;
         }
-        for victim in &found {
-            let command = command_line(victim.pid);
-            victim.kill();
-            killed.push(Leak {
-                pid: victim.pid,
-                command,
-            });
-        }
-        wait_gone(&mut found, GONE_WAIT);
-        reap_orphans(&killed);
     }
     reap_orphans(&killed);
     killed.retain(|l| !sandbox_init.is_some_and(|init| l.command.starts_with(init)));
     killed
+}
+
+/// One round of a sweep: kills each of `found` with its group, records it in
+/// `killed`, waits until all have exited and reaps those reparented to the runner.
+/// False when there was nothing to end.
+fn end_all(mut found: Vec<Victim>, killed: &mut Vec<Leak>) -> bool {
+    if found.is_empty() {
+        return false;
+    }
+    for victim in &found {
+        let command = command_line(victim.pid);
+        victim.kill();
+        killed.push(Leak {
+            pid: victim.pid,
+            command,
+        });
+    }
+    wait_gone(&mut found, GONE_WAIT);
+    reap_orphans(killed);
+    true
 }
 
 /// How long the sweep waits, each round, for what it killed to exit. A SIGKILLed
@@ -248,19 +258,9 @@ pub fn strays(keep: Option<u32>) -> Vec<Leak> {
             }
             found.push(victim);
         }
-        if found.is_empty() {
+        if !end_all(found, &mut killed) {
             break;
         }
-        for victim in &found {
-            let command = command_line(victim.pid);
-            victim.kill();
-            killed.push(Leak {
-                pid: victim.pid,
-                command,
-            });
-        }
-        wait_gone(&mut found, GONE_WAIT);
-        reap_orphans(&killed);
     }
     killed
 }

@@ -101,26 +101,7 @@ fn a_missing_module_says_how_to_add_it() {
     assert_eq!(missing_module_hint(&x("ModuleNotFoundError", "odd")), None);
 }
 
-/// A failed result as the runner writes one, with `changes` applied.
-fn failed(changes: serde_json::Value) -> ScriptResult {
-    let mut v = serde_json::json!({
-        "schema_version": 1, "id": "model", "script_path": "/out/m/jax/model.py",
-        "relative_path": "m/jax/model.py", "discovered_by": "jax_folder",
-        "success": false, "status": "failed", "class": "script_error", "return_code": 1,
-        "signal": null, "device_requested": "cpu", "device_used": "cpu",
-        "device_mismatch": false, "attempts": [],
-        "execution_time_s": 1.0, "peak_memory_mb": 1.0, "cpu_user_s": 0.0,
-        "cpu_system_s": 0.0, "timeout_s": 2.0, "started_at": null,
-        "finished_at": null, "stdout_log": "/o", "stderr_log": "/e",
-        "stdout_bytes": 0, "stderr_bytes": 0, "stderr_tail": [],
-        "log_truncated": false, "leaks": [], "data_dir": "/d",
-        "sandbox": {"kind": "none", "network": true, "home_visible": true, "environment": "inherited"}
-    });
-    for (k, val) in changes.as_object().unwrap() {
-        v[k] = val.clone();
-    }
-    serde_json::from_value(v).unwrap()
-}
+use crate::model::test_failed_result as failed;
 
 /// The exception ends the line where the output shows it, below which a message of
 /// several lines (or jax's link) goes on; a later line of the script's own stays last.

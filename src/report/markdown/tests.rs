@@ -13,24 +13,14 @@ const HOSTILE: &str = "ValueError(\"<img src=x onerror=alert(1)>\")";
 const NAME: &str = "e`v``il_<b>|*x*|[l](javascript:alert(1))";
 
 fn hostile_result() -> ScriptResult {
-    serde_json::from_value(json!({
-        "schema_version": 1, "id": NAME, "script_path": format!("/out/{NAME}.py"),
-        "relative_path": format!("m/jax/{NAME}.py"), "discovered_by": "jax_folder",
-        "success": false, "status": "failed", "class": "script_error", "return_code": 1,
-        "signal": null, "device_requested": "cpu", "device_used": "cpu",
-        "device_mismatch": false, "attempts": [],
-        "execution_time_s": 1.0, "peak_memory_mb": 1.0, "cpu_user_s": 0.0,
-        "cpu_system_s": 0.0, "timeout_s": 2.0, "started_at": null,
-        "finished_at": null, "stdout_log": "/o", "stderr_log": "/e",
-        "stdout_bytes": 0, "stderr_bytes": 4, "log_truncated": false, "leaks": [],
+    crate::model::test_failed_result(json!({
+        "id": NAME, "script_path": format!("/out/{NAME}.py"),
+        "relative_path": format!("m/jax/{NAME}.py"), "stderr_bytes": 4,
         "stderr_tail": ["Traceback (most recent call last):", "```", "</pre><script>alert(1)</script>",
             format!("ValueError: {HOSTILE}")],
         "exception": {"type": "ValueError", "message": HOSTILE},
         "matched_line": format!("ValueError: {HOSTILE}"),
-        "data_dir": "/d",
-        "sandbox": {"kind": "none", "network": true, "home_visible": true, "environment": "inherited"}
     }))
-    .unwrap()
 }
 
 fn report() -> String {
