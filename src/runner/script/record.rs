@@ -137,8 +137,9 @@ fn record(
             })
         }),
         // A stopped script's own stack dump says where it was; a script that exited
-        // with an error, its last traceback. A crash by a signal names no line: a
-        // traceback it logged earlier is not where it died.
+        // with an error, its last traceback; a crash by a signal, faulthandler's dump
+        // after `Fatal Python error:` (a traceback it logged earlier is not where it
+        // died, so only that dump counts).
         user_frame: match (o.stopped_by, o.exit.code) {
             (Some(StoppedBy::Timeout | StoppedBy::Interrupt), _) => {
                 let scan = &o.stderr.scan;
