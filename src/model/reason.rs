@@ -147,11 +147,10 @@ impl FailureReason {
         // closed its stderr). An exception only logged before the script exited keeps
         // its last line.
         let uncaught = r.jax.as_ref().and_then(|j| j.uncaught_exception.as_deref());
-        let died_of = |kind: &str| uncaught == kind.rsplit('.').next();
-        let exception = exception.filter(|_| {
-            tail.iter().all(|l| l.trim().is_empty())
-                || r.exception.as_ref().is_some_and(|x| died_of(&x.kind))
-        });
+        let died_of_it =
+            (r.exception.as_ref()).is_some_and(|x| uncaught == x.kind.rsplit('.').next());
+        let exception =
+            exception.filter(|_| died_of_it || tail.iter().all(|l| l.trim().is_empty()));
         lead.extend(tail);
         Some(FailureReason {
             words,

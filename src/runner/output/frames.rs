@@ -34,21 +34,43 @@ impl WarmFrames {
             out(chunk);
             return;
         }
+        // What passes goes out in runs as long as the chunk allows (one write of the
+        // log each, not one a line): only a dropped line cuts a run.
         let mut rest = chunk;
-        while let Some(pos) = rest.iter().position(|b| *b == b'\n') {
-            let (line, after) = rest.split_at(pos + 1);
-            if self.held.is_empty() {
-                self.line(line, out);
-            } else {
-                let mut whole = std::mem::take(&mut self.held);
-                whole.extend_from_slice(line);
-                self.line(&whole, out);
+        if !self.held.is_empty() {
+            let Some(pos) = rest.iter().position(|b| *b == b'\n') else {
+                return self.hold(rest, out);
+            };
+            let mut whole = std::mem::take(&mut self.held);
+            whole.extend_from_slice(&rest[..=pos]);
+            if self.keeps(&whole) {
+                out(&whole);
             }
-            rest = after;
+            rest = &rest[pos + 1..];
         }
+        let mut run = 0;
+        let mut at = 0;
+        while let Some(pos) = rest[at..].iter().position(|b| *b == b'\n') {
+            let end = at + pos + 1;
+            if !self.keeps(&rest[at..end]) {
+                if run < at {
+                    out(&rest[run..at]);
+                }
+                run = end;
+            }
+            at = end;
+        }
+        if run < at {
+            out(&rest[run..at]);
+        }
+        self.hold(&rest[at..], out);
+    }
+
+    /// Holds the partial line `rest` back until its newline comes; a line longer than
+    /// any dump's passes as it is.
+    fn hold(&mut self, rest: &[u8], out: &mut impl FnMut(&[u8])) {
         self.held.extend_from_slice(rest);
         if self.held.len() > MAX_HELD {
-            // No dump line is this long: whatever it is passes.
             self.in_dump = false;
             out(&std::mem::take(&mut self.held));
         }
@@ -61,20 +83,19 @@ impl WarmFrames {
         }
     }
 
-    /// One whole line, its newline included.
-    fn line(&mut self, line: &[u8], out: &mut impl FnMut(&[u8])) {
+    /// Whether one whole line (its newline included) passes: all but the warm start's
+    /// frames in a dump.
+    fn keeps(&mut self, line: &[u8]) -> bool {
         let text = line.strip_suffix(b"\n").unwrap_or(line);
         let text = text.strip_suffix(b"\r").unwrap_or(text);
         if text.ends_with(DUMP_HEADER_END) {
             self.in_dump = true;
         } else if self.in_dump && is_frame(text) {
-            if is_warm_starts(text) {
-                return;
-            }
+            return !is_warm_starts(text);
         } else {
             self.in_dump = false;
         }
-        out(line);
+        true
     }
 }
 
@@ -156,5 +177,23 @@ mod tests {
         );
         let long = "x".repeat(3 * MAX_HELD);
         assert_eq!(filtered(&[long.as_bytes()]), long);
+    }
+
+    /// Lines that pass go out in runs, not a write a line, even when reads end in the
+    /// middle of a line (as a flood's 64 KiB reads do).
+    #[test]
+    fn a_flood_passes_in_runs() {
+        let lines: String = (0..1000).map(|i| format!("warning {i}\n")).collect();
+        let mut f = WarmFrames::default();
+        let mut calls = 0;
+        f.feed(b"partial ", &mut |_| calls += 1);
+        f.feed(lines.as_bytes(), &mut |_| calls += 1);
+        f.feed(b"tail", &mut |_| calls += 1);
+        assert!(calls <= 2, "{calls} writes for 1,000 lines");
+        let cut = DUMP.len() / 2;
+        let (mut calls, dump) = (0, format!("{lines}{DUMP}{lines}"));
+        f.feed(&dump.as_bytes()[..cut], &mut |_| calls += 1);
+        f.feed(&dump.as_bytes()[cut..], &mut |_| calls += 1);
+        assert!(calls <= 6, "{calls} writes around one dump");
     }
 }
