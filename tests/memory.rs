@@ -230,3 +230,39 @@ fn as_user_the_watchdog_stops_a_script_past_its_limit_after_the_first_seconds() 
         assert!(!log.contains("True"), "{case}: it finished: {log}");
     }
 }
+
+/// A script whose main thread ended alone holds its memory in the thread that lives
+/// on, where `/proc/<pid>` shows a zombie's nothing: the watchdog still counts it and
+/// stops the script past its limit.
+fn headless_case(account: Account, how: How) {
+    let case = format!(
+        "headless block past --memory-limit 200M {}",
+        describe(&account, how)
+    );
+    let args = [
+        "--memory-limit",
+        "200M",
+        "--retries",
+        "0",
+        "--timeout",
+        "60",
+    ];
+    if let Some((_tree, _, r)) = launch(&account, how, "memory_headless.py", &args, &case) {
+        assert_eq!(r["class"], "out_of_memory", "{case}: {r}");
+        let log = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+        assert!(
+            log.contains("taking") && !log.contains("kept"),
+            "{case}: {log}"
+        );
+    }
+}
+
+#[test]
+fn as_user_warm_the_watchdog_counts_a_script_whose_main_thread_exited() {
+    headless_case(Account::user(), WARM_BWRAP);
+}
+
+#[test]
+fn as_user_cold_the_watchdog_counts_a_script_whose_main_thread_exited() {
+    headless_case(Account::user(), COLD);
+}

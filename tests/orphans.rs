@@ -93,21 +93,29 @@ fn data_dir(r: &Value) -> PathBuf {
 
 // --- a double-forked daemon that writes into the data folder -------------------------
 
-/// Runs `fixture` (a script that leaves a daemon and exits 0) in `how`, and checks that
-/// it succeeded, started as `how` starts, and that no daemon outlived the run. `None`
-/// where this machine cannot give `how`.
+/// A daemon's run: the tree, the script's result, the case's name and the marker in
+/// the daemon's command line.
+type DaemonRun = (Tree, Value, String, String);
+
+/// Runs `fixture` (a script that leaves a daemon and exits 0) in `how`, with `env` in
+/// the scripts' environment, and checks that it succeeded, started as `how` starts,
+/// and that no daemon outlived the run. `None` where this machine cannot give `how`.
 fn daemon_run(
     account: &Account,
     how: How,
     what: &str,
     fixture: &str,
-) -> Option<(Tree, Value, String)> {
+    env: &[&str],
+) -> Option<DaemonRun> {
     let case = format!("{what} {}", describe(account, how));
     if !root_here(how, &case) || !bwrap_here(how, &case) {
         return None;
     }
     let mark = Marked(new_mark());
-    let (tree, cmd) = marked_setup(account, how, &format!("{fixture}.py"), &mark);
+    let (tree, mut cmd) = marked_setup(account, how, &format!("{fixture}.py"), &mark);
+    for var in env {
+        cmd.args(["--env", var]);
+    }
     let out = output(account, how, cmd);
     assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
     let r = tree.result(fixture);
@@ -118,21 +126,27 @@ fn daemon_run(
         left.is_empty(),
         "{case}: the daemon outlived the run: {left:?}"
     );
-    Some((tree, r, case))
+    Some((tree, r, case, mark.0.clone()))
+}
+
+/// The PID the fixture wrote into its data folder.
+fn daemon_pid(r: &Value) -> u64 {
+    std::fs::read_to_string(data_dir(r).join("daemon.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 fn daemon_case(account: Account, how: How) {
-    let Some((_tree, r, case)) = daemon_run(&account, how, "daemon", "orphan_daemon") else {
+    let Some((_tree, r, case, _)) = daemon_run(&account, how, "daemon", "orphan_daemon", &[])
+    else {
         return;
     };
     let data = data_dir(&r);
     let leaks = r["leaks"].as_array().unwrap();
     if !namespaced(how, &account) {
-        let pid: u64 = std::fs::read_to_string(data.join("daemon.pid"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let pid = daemon_pid(&r);
         assert!(
             leaks.iter().any(|l| l["pid"] == pid),
             "{case}: the daemon {pid} is not among the leaks: {leaks:?}"
@@ -160,14 +174,11 @@ fn daemon_case(account: Account, how: How) {
 /// and the daemon's environment no longer carries the token: no attempt's sweep can
 /// trace it, and the run ends it once its last script is over, saying so.
 fn wiped_case(account: Account, how: How) {
-    let Some((tree, r, case)) = daemon_run(&account, how, "wiped daemon", "orphan_wiped") else {
+    let Some((tree, r, case, _)) = daemon_run(&account, how, "wiped daemon", "orphan_wiped", &[])
+    else {
         return;
     };
-    let pid: u64 = std::fs::read_to_string(data_dir(&r).join("daemon.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let pid = daemon_pid(&r);
     let warnings = tree.metrics()["warnings"].to_string();
     let leaks = r["leaks"].as_array().unwrap();
     let traced = leaks.iter().any(|l| l["pid"].as_u64() == Some(pid));
@@ -175,6 +186,76 @@ fn wiped_case(account: Account, how: How) {
         traced || warnings.contains(&format!("{pid} (")),
         "{case}: the daemon {pid} is neither a leak nor in the warnings: {warnings}"
     );
+}
+
+// --- a daemon whose main thread exited ----------------------------------------------
+
+/// The daemon lives on in a second thread while `/proc/<pid>` shows its main thread's
+/// remains: a zombie with no environment and no command line. It is still a live
+/// process: the attempt's sweep finds its token through the live thread and names it
+/// by its command line; `wiped`, no token is left, and where no PID namespace ended
+/// it, the run's end (or the attempt's cgroup) names it, by its command line too.
+fn headless_case(account: Account, how: How, wiped: bool) {
+    let env: &[&str] = if wiped { &["ORPHAN_WIPE=1"] } else { &[] };
+    let what = if wiped {
+        "headless wiped daemon"
+    } else {
+        "headless daemon"
+    };
+    let Some((tree, r, case, mark)) = daemon_run(&account, how, what, "orphan_headless", env)
+    else {
+        return;
+    };
+    let pid = daemon_pid(&r);
+    let leaks = r["leaks"].as_array().unwrap();
+    let named = |l: &&Value| l["pid"].as_u64() == Some(pid);
+    match leaks.iter().find(named) {
+        Some(leak) => assert_eq!(leak["command"], mark, "{case}: {leaks:?}"),
+        // Ended with its PID namespace, the kernel's doing: nothing to name.
+        None if namespaced(how, &account) => {}
+        None => {
+            let warnings = tree.metrics()["warnings"].to_string();
+            assert!(
+                wiped && warnings.contains(&format!("{pid} ({mark})")),
+                "{case}: the daemon {pid} is neither a leak nor in the warnings: \
+                 {leaks:?} {warnings}"
+            );
+        }
+    }
+}
+
+#[test]
+fn as_user_warm_without_bwrap_a_daemon_whose_main_thread_exited_is_ended() {
+    headless_case(Account::user(), WARM, false);
+}
+
+#[test]
+fn as_user_cold_without_bwrap_a_daemon_whose_main_thread_exited_is_ended() {
+    headless_case(Account::user(), COLD, false);
+}
+
+#[test]
+fn as_user_warm_without_bwrap_a_wiped_daemon_whose_main_thread_exited_is_ended() {
+    headless_case(Account::user(), WARM, true);
+}
+
+#[test]
+fn as_user_cold_without_bwrap_a_wiped_daemon_whose_main_thread_exited_is_ended() {
+    headless_case(Account::user(), COLD, true);
+}
+
+#[test]
+fn as_root_cold_without_bwrap_a_wiped_daemon_whose_main_thread_exited_is_named() {
+    if let Some(root) = Account::root("headless wiped daemon as root, cold, bwrap hidden") {
+        headless_case(root, COLD, true);
+    }
+}
+
+#[test]
+fn as_root_warm_with_bwrap_a_daemon_whose_main_thread_exited_is_ended() {
+    if let Some(root) = Account::root("headless daemon as root, warm, bwrap on PATH") {
+        headless_case(root, WARM_BWRAP, false);
+    }
 }
 
 #[test]

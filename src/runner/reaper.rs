@@ -26,8 +26,13 @@ pub use jax_runner_confine::process::die_with_parent;
 
 /// Our own direct children, from `/proc/self/task/*/children`.
 fn own_children() -> Vec<u32> {
+    children_of("self")
+}
+
+/// The children of process `pid` (a number, or `self`), of every thread of its.
+fn children_of(pid: &str) -> Vec<u32> {
     let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return out;
     };
     for task in tasks.flatten() {
@@ -43,12 +48,14 @@ fn environ_has(pid: u32, entry: &[u8]) -> bool {
 }
 
 /// Whether one of `pid`'s environment entries (as the process started) passes `test`.
+/// Read through a live thread: a process whose main thread alone has exited keeps
+/// its environment (see [`sys::live_thread`]).
 fn environ_any(pid: u32, test: impl Fn(&[u8]) -> bool) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| env.split(|b| *b == 0).any(test))
+    sys::read_live(pid, "environ").is_some_and(|env| env.split(|b| *b == 0).any(test))
 }
 
 fn command_line(pid: u32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
+    sys::read_live(pid, "cmdline")
         .map(|c| {
             String::from_utf8_lossy(&c)
                 .split('\0')
@@ -57,10 +64,6 @@ fn command_line(pid: u32) -> String {
                 .join(" ")
         })
         .unwrap_or_default()
-}
-
-fn is_zombie(pid: u32) -> bool {
-    sys::state(pid) == Some('Z')
 }
 
 /// Finds every live process carrying `token` among `seen` (PIDs sampled from the
@@ -92,7 +95,7 @@ pub fn sweep(token: &str, seen: &[u32], sandbox_init: Option<&str>) -> Vec<Leak>
             // The handle first, then the checks: what they looked at is what is killed,
             // even if the PID is reused meanwhile.
             let victim = Victim::open(pid);
-            if !is_zombie(pid) && environ_has(pid, &entry) {
+            if !sys::ended(pid) && environ_has(pid, &entry) {
                 found.push(victim);
             }
         }
@@ -150,6 +153,11 @@ impl Victim {
     /// leads one).
     fn kill(&self) {
         sys::kill_group(self.pid as i32, libc::SIGKILL);
+        self.kill_alone();
+    }
+
+    /// SIGKILL to the process alone.
+    fn kill_alone(&self) {
         match &self.fd {
             // Fails only for a process already gone: its PID is not tried again.
             Some(fd) => {
@@ -174,10 +182,7 @@ impl Victim {
                 let n = unsafe { libc::poll(&mut poll, 1, 0) };
                 n != 0
             }
-            None => {
-                !std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
-                    || is_zombie(self.pid)
-            }
+            None => sys::ended(self.pid),
         }
     }
 }
@@ -217,13 +222,13 @@ pub fn cgroup_leftovers(
         }
         for pid in members {
             let pid_u = pid as u32;
-            let command = command_line(pid_u);
-            // An empty command line is a process already on its way out.
+            // One already on its way out was ended with the script (its group, its
+            // namespace), not left behind.
             let known = found.iter().chain(&out).any(|l: &Leak| l.pid == pid_u);
-            if !known && !is_zombie(pid_u) && !command.is_empty() {
+            if !known && !sys::exiting(pid_u) {
                 out.push(Leak {
                     pid: pid_u,
-                    command,
+                    command: command_line(pid_u),
                 });
             }
             sys::kill_pid(pid, libc::SIGKILL);
@@ -241,28 +246,66 @@ pub fn cgroup_leftovers(
 /// could trace, because it left its group and session and overwrote its environment
 /// block, and no PID namespace or cgroup held it (the built-in layer alone, as an
 /// ordinary user). Each is killed with its group, waited for and reaped, round after
-/// round, and reported; zombies are reaped.
+/// round, and reported; the ended are reaped. One already on its way out by the
+/// kernel's account ([`sys::exiting`]: a helper of the runner's own that is being
+/// ended) is waited for and reaped, and reported only if it has not ended by then.
 pub fn strays(keep: Option<u32>) -> Vec<Leak> {
     let mut killed: Vec<Leak> = Vec::new();
+    let mut ending: Vec<Victim> = Vec::new();
     for _round in 0..8 {
         let mut found: Vec<Victim> = Vec::new();
         for pid in own_children() {
-            if keep == Some(pid) || killed.iter().any(|l| l.pid == pid) {
+            let seen = killed.iter().any(|l| l.pid == pid) || ending.iter().any(|v| v.pid == pid);
+            if keep == Some(pid) || seen {
                 continue;
             }
             let victim = Victim::open(pid);
-            if is_zombie(pid) {
-                let pid = rustix::process::Pid::from_raw(pid as i32);
-                let _ = rustix::process::waitpid(pid, rustix::process::WaitOptions::NOHANG);
-                continue;
+            if sys::ended(pid) {
+                reap(&[pid]);
+            } else if sys::exiting(pid) {
+                ending.push(victim);
+            } else {
+                found.push(victim);
             }
-            found.push(victim);
         }
         if !end_all(found, &mut killed) {
             break;
         }
     }
+    let ending_pids: Vec<u32> = ending.iter().map(|v| v.pid).collect();
+    wait_gone(&mut ending, GONE_WAIT);
+    reap(&ending_pids);
+    let stuck = ending.iter().map(|v| Leak {
+        pid: v.pid,
+        command: command_line(v.pid),
+    });
+    killed.extend(stuck);
     killed
+}
+
+/// Ends `root` and every process below it (SIGKILL through pidfds: no process that
+/// took a PID meanwhile is signalled), waits until each has exited and reaps those
+/// that are the runner's. For the runner's own helpers: a zygote under bubblewrap
+/// serves from bwrap's child, which bwrap's death signal reaches only as bwrap dies;
+/// the kernel then hands it, still exiting, to the runner. Their groups are not
+/// signalled: a slot's zygote shares the run's zygote's group and ends with its own
+/// owner.
+pub fn end_tree(root: u32) {
+    let mut tree = vec![Victim::open(root)];
+    let mut next = 0;
+    // Bounded: a helper's tree is a few processes.
+    while next < tree.len() && tree.len() < 1024 {
+        for child in children_of(&tree[next].pid.to_string()) {
+            if !tree.iter().any(|v| v.pid == child) {
+                tree.push(Victim::open(child));
+            }
+        }
+        next += 1;
+    }
+    let pids: Vec<u32> = tree.iter().map(|v| v.pid).collect();
+    tree.iter().for_each(Victim::kill_alone);
+    wait_gone(&mut tree, GONE_WAIT);
+    reap(&pids);
 }
 
 /// Kills every process whose environment carries a token starting with `prefix` (a
@@ -291,9 +334,14 @@ pub fn kill_tokened(prefix: &str) {
 
 /// Reaps leftovers that were reparented to the runner (others are not ours to reap).
 fn reap_orphans(leaks: &[Leak]) {
+    reap(&leaks.iter().map(|l| l.pid).collect::<Vec<_>>());
+}
+
+/// Reaps those of `pids` that are the runner's children and have exited.
+fn reap(pids: &[u32]) {
     let mine = own_children();
-    for leak in leaks.iter().filter(|l| mine.contains(&l.pid)) {
-        let pid = rustix::process::Pid::from_raw(leak.pid as i32);
+    for pid in pids.iter().filter(|p| mine.contains(p)) {
+        let pid = rustix::process::Pid::from_raw(*pid as i32);
         let _ = rustix::process::waitpid(pid, rustix::process::WaitOptions::NOHANG);
     }
 }
@@ -316,4 +364,50 @@ pub fn oom_kill_count() -> Option<u64> {
         .lines()
         .find_map(|l| l.strip_prefix("oom_kill "))
         .and_then(|n| n.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A helper's tree (a parent and the child it waits for, as bwrap and the
+    /// zygote it runs) ends whole: when `end_tree` returns, the child has exited too,
+    /// not only the process it was given.
+    // `end_tree` reaps the child, which clippy cannot see.
+    #[test]
+    #[allow(clippy::zombie_processes)]
+    fn ending_a_tree_ends_the_process_below_too() {
+        let mut root = std::process::Command::new("sh")
+            .args(["-c", "sleep 600 </dev/null >/dev/null 2>&1 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(root.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let below: u32 = line.trim().parse().unwrap();
+        // Should the test fail, what it started does not outlive it.
+        struct Guard(u32);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                if !sys::ended(self.0) {
+                    sys::kill_pid(self.0 as i32, libc::SIGKILL);
+                }
+            }
+        }
+        let _guard = Guard(below);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !children_of(&root.id().to_string()).contains(&below) {
+            assert!(std::time::Instant::now() < deadline, "no child seen");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        end_tree(root.id());
+        assert!(sys::ended(below), "the process below outlived its parent");
+        // The parent was this test's child: reaped, not left a zombie.
+        assert!(!own_children().contains(&root.id()));
+    }
 }

@@ -77,7 +77,10 @@ pub fn has_exited(pid: libc::pid_t) -> bool {
 /// and parentheses: they start after the last `)`), from the state on; `None` once the
 /// process is gone.
 pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    fields_of(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn fields_of(stat: &str) -> Option<Vec<String>> {
     let (_, rest) = stat.rsplit_once(')')?;
     Some(rest.split_whitespace().map(str::to_string).collect())
 }
@@ -85,7 +88,7 @@ pub fn stat_fields(pid: u32) -> Option<Vec<String>> {
 /// The state letter of `pid` in `/proc/<pid>/stat` (`R`, `S`, `Z`, …); `None` once
 /// it is gone.
 pub fn state(pid: u32) -> Option<char> {
-    stat_fields(pid)?.first()?.chars().next()
+    first_char(stat_fields(pid))
 }
 
 /// When `pid` started, in clock ticks after boot (the stat's 22nd field): with the
@@ -94,9 +97,75 @@ pub fn start_ticks(pid: u32) -> Option<u64> {
     stat_fields(pid)?.get(19)?.parse().ok()
 }
 
-/// Whether `pid` has ended: gone, or a zombie (or dead) waiting to be reaped.
+/// Whether `pid` has ended: gone, or a zombie (or dead) waiting to be reaped. A
+/// process whose main thread alone has exited lives on in its other threads, though
+/// `/proc/<pid>` shows a zombie: it has not ended.
 pub fn ended(pid: u32) -> bool {
-    !matches!(state(pid), Some(c) if c != 'Z' && c != 'X')
+    live_thread(pid).is_none()
+}
+
+/// A thread of process `pid` that has not exited, for what `/proc` reads from the
+/// process's memory (`environ`, `cmdline`) and its state: once the main thread alone
+/// has exited (the raw `exit` system call), `/proc/<pid>/…` reads empty and says
+/// zombie while the process runs on in its other threads. `None` once every thread has
+/// exited.
+pub fn live_thread(pid: u32) -> Option<u32> {
+    let alive =
+        |stat: Option<Vec<String>>| matches!(first_char(stat), Some(c) if c != 'Z' && c != 'X');
+    if alive(stat_fields(pid)) {
+        return Some(pid);
+    }
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    tasks
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse::<u32>().ok())
+        .find(|tid| *tid != pid && alive(task_stat_fields(pid, *tid)))
+}
+
+fn first_char(fields: Option<Vec<String>>) -> Option<char> {
+    fields?.first()?.chars().next()
+}
+
+/// [`stat_fields`] of one thread of `pid`.
+fn task_stat_fields(pid: u32, tid: u32) -> Option<Vec<String>> {
+    fields_of(&std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?)
+}
+
+/// A file of `/proc/<pid>/task/<tid>/` read from a live thread of `pid` (see
+/// [`live_thread`]); `None` once the process has ended or the file cannot be read.
+pub fn read_live(pid: u32, file: &str) -> Option<Vec<u8>> {
+    let tid = live_thread(pid)?;
+    std::fs::read(format!("/proc/{pid}/task/{tid}/{file}")).ok()
+}
+
+/// Whether process `pid` is already on its way out, by the kernel's own account: its
+/// live thread has begun to exit (`PF_EXITING` in the stat's flags) or has a SIGKILL
+/// pending, which nothing can block or outlast. An ended process is too.
+pub fn exiting(pid: u32) -> bool {
+    let Some(tid) = live_thread(pid) else {
+        return true;
+    };
+    let flags = task_stat_fields(pid, tid)
+        .and_then(|f| f.get(6)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"));
+    exiting_in(flags, &status.unwrap_or_default())
+}
+
+/// [`exiting`] from a thread's stat flags and its `status` text.
+fn exiting_in(flags: u64, status: &str) -> bool {
+    /// The kernel's `PF_EXITING`: set as a thread starts to exit.
+    const PF_EXITING: u64 = 0x4;
+    /// SIGKILL's bit in a pending-signal mask (signal 9, bit 8).
+    const SIGKILL_BIT: u64 = 1 << 8;
+    let pending = |field: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+            .is_some_and(|mask| mask & SIGKILL_BIT != 0)
+    };
+    flags & PF_EXITING != 0 || pending("SigPnd:") || pending("ShdPnd:")
 }
 
 /// Sends `signal` to every process in group `pgid`; a group already gone is fine.
@@ -188,6 +257,66 @@ mod tests {
         }
         assert!(has_exited(pid), "looking does not reap");
         assert_eq!(wait4(pid).unwrap().code, Some(5));
+    }
+
+    /// A process whose main thread alone has exited: `/proc/<pid>` says zombie and
+    /// reads no command line, but it lives on in its other thread, which is read
+    /// instead; it has ended only once that thread has too.
+    #[test]
+    fn a_process_lives_on_after_its_main_thread_exits() {
+        let program = "import ctypes, os, platform, sys, threading, time\n\
+            threading.Thread(target=lambda: time.sleep(600), daemon=True).start()\n\
+            sys.stdout.write('ready\\n'); sys.stdout.flush()\n\
+            ctypes.CDLL(None).syscall({'x86_64': 60, 'aarch64': 93}[platform.machine()], 0)\n";
+        let mut child = Command::new("python3")
+            .args(["-c", program, "headless-marker"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line, "ready\n");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while state(pid) != Some('Z') {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the main thread lives"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let main_thread = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(main_thread.is_empty(), "{main_thread:?}");
+        assert!(!ended(pid) && !exiting(pid));
+        assert!(live_thread(pid).is_some_and(|tid| tid != pid));
+        let cmdline = read_live(pid, "cmdline").unwrap();
+        assert!(String::from_utf8_lossy(&cmdline).contains("headless-marker"));
+        kill_pid(pid as i32, libc::SIGKILL);
+        child.wait().unwrap();
+        assert!(ended(pid) && exiting(pid) && read_live(pid, "cmdline").is_none());
+    }
+
+    /// Exiting is the kernel's `PF_EXITING` or a pending SIGKILL, thread's or shared;
+    /// other flags and signals are not.
+    #[test]
+    fn exiting_is_a_thread_leaving_or_a_sigkill_pending() {
+        let status =
+            |own: &str, shared: &str| format!("Name:\tx\nSigPnd:\t{own}\nShdPnd:\t{shared}\n");
+        let none = "0000000000000000";
+        // Captured from a zygote's process as the runner dropped it.
+        assert!(exiting_in(4195596, &status(none, "0000000000000100")));
+        assert!(exiting_in(0x4, &status(none, none)));
+        assert!(exiting_in(0, &status("0000000000000100", none)));
+        assert!(!exiting_in(
+            0x400100,
+            &status("0000000000004002", "0000000000000200")
+        ));
+        assert!(!exiting_in(0, ""));
+        assert!(!exiting(std::process::id()));
     }
 
     #[test]

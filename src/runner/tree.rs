@@ -58,6 +58,10 @@ pub struct TreeSampler {
     pub last_count: usize,
     /// Their PIDs.
     pub last_pids: Vec<u32>,
+    /// Those of them whose main thread alone has exited, with a thread that lives: the
+    /// process's memory and files are read through it (`/proc/<pid>` reads as a
+    /// zombie's, nothing held, nothing open).
+    headless: Vec<(u32, u32)>,
     /// Whether any process of the tree was seen holding a GPU device open, and
     /// whether anyone looked (see [`TreeSampler::look_for_gpu`]).
     pub gpu_opened: bool,
@@ -92,6 +96,7 @@ impl Default for TreeSampler {
             seen: Vec::new(),
             last_count: 0,
             last_pids: Vec::new(),
+            headless: Vec::new(),
             plumbing: None,
             measured: false,
             gpu_opened: false,
@@ -119,10 +124,19 @@ impl TreeSampler {
     pub fn observe(&mut self, root: u32) {
         let raw = tree_pids(root);
         self.last_count = raw.len();
+        self.headless.clear();
         for pid in &raw {
-            if let Some(t) = cpu_ticks(*pid) {
+            let Some(fields) = super::sys::stat_fields(*pid) else {
+                continue;
+            };
+            if let Some(t) = cpu_ticks(&fields) {
                 if self.cpu_ticks.len() < MAX_TREE || self.cpu_ticks.contains_key(pid) {
                     self.cpu_ticks.insert(*pid, t);
+                }
+            }
+            if fields.first().is_some_and(|state| state == "Z") {
+                if let Some(tid) = super::sys::live_thread(*pid) {
+                    self.headless.push((*pid, tid));
                 }
             }
         }
@@ -189,10 +203,21 @@ impl TreeSampler {
         (self.last_pids.iter().copied()).filter(|p| Some(*p) != self.plumbing)
     }
 
+    /// Where `/proc` shows what process `pid` holds: its own folder, or a live
+    /// thread's where its main thread alone has exited.
+    fn proc_dir(&self, pid: u32) -> String {
+        match self.headless.iter().find(|(p, _)| *p == pid) {
+            Some((_, tid)) => format!("/proc/{pid}/task/{tid}"),
+            None => format!("/proc/{pid}"),
+        }
+    }
+
     /// [`TreeSampler::processes_memory`] where [`Pace`] says a read is due, else
     /// what the last read found.
     fn paced_processes_memory(&mut self, scratch: u64) -> (u64, MemorySource) {
-        let resident: u64 = self.own_pids().filter_map(resident_size).sum();
+        let resident: u64 = (self.own_pids())
+            .filter_map(|p| resident_size(&self.proc_dir(p)))
+            .sum();
         let now = std::time::Instant::now();
         let tick = Tick {
             now,
@@ -220,7 +245,7 @@ impl TreeSampler {
         let mut all_proportional = true;
         let total = self
             .own_pids()
-            .filter_map(process_memory)
+            .filter_map(|p| process_memory(&self.proc_dir(p)))
             .map(|(bytes, proportional)| {
                 all_proportional &= proportional;
                 bytes
@@ -248,12 +273,13 @@ fn steady(before: &std::collections::VecDeque<Held>, now: Held) -> Held {
     }
 }
 
-/// One process's memory as the kernel counts it: its proportional set size (`Pss` of
-/// `/proc/<pid>/smaps_rollup`: a page it shares with n processes counts 1/n) where the
-/// runner may read that (the ptrace check), else its resident set size (`statm`),
-/// `false` beside it. `None` for a process already gone.
-fn process_memory(pid: u32) -> Option<(u64, bool)> {
-    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) {
+/// One process's memory as the kernel counts it, from its folder in `/proc` (see
+/// [`TreeSampler::proc_dir`]): its proportional set size (`Pss` of `smaps_rollup`: a
+/// page it shares with n processes counts 1/n) where the runner may read that (the
+/// ptrace check), else its resident set size (`statm`), `false` beside it. `None` for
+/// a process already gone.
+fn process_memory(dir: &str) -> Option<(u64, bool)> {
+    if let Ok(text) = std::fs::read_to_string(format!("{dir}/smaps_rollup")) {
         let kb = text
             .lines()
             .find_map(|l| l.strip_prefix("Pss:"))
@@ -263,15 +289,15 @@ fn process_memory(pid: u32) -> Option<(u64, bool)> {
             return Some((kb * 1024, true));
         }
     }
-    let bytes = resident_size(pid)?;
+    let bytes = resident_size(dir)?;
     // A process with nothing resident (a zombie) holds nothing to share or count.
     Some((bytes, bytes == 0))
 }
 
 /// A process's resident set size in bytes (`statm`): no page walk, and never less
 /// than its proportional set size.
-fn resident_size(pid: u32) -> Option<u64> {
-    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+fn resident_size(dir: &str) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("{dir}/statm")).ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * rustix::param::page_size() as u64)
 }
@@ -285,7 +311,7 @@ impl TreeSampler {
             return;
         }
         self.gpu_looked = true;
-        self.gpu_opened = self.last_pids.iter().any(|p| holds_gpu_device(*p));
+        self.gpu_opened = (self.last_pids.iter()).any(|p| holds_gpu_device(&self.proc_dir(*p)));
     }
 
     /// CPU seconds (user, system) summed over every process sampled.
@@ -302,8 +328,8 @@ impl TreeSampler {
 /// NVIDIA's device nodes, and ROCm's.
 const GPU_DEVICES: &[&str] = &["/dev/nvidia", "/dev/kfd", "/dev/dri/"];
 
-fn holds_gpu_device(pid: u32) -> bool {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+fn holds_gpu_device(dir: &str) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("{dir}/fd")) else {
         return false;
     };
     fds.flatten().any(|fd| {
@@ -314,9 +340,9 @@ fn holds_gpu_device(pid: u32) -> bool {
     })
 }
 
-/// utime and stime of a process, in clock ticks, from `/proc/<pid>/stat`.
-fn cpu_ticks(pid: u32) -> Option<(u64, u64)> {
-    let fields = super::sys::stat_fields(pid)?;
+/// utime and stime of a process, in clock ticks, from its `/proc/<pid>/stat` fields
+/// (its threads' together, the main thread's too once it has exited).
+fn cpu_ticks(fields: &[String]) -> Option<(u64, u64)> {
     Some((fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?))
 }
 
@@ -361,5 +387,40 @@ mod tests {
         assert!(held.rss > 0 && held.scratch == 0 && sampler.peak == held);
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+
+    /// A process whose main thread alone has exited holds its memory in the thread
+    /// that lives on: it is counted, not read as a zombie's nothing.
+    #[test]
+    fn a_process_whose_main_thread_exited_is_counted() {
+        let program = "import ctypes, platform, sys, threading, time\n\
+            block = bytearray(256 << 20)\n\
+            threading.Thread(target=lambda: time.sleep(600), daemon=True).start()\n\
+            sys.stdout.write('ready\\n'); sys.stdout.flush()\n\
+            ctypes.CDLL(None).syscall({'x86_64': 60, 'aarch64': 93}[platform.machine()], 0)\n";
+        let mut child = Command::new("python3")
+            .args(["-c", program])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while crate::runner::sys::state(pid) != Some('Z') {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the main thread lives"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let held = TreeSampler::default().sample(pid);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(held.rss >= 256 << 20, "{held:?}");
     }
 }

@@ -353,11 +353,11 @@ impl Zygote {
 }
 
 impl Drop for Zygote {
+    /// Ends its process and what runs below it (under bwrap, the zygote proper), and
+    /// reaps them: the run's end then finds nothing of it left (see
+    /// [`super::reaper::strays`]). A slot's zygote is the runner's child too (adopted).
     fn drop(&mut self) {
-        super::sys::kill_pid(self.pid, libc::SIGKILL);
-        let pid = rustix::process::Pid::from_raw(self.pid);
-        // A slot's zygote is the runner's child too (adopted), killed just now.
-        let _ = rustix::process::waitpid(pid, rustix::process::WaitOptions::empty());
+        super::reaper::end_tree(self.pid as u32);
     }
 }
 

@@ -223,10 +223,17 @@ pub fn processes_mentioning(needle: &str) -> Vec<u32> {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmdline).contains(needle) {
-                found.push(pid);
-            }
+        // Every thread's: once the main thread alone has exited, the process's own
+        // entry reads empty while it runs on in the others.
+        let Ok(tasks) = std::fs::read_dir(entry.path().join("task")) else {
+            continue;
+        };
+        let mentions = tasks.flatten().any(|t| {
+            std::fs::read(t.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        });
+        if mentions {
+            found.push(pid);
         }
     }
     found
