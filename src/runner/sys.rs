@@ -211,6 +211,37 @@ pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 /// (`crates/confine`, `process.rs`).
 pub use jax_runner_confine::process::{cloexec_from, cloexec_range};
 
+/// Starts `python3 -c` running `before` (Python lines), then a thread that sleeps on
+/// while the main thread ends alone (the raw `exit` system call), `arg` on its command
+/// line; returns once `/proc/<pid>` shows the main thread's remains, a zombie.
+#[cfg(test)]
+pub fn spawn_headless(before: &str, arg: &str) -> std::process::Child {
+    let program = format!(
+        "import ctypes, platform, sys, threading, time\n{before}\n\
+         threading.Thread(target=lambda: time.sleep(600), daemon=True).start()\n\
+         sys.stdout.write('ready\\n'); sys.stdout.flush()\n\
+         ctypes.CDLL(None).syscall({{'x86_64': 60, 'aarch64': 93}}[platform.machine()], 0)\n"
+    );
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", &program, arg])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let stdout = child.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while state(child.id()) != Some('Z') {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the main thread lives"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,31 +295,8 @@ mod tests {
     /// instead; it has ended only once that thread has too.
     #[test]
     fn a_process_lives_on_after_its_main_thread_exits() {
-        let program = "import ctypes, os, platform, sys, threading, time\n\
-            threading.Thread(target=lambda: time.sleep(600), daemon=True).start()\n\
-            sys.stdout.write('ready\\n'); sys.stdout.flush()\n\
-            ctypes.CDLL(None).syscall({'x86_64': 60, 'aarch64': 93}[platform.machine()], 0)\n";
-        let mut child = Command::new("python3")
-            .args(["-c", program, "headless-marker"])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_headless("", "headless-marker");
         let pid = child.id();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        assert_eq!(line, "ready\n");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while state(pid) != Some('Z') {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the main thread lives"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
         let main_thread = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         assert!(main_thread.is_empty(), "{main_thread:?}");
         assert!(!ended(pid) && !exiting(pid));

@@ -393,31 +393,9 @@ mod tests {
     /// that lives on: it is counted, not read as a zombie's nothing.
     #[test]
     fn a_process_whose_main_thread_exited_is_counted() {
-        let program = "import ctypes, platform, sys, threading, time\n\
-            block = bytearray(256 << 20)\n\
-            threading.Thread(target=lambda: time.sleep(600), daemon=True).start()\n\
-            sys.stdout.write('ready\\n'); sys.stdout.flush()\n\
-            ctypes.CDLL(None).syscall({'x86_64': 60, 'aarch64': 93}[platform.machine()], 0)\n";
-        let mut child = Command::new("python3")
-            .args(["-c", program])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        let block = "block = bytearray(b'\\x01') * (256 << 20)";
+        let mut child = crate::runner::sys::spawn_headless(block, "");
         let pid = child.id();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while crate::runner::sys::state(pid) != Some('Z') {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the main thread lives"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
         let held = TreeSampler::default().sample(pid);
         child.kill().unwrap();
         child.wait().unwrap();
