@@ -232,13 +232,15 @@ fn as_user_the_watchdog_stops_a_script_past_its_limit_after_the_first_seconds() 
 }
 
 /// A script whose main thread ended alone holds its memory in the thread that lives
-/// on, where `/proc/<pid>` shows a zombie's nothing: the watchdog still counts it and
-/// stops the script past its limit.
-fn headless_case(account: Account, how: How) {
+/// on, where `/proc/<pid>` shows a zombie's nothing (no memory, no root to see the
+/// scratch from): the watchdog still counts it, `into` its memory or (`tmp`) its
+/// scratch, and stops the script past its limit.
+fn headless_case(account: Account, how: How, into: &str) {
     let case = format!(
-        "headless block past --memory-limit 200M {}",
+        "headless 300 MiB in its {into} past --memory-limit 200M {}",
         describe(&account, how)
     );
+    let into = format!("HEADLESS_INTO={into}");
     let args = [
         "--memory-limit",
         "200M",
@@ -246,6 +248,8 @@ fn headless_case(account: Account, how: How) {
         "0",
         "--timeout",
         "60",
+        "--env",
+        &into,
     ];
     if let Some((_tree, _, r)) = launch(&account, how, "memory_headless.py", &args, &case) {
         assert_eq!(r["class"], "out_of_memory", "{case}: {r}");
@@ -259,10 +263,15 @@ fn headless_case(account: Account, how: How) {
 
 #[test]
 fn as_user_warm_the_watchdog_counts_a_script_whose_main_thread_exited() {
-    headless_case(Account::user(), WARM_BWRAP);
+    headless_case(Account::user(), WARM_BWRAP, "memory");
 }
 
 #[test]
 fn as_user_cold_the_watchdog_counts_a_script_whose_main_thread_exited() {
-    headless_case(Account::user(), COLD);
+    headless_case(Account::user(), COLD, "memory");
+}
+
+#[test]
+fn as_user_warm_the_watchdog_counts_the_scratch_of_a_script_whose_main_thread_exited() {
+    headless_case(Account::user(), WARM_BWRAP, "tmp");
 }

@@ -78,14 +78,16 @@ impl ScratchGauge {
         &self.place
     }
 
-    /// The bytes the scratch holds now; `tree` is the script's process tree. The
-    /// private folder is walked on every [`WALK_EVERY`]th call, the last figure kept
-    /// in between.
-    pub fn measure(&mut self, tree: &[u32]) -> u64 {
+    /// The bytes the scratch holds now; `tree` is the script's process tree, each
+    /// process's folder in `/proc` given by `dir` (a live thread's, where the main
+    /// thread alone has exited and the process's own reads as a zombie's). The private
+    /// folder is walked on every [`WALK_EVERY`]th call, the last figure kept in
+    /// between.
+    pub fn measure(&mut self, tree: &[u32], dir: impl Fn(u32) -> String) -> u64 {
         self.samples += 1;
         match &self.place {
             Place::Mounts(paths) => {
-                if let Some(used) = self.inside(tree).map(|pid| mounts_used(pid, paths)) {
+                if let Some(used) = self.inside(tree, dir).map(|d| mounts_used(&d, paths)) {
                     self.last = used;
                 }
             }
@@ -98,22 +100,24 @@ impl ScratchGauge {
         self.last
     }
 
-    /// A process of the tree inside the script's mount namespace (bwrap's outer
-    /// process stays in the runner's: through it `/tmp` would be the host's).
-    fn inside(&self, tree: &[u32]) -> Option<u32> {
+    /// The `/proc` folder of a process of the tree inside the script's mount
+    /// namespace (bwrap's outer process stays in the runner's: through it `/tmp` would
+    /// be the host's).
+    fn inside(&self, tree: &[u32], dir: impl Fn(u32) -> String) -> Option<String> {
         let own = self.own_ns.as_ref()?;
-        tree.iter().rev().copied().find(|pid| {
-            std::fs::read_link(format!("/proc/{pid}/ns/mnt")).is_ok_and(|ns| &ns != own)
-        })
+        tree.iter()
+            .rev()
+            .map(|pid| dir(*pid))
+            .find(|d| std::fs::read_link(format!("{d}/ns/mnt")).is_ok_and(|ns| &ns != own))
     }
 }
 
-/// The bytes used in the tmpfs mounts at `paths`, seen from `pid`'s root. A path that
-/// is not a tmpfs there counts nothing.
+/// The bytes used in the tmpfs mounts at `paths`, seen from the root of the process
+/// whose `/proc` folder is `dir`. A path that is not a tmpfs there counts nothing.
 // `statfs`'s field types differ between architectures: the casts are no-ops only here.
 #[allow(clippy::unnecessary_cast)]
-fn mounts_used(pid: u32, paths: &[PathBuf]) -> u64 {
-    let root = PathBuf::from(format!("/proc/{pid}/root"));
+fn mounts_used(dir: &str, paths: &[PathBuf]) -> u64 {
+    let root = PathBuf::from(format!("{dir}/root"));
     paths
         .iter()
         .filter_map(|p| rustix::fs::statfs(root.join(p.strip_prefix("/").unwrap_or(p))).ok())
@@ -171,7 +175,7 @@ mod tests {
         let used = folder_used(tmp.path());
         assert!((1 << 20..2 << 20).contains(&used), "{used}");
         let mut g = ScratchGauge::new(Place::Folder(tmp.path().to_path_buf()));
-        assert_eq!(g.measure(&[]), used);
+        assert_eq!(g.measure(&[], |p| format!("/proc/{p}")), used);
         assert!(!g.place().charged_to_cgroup());
     }
 
@@ -180,6 +184,9 @@ mod tests {
         // The runner itself is in its own namespace: nothing is read through it, so a
         // host `/tmp` never counts as the script's.
         let mut g = ScratchGauge::new(Place::Mounts(vec!["/tmp".into()]));
-        assert_eq!(g.measure(&[std::process::id()]), 0);
+        assert_eq!(
+            g.measure(&[std::process::id()], |p| format!("/proc/{p}")),
+            0
+        );
     }
 }

@@ -151,7 +151,10 @@ impl TreeSampler {
     /// The memory and scratch of the tree [`TreeSampler::observe`] last read.
     fn memory(&mut self) -> Held {
         let scratch = match self.scratch.as_mut() {
-            Some(g) => g.measure(&self.last_pids),
+            Some(g) => {
+                let headless = &self.headless;
+                g.measure(&self.last_pids, |pid| proc_dir(headless, pid))
+            }
             None => 0,
         };
         let charged = self.cgroup.as_ref().and_then(|c| c.memory_current());
@@ -203,13 +206,9 @@ impl TreeSampler {
         (self.last_pids.iter().copied()).filter(|p| Some(*p) != self.plumbing)
     }
 
-    /// Where `/proc` shows what process `pid` holds: its own folder, or a live
-    /// thread's where its main thread alone has exited.
+    /// See [`proc_dir`].
     fn proc_dir(&self, pid: u32) -> String {
-        match self.headless.iter().find(|(p, _)| *p == pid) {
-            Some((_, tid)) => format!("/proc/{pid}/task/{tid}"),
-            None => format!("/proc/{pid}"),
-        }
+        proc_dir(&self.headless, pid)
     }
 
     /// [`TreeSampler::processes_memory`] where [`Pace`] says a read is due, else
@@ -270,6 +269,16 @@ fn steady(before: &std::collections::VecDeque<Held>, now: Held) -> Held {
             scratch: b.scratch.min(now.scratch),
         },
         _ => now,
+    }
+}
+
+/// Where `/proc` shows what process `pid` holds: its own folder, or a live thread's
+/// where its main thread alone has exited (`headless`: such processes, each with a
+/// thread that lives).
+fn proc_dir(headless: &[(u32, u32)], pid: u32) -> String {
+    match headless.iter().find(|(p, _)| *p == pid) {
+        Some((_, tid)) => format!("/proc/{pid}/task/{tid}"),
+        None => format!("/proc/{pid}"),
     }
 }
 

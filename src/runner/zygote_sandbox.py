@@ -50,6 +50,26 @@ def host_parent():
         return int(fh.read().rsplit(")", 1)[1].split()[1])
 
 
+def seal():
+    """Makes this process of the runner's plumbing (a script's init, a slot's zygote)
+    non-dumpable: no script beside it can then read or write its memory through /proc
+    (`/proc/<pid>/mem` passes the ptrace check only with CAP_SYS_PTRACE over it, which
+    the runner holds as the owner of the sandbox's user namespace, or as root). Returns
+    whether a script it forks afterwards should be dumpable again (see `unseal`)."""
+    was = LIBC.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE
+    if LIBC.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError("failed to make the sandbox's init non-dumpable")
+    return was == 1
+
+
+def unseal(dumpable):
+    """In a script forked from sealed plumbing, first: dumpable as its plumbing was
+    before (so the runner reads the script's /proc as before: its environment, its
+    memory); a script that changed user on the way stays as the kernel left it."""
+    if dumpable:
+        LIBC.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE
+
+
 def be_init(req, fds):
     """In the grandchild, PID 1 of the script's namespace and the runner's child."""
     try:
@@ -62,12 +82,27 @@ def be_init(req, fds):
         if host_parent() != req["runner_pid"]:
             os._exit(137)
         confine(req["plan"], PHASE_PROCESS)
+        sealed_r, sealed_w = os.pipe()
         script = os.fork()
     except BaseException as exc:
         os.write(fds[2], ("jax-runner sandbox: %s\n" % (exc,)).encode())
         os._exit(70)
     if script == 0:
+        # Forked before the seal, the script stays dumpable (the runner reads it from
+        # its first sample); it waits until this init is sealed.
+        os.close(sealed_w)
+        if os.read(sealed_r, 1) != b"s":
+            os._exit(70)
+        os.close(sealed_r)
         run_script(req, fds[:3])
+    os.close(sealed_r)
+    try:
+        seal()
+    except BaseException as exc:
+        os.write(fds[2], ("jax-runner sandbox: %s\n" % (exc,)).encode())
+        os._exit(70)
+    os.write(sealed_w, b"s")
+    os.close(sealed_w)
     for fd in fds[:3]:
         os.close(fd)
     wait_as_init(script)

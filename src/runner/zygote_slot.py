@@ -14,6 +14,8 @@
 # confine) as every other start, and shares the slot's network, which the zygote
 # clears of everything an earlier script left before each fork (clear_slot).
 PHASE_SLOT_PID = 4
+# Whether the scripts this slot's zygote forks are dumpable (see `seal`).
+SLOT_DUMPABLE = True
 
 
 def start_slot(req, fds):
@@ -64,7 +66,7 @@ def start_slot(req, fds):
 def become_slot(sock, runner, middle):
     """The rest of a slot's zygote's life: tied to the runner, which adopts it once
     the middle child is gone, it serves the slot's requests."""
-    global CONTROL
+    global CONTROL, SLOT_DUMPABLE
     import time
 
     # Its parent is the middle child until it exits; /proc is still the host's (in a
@@ -78,6 +80,8 @@ def become_slot(sock, runner, middle):
         os._exit(0)
     if SANDBOXED:
         take_no_signal_from_inside()  # the init of the slot's PID namespace
+    if CONFINED:
+        SLOT_DUMPABLE = seal()  # it holds the slot's earlier requests
     CONTROL.close()
     CONTROL = socket.socket(fileno=sock)
     try:
@@ -146,6 +150,7 @@ def run_resident(req, fds):
             os.close(fd)
         return {"error": "fork failed: %s" % exc}
     if script == 0:
+        unseal(SLOT_DUMPABLE)
         os.close(r)
         os.close(go_w)
         try:
