@@ -75,31 +75,35 @@ fn command_line(pid: u32) -> String {
 /// `zygote::TOKEN_SLOT`).
 /// The sandbox's own init (bwrap as PID 1 of the namespace, whose command starts with
 /// `sandbox_init`) may outlive the script by a moment: it is killed and reaped like
-/// the rest, but it is no leak of the script's.
+/// the rest, but it is no leak of the script's. Nor is a process the kernel already
+/// has on its way out ([`sys::exiting`]: the script's own, killed with its group at a
+/// timeout, or one its PID namespace's end is killing): it is waited for, and named
+/// only if it is still there after that.
 ///
 /// When it returns, every process it killed has exited: nothing it found can still
 /// write into the script's data folder, which is listed only afterwards.
 pub fn sweep(token: &str, seen: &[u32], sandbox_init: Option<&str>) -> Vec<Leak> {
     let entry = format!("{TOKEN_VAR}={token}").into_bytes();
     let mut killed: Vec<Leak> = Vec::new();
+    let mut waited: Vec<u32> = Vec::new();
     for _round in 0..8 {
         let mut candidates: Vec<u32> = own_children();
         candidates.extend_from_slice(seen);
         candidates.sort_unstable();
         candidates.dedup();
-        let mut found: Vec<Victim> = Vec::new();
+        let mut round = Round::default();
         for pid in candidates {
-            if killed.iter().any(|l| l.pid == pid) {
+            if killed.iter().any(|l| l.pid == pid) || waited.contains(&pid) {
                 continue;
             }
             // The handle first, then the checks: what they looked at is what is killed,
             // even if the PID is reused meanwhile.
             let victim = Victim::open(pid);
             if !sys::ended(pid) && environ_has(pid, &entry) {
-                found.push(victim);
+                round.add(victim);
             }
         }
-        if !end_all(found, &mut killed) {
+        if !round.end(&mut killed, &mut waited) {
             break;
         }
     }
@@ -108,24 +112,54 @@ pub fn sweep(token: &str, seen: &[u32], sandbox_init: Option<&str>) -> Vec<Leak>
     killed
 }
 
-/// One round of a sweep: kills each of `found` with its group, records it in
-/// `killed`, waits until all have exited and reaps those reparented to the runner.
-/// False when there was nothing to end.
-fn end_all(mut found: Vec<Victim>, killed: &mut Vec<Leak>) -> bool {
-    if found.is_empty() {
-        return false;
+/// One round of a sweep: the leftovers it found, and those of them already on their
+/// way out.
+#[derive(Default)]
+struct Round {
+    found: Vec<Victim>,
+    ending: Vec<Victim>,
+}
+
+impl Round {
+    /// A leftover, sorted by whether the kernel already has it on its way out.
+    fn add(&mut self, victim: Victim) {
+        match sys::exiting(victim.pid) {
+            true => self.ending.push(victim),
+            false => self.found.push(victim),
+        }
     }
-    for victim in &found {
-        let command = command_line(victim.pid);
-        victim.kill();
-        killed.push(Leak {
-            pid: victim.pid,
-            command,
-        });
+
+    /// Kills each found leftover with its group and records it in `killed`; waits
+    /// until they and those on their way out (recorded in `waited`) have exited, and
+    /// reaps those reparented to the runner. One on its way out still there after the
+    /// wait was not: it is killed and recorded too. False when there was nothing.
+    fn end(self, killed: &mut Vec<Leak>, waited: &mut Vec<u32>) -> bool {
+        if self.found.is_empty() && self.ending.is_empty() {
+            return false;
+        }
+        for victim in &self.found {
+            let command = command_line(victim.pid);
+            victim.kill();
+            killed.push(Leak {
+                pid: victim.pid,
+                command,
+            });
+        }
+        let ending: Vec<u32> = self.ending.iter().map(|v| v.pid).collect();
+        waited.extend(&ending);
+        let mut all: Vec<Victim> = self.found.into_iter().chain(self.ending).collect();
+        wait_gone(&mut all, GONE_WAIT);
+        for stuck in all.iter().filter(|v| ending.contains(&v.pid)) {
+            stuck.kill();
+            killed.push(Leak {
+                pid: stuck.pid,
+                command: command_line(stuck.pid),
+            });
+        }
+        reap_orphans(killed);
+        reap(&ending);
+        true
     }
-    wait_gone(&mut found, GONE_WAIT);
-    reap_orphans(killed);
-    true
 }
 
 /// How long the sweep waits, each round, for what it killed to exit. A SIGKILLed
@@ -251,35 +285,23 @@ pub fn cgroup_leftovers(
 /// ended) is waited for and reaped, and reported only if it has not ended by then.
 pub fn strays(keep: Option<u32>) -> Vec<Leak> {
     let mut killed: Vec<Leak> = Vec::new();
-    let mut ending: Vec<Victim> = Vec::new();
+    let mut waited: Vec<u32> = Vec::new();
     for _round in 0..8 {
-        let mut found: Vec<Victim> = Vec::new();
+        let mut round = Round::default();
         for pid in own_children() {
-            let seen = killed.iter().any(|l| l.pid == pid) || ending.iter().any(|v| v.pid == pid);
-            if keep == Some(pid) || seen {
+            if keep == Some(pid) || killed.iter().any(|l| l.pid == pid) || waited.contains(&pid) {
                 continue;
             }
             let victim = Victim::open(pid);
-            if sys::ended(pid) {
-                reap(&[pid]);
-            } else if sys::exiting(pid) {
-                ending.push(victim);
-            } else {
-                found.push(victim);
+            match sys::ended(pid) {
+                true => reap(&[pid]),
+                false => round.add(victim),
             }
         }
-        if !end_all(found, &mut killed) {
+        if !round.end(&mut killed, &mut waited) {
             break;
         }
     }
-    let ending_pids: Vec<u32> = ending.iter().map(|v| v.pid).collect();
-    wait_gone(&mut ending, GONE_WAIT);
-    reap(&ending_pids);
-    let stuck = ending.iter().map(|v| Leak {
-        pid: v.pid,
-        command: command_line(v.pid),
-    });
-    killed.extend(stuck);
     killed
 }
 
