@@ -9,6 +9,10 @@ use crate::model::Leak;
 
 use super::sys;
 
+mod round;
+
+use round::{wait_gone, Round, Victim, GONE_WAIT};
+
 /// The variable that marks every process a script starts (children inherit it), so a
 /// leftover can be traced to its script even after it left the process group.
 pub const TOKEN_VAR: &str = "JAX_RUNNER_TOKEN";
@@ -110,127 +114,6 @@ pub fn sweep(token: &str, seen: &[u32], sandbox_init: Option<&str>) -> Vec<Leak>
     reap_orphans(&killed);
     killed.retain(|l| !sandbox_init.is_some_and(|init| l.command.starts_with(init)));
     killed
-}
-
-/// One round of a sweep: the leftovers it found, and those of them already on their
-/// way out.
-#[derive(Default)]
-struct Round {
-    found: Vec<Victim>,
-    ending: Vec<Victim>,
-}
-
-impl Round {
-    /// A leftover, sorted by whether the kernel already has it on its way out.
-    fn add(&mut self, victim: Victim) {
-        match sys::exiting(victim.pid) {
-            true => self.ending.push(victim),
-            false => self.found.push(victim),
-        }
-    }
-
-    /// Kills each found leftover with its group and records it in `killed`; waits
-    /// until they and those on their way out (recorded in `waited`) have exited, and
-    /// reaps those reparented to the runner. One on its way out still there after the
-    /// wait was not: it is killed and recorded too. False when there was nothing.
-    fn end(self, killed: &mut Vec<Leak>, waited: &mut Vec<u32>) -> bool {
-        if self.found.is_empty() && self.ending.is_empty() {
-            return false;
-        }
-        for victim in &self.found {
-            let command = command_line(victim.pid);
-            victim.kill();
-            killed.push(Leak {
-                pid: victim.pid,
-                command,
-            });
-        }
-        let ending: Vec<u32> = self.ending.iter().map(|v| v.pid).collect();
-        waited.extend(&ending);
-        let mut all: Vec<Victim> = self.found.into_iter().chain(self.ending).collect();
-        wait_gone(&mut all, GONE_WAIT);
-        for stuck in all.iter().filter(|v| ending.contains(&v.pid)) {
-            stuck.kill();
-            killed.push(Leak {
-                pid: stuck.pid,
-                command: command_line(stuck.pid),
-            });
-        }
-        reap_orphans(killed);
-        reap(&ending);
-        true
-    }
-}
-
-/// How long the sweep waits, each round, for what it killed to exit. A SIGKILLed
-/// process is gone within milliseconds unless it sleeps uninterruptibly (a hung
-/// network file system).
-const GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// A process to kill, held by a pidfd where the kernel gives one (Linux 5.3 on, and
-/// within the descriptor limit), so the signal and the wait reach this process and no
-/// later one that took its PID; by its PID otherwise.
-struct Victim {
-    pid: u32,
-    fd: Option<std::os::fd::OwnedFd>,
-}
-
-impl Victim {
-    fn open(pid: u32) -> Victim {
-        let fd = rustix::process::Pid::from_raw(pid as i32).and_then(|p| {
-            rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
-        });
-        Victim { pid, fd }
-    }
-
-    /// SIGKILL to the process and to its group (a leftover that made a new session
-    /// leads one).
-    fn kill(&self) {
-        sys::kill_group(self.pid as i32, libc::SIGKILL);
-        self.kill_alone();
-    }
-
-    /// SIGKILL to the process alone.
-    fn kill_alone(&self) {
-        match &self.fd {
-            // Fails only for a process already gone: its PID is not tried again.
-            Some(fd) => {
-                let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
-            }
-            None => sys::kill_pid(self.pid as i32, libc::SIGKILL),
-        }
-    }
-
-    /// Whether it has exited (a zombie has: it cannot write any more).
-    fn gone(&self) -> bool {
-        match &self.fd {
-            Some(fd) => {
-                use std::os::fd::AsRawFd;
-                // A pidfd polls readable once the process has exited.
-                let mut poll = libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd, no timeout.
-                let n = unsafe { libc::poll(&mut poll, 1, 0) };
-                n != 0
-            }
-            None => sys::ended(self.pid),
-        }
-    }
-}
-
-/// Waits, up to `limit`, until every victim has exited.
-fn wait_gone(victims: &mut Vec<Victim>, limit: std::time::Duration) {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        victims.retain(|v| !v.gone());
-        if victims.is_empty() || std::time::Instant::now() >= deadline {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
 }
 
 /// Processes still in the attempt's cgroup after the script exited and the sweep ran,
@@ -389,47 +272,4 @@ pub fn oom_kill_count() -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    /// A helper's tree (a parent and the child it waits for, as bwrap and the
-    /// zygote it runs) ends whole: when `end_tree` returns, the child has exited too,
-    /// not only the process it was given.
-    // `end_tree` reaps the child, which clippy cannot see.
-    #[test]
-    #[allow(clippy::zombie_processes)]
-    fn ending_a_tree_ends_the_process_below_too() {
-        let mut root = std::process::Command::new("sh")
-            .args(["-c", "sleep 600 </dev/null >/dev/null 2>&1 & echo $!; wait"])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(root.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        let below: u32 = line.trim().parse().unwrap();
-        // Should the test fail, what it started does not outlive it.
-        struct Guard(u32);
-        impl Drop for Guard {
-            fn drop(&mut self) {
-                if !sys::ended(self.0) {
-                    sys::kill_pid(self.0 as i32, libc::SIGKILL);
-                }
-            }
-        }
-        let _guard = Guard(below);
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while !children_of(&root.id().to_string()).contains(&below) {
-            assert!(std::time::Instant::now() < deadline, "no child seen");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        end_tree(root.id());
-        assert!(sys::ended(below), "the process below outlived its parent");
-        // The parent was this test's child: reaped, not left a zombie.
-        assert!(!own_children().contains(&root.id()));
-    }
-}
+mod tests;

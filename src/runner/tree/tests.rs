@@ -1,0 +1,55 @@
+//! The tree sampler's tests: a rise's steadiness, a tree's processes and memory.
+
+use super::*;
+use std::process::Command;
+
+/// A rise counts from its third sample; a fall counts at once.
+#[test]
+fn a_rise_counts_once_three_samples_show_it() {
+    let held = |rss| Held { rss, scratch: 0 };
+    let mut before = std::collections::VecDeque::new();
+    assert_eq!(steady(&before, held(500)), held(500));
+    let mut kept = Vec::new();
+    for sample in [100, 900, 900, 100, 400, 450, 500, 300] {
+        kept.push(steady(&before, held(sample)).rss);
+        if before.len() == STEADY - 1 {
+            before.pop_front();
+        }
+        before.push_back(held(sample));
+    }
+    assert_eq!(kept, [100, 100, 100, 100, 100, 100, 400, 300]);
+}
+
+#[test]
+fn finds_grandchildren_and_sums_their_memory() {
+    let mut child = Command::new("sh")
+        .args(["-c", "sleep 5 & sleep 5 & wait"])
+        .spawn()
+        .unwrap();
+    // Until the shell has started both sleeps, however loaded the machine.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut pids = tree_pids(child.id());
+    while pids.len() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        pids = tree_pids(child.id());
+    }
+    assert_eq!(pids.len(), 3, "{pids:?}");
+    let mut sampler = TreeSampler::default();
+    let held = sampler.sample(child.id());
+    assert!(held.rss > 0 && held.scratch == 0 && sampler.peak == held);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// A process whose main thread alone has exited holds its memory in the thread
+/// that lives on: it is counted, not read as a zombie's nothing.
+#[test]
+fn a_process_whose_main_thread_exited_is_counted() {
+    let block = "block = bytearray(b'\\x01') * (256 << 20)";
+    let mut child = crate::runner::sys::spawn_headless(block, "");
+    let pid = child.id();
+    let held = TreeSampler::default().sample(pid);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(held.rss >= 256 << 20, "{held:?}");
+}
