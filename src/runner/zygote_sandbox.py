@@ -58,7 +58,7 @@ def seal():
     whether a script it forks afterwards should be dumpable again (see `unseal`)."""
     was = LIBC.prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE
     if LIBC.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
-        raise OSError("failed to make the sandbox's init non-dumpable")
+        raise OSError("failed to make the runner's plumbing non-dumpable")
     return was == 1
 
 
