@@ -460,6 +460,55 @@ fn swarm_stopped_case(account: Account, how: How, signal: i32) {
     }
 }
 
+/// The headless daemon of `orphan_headless.py` (its token kept), and the runner
+/// SIGKILLed while the script still runs: the sentinel finds the daemon by the token
+/// it reads through the thread that lives, and ends it.
+fn headless_runner_killed_case(account: Account, how: How) {
+    let case = format!(
+        "headless daemon, runner killed, {}",
+        describe(&account, how)
+    );
+    if !root_here(how, &case) || !bwrap_here(how, &case) {
+        return;
+    }
+    let mark = Marked(new_mark());
+    let (_tree, mut cmd) = marked_setup(&account, how, "orphan_headless.py", &mark);
+    cmd.args(["--env", "ORPHAN_WAIT=1", "-q"]);
+    let mut runner = spawn(&account, how, cmd);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let headless = |pid: &u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    };
+    while !mark.alive().iter().any(headless) {
+        if Instant::now() > deadline || runner.try_wait().unwrap().is_some() {
+            let _ = runner.kill();
+            let _ = runner.wait();
+            panic!("{case}: the daemon never went headless");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: a plain signal to our own child, by its PID.
+    unsafe { libc::kill(runner.id() as i32, libc::SIGKILL) };
+    runner.wait().unwrap();
+    let left = mark.gone_within(Duration::from_secs(10));
+    assert!(
+        left.is_empty(),
+        "{case}: the daemon outlived the runner: {left:?}"
+    );
+}
+
+#[test]
+fn as_user_warm_without_bwrap_the_sentinel_ends_a_daemon_whose_main_thread_exited() {
+    headless_runner_killed_case(Account::user(), WARM);
+}
+
+#[test]
+fn as_user_cold_without_bwrap_the_sentinel_ends_a_daemon_whose_main_thread_exited() {
+    headless_runner_killed_case(Account::user(), COLD);
+}
+
 fn swarm_runner_killed_case(account: Account, how: How) {
     swarm_stopped_case(account, how, libc::SIGKILL);
 }
