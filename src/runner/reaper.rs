@@ -103,7 +103,8 @@ pub fn sweep(token: &str, seen: &[u32], sandbox_init: Option<&str>) -> Vec<Leak>
             // The handle first, then the checks: what they looked at is what is killed,
             // even if the PID is reused meanwhile.
             let victim = Victim::open(pid);
-            if !sys::ended(pid) && environ_has(pid, &entry) {
+            // Read through a live thread: an ended process has no environment left.
+            if environ_has(pid, &entry) {
                 round.add(victim);
             }
         }
