@@ -178,13 +178,9 @@ fn pid_in(file: &std::path::Path) -> u32 {
 fn gone_within(pid: u32, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // Gone, or a zombie waiting for whoever inherited it.
-        if stat.is_empty()
-            || stat
-                .rsplit_once(')')
-                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-        {
+        // Gone, or a zombie waiting for whoever inherited it; not a process whose main
+        // thread alone has exited (its stat says Z while its other threads run on).
+        if jax_runner::runner::sys::ended(pid) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
