@@ -174,6 +174,7 @@ fn seccomp_probe() -> SeccompProbe {
     SeccompProbe {
         arch: std::env::consts::ARCH.into(),
         filter: seccomp::programs().is_some(),
+        granted_calls: seccomp::granted(),
         denied_calls: calls.len(),
         kernel: std::fs::read_to_string("/proc/self/status")
             .is_ok_and(|s| s.lines().any(|l| l.starts_with("Seccomp:"))),

@@ -257,8 +257,8 @@ fn seccomp(s: &SeccompProbe) -> LayerFinding {
             layer,
             LayerState::Active,
             format!(
-                "the {} filter refuses {} system calls (mounts, namespaces, ptrace, host sockets, setuid files, …)",
-                s.arch, s.denied_calls
+                "the {} filter is an allow-list: {} system calls granted (some with safe arguments only), every other refused (mounts, namespaces, ptrace, host sockets, setuid files, …)",
+                s.arch, s.granted_calls
             ),
             None,
         )

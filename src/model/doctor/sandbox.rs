@@ -134,7 +134,13 @@ pub struct SeccompProbe {
     pub arch: String,
     /// jax-runner has a filter for it (x86_64, aarch64, riscv64).
     pub filter: bool,
-    /// How many system calls the filter refuses (some only with certain arguments).
+    /// How many system calls the allow-list grants at most (some only with safe
+    /// arguments); every other call is refused.
+    #[serde(default)]
+    pub granted_calls: usize,
+    /// How many of the refused calls the filter names, with the errno each gets (the
+    /// ones that matter most: mounts, namespaces, ptrace, …; some refused only with
+    /// certain arguments).
     pub denied_calls: usize,
     /// The kernel has seccomp (`Seccomp:` in `/proc/self/status`).
     pub kernel: bool,

@@ -269,6 +269,39 @@ fn programs_are_whole_and_listed() {
     );
 }
 
+/// The count `doctor` gives is the program's: every number the program lets through
+/// with plain arguments is a granted call's, and a granted call it refuses with them
+/// is one granted only with certain arguments.
+#[test]
+fn the_granted_count_is_what_the_program_lets_through() {
+    let native = ARCHES.0;
+    let granted_rules = allowed::rules(Separation::ALL, false);
+    let through: Vec<c_long> = (0..1024)
+        .filter(|&nr| answer(native, nr, [0; 6]) == ALLOW)
+        .collect();
+    for nr in &through {
+        assert!(
+            granted_rules.iter().any(|r| r.nr == *nr),
+            "number {nr} gets through but is no granted call's"
+        );
+    }
+    let mut conditional: Vec<&str> = granted_rules
+        .iter()
+        .filter(|r| !matches!(r.when, rules::When::Always))
+        .map(|r| r.call)
+        .collect();
+    conditional.sort_unstable();
+    conditional.dedup();
+    let n = granted();
+    assert!(
+        through.len() <= n && n <= through.len() + conditional.len(),
+        "granted {n}, through with plain arguments {}, conditional {}",
+        through.len(),
+        conditional.len()
+    );
+    assert!(n < 400, "more granted calls than a kernel has: {n}");
+}
+
 /// The filter grants: a call it does not list (one a later kernel adds, or one no
 /// script needs) is refused; calls on another process and the host's IPC are granted
 /// only where namespaces separate the scripts, and on the caller itself always.
