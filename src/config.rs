@@ -81,7 +81,8 @@ pub struct RunConfig {
     pub sandbox: SandboxMode,
     /// `--memory-limit`, bytes.
     pub memory_limit: Option<u64>,
-    /// `--max-procs`.
+    /// `--max-procs` as given; [`RunConfig::process_limit`] is what a script gets. A
+    /// Slurm node is sent only a given value, and works out the default itself.
     pub max_procs: Option<u32>,
     /// `--env KEY=VALUE`.
     pub extra_env: Vec<(String, String)>,
@@ -144,6 +145,12 @@ pub enum GpuShare {
 pub const MAX_GPU_SHARE: usize = 64;
 
 impl RunConfig {
+    /// The most processes (and threads: a pids cgroup counts both) one script's tree
+    /// may hold: `--max-procs`, or [`default_max_procs`] on the machine that runs it.
+    pub fn process_limit(&self) -> u32 {
+        self.max_procs.unwrap_or_else(default_max_procs)
+    }
+
     /// Whether any script may run on a GPU: the run's device or an override's.
     pub fn may_use_gpu(&self) -> bool {
         self.device != Device::Cpu
@@ -185,6 +192,19 @@ pub enum WarmStart {
     Auto,
     On,
     Off,
+}
+
+/// The process limit a script gets without `--max-procs`: 64 a core, at least 4,096.
+/// A fork bomb, or a loop that starts processes and never waits for them, stops there,
+/// not at the machine's last PID (32,768 on a small machine), with every other script
+/// and the runner itself still able to fork. jax's own threads (about two a core for
+/// the CPU client, a few dozen more a GPU) stay far below it; a script that needs
+/// more asks with `--max-procs`.
+pub fn default_max_procs() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    u32::try_from(cores.saturating_mul(64))
+        .unwrap_or(u32::MAX)
+        .max(4096)
 }
 
 impl RunConfig {

@@ -26,10 +26,14 @@ const SOMETIMES: [&str; 2] = ["capabilities", "uid"];
 
 /// Keys whose values change from run to run: redacted wherever they are, to their
 /// type (see [`redact`]).
-const VARYING: [&str; 40] = [
+const VARYING: [&str; 42] = [
     // What confines a script depends on the machine: its kernel's Landlock ABI,
     // bubblewrap, whether the runner is root.
     "layers",
+    // The default process limit counts the machine's cores, and a cgroup or the
+    // watchdog enforces it as the host allows.
+    "max_procs",
+    "max_procs_enforced_by",
     "sandbox_layers",
     "run_id",
     "runner_version",

@@ -162,6 +162,91 @@ fn a_fork_bomb_is_contained_by_max_procs() {
     assert!(processes_under(&t.root()).is_empty());
 }
 
+/// Without `--max-procs` a script still has a process limit, the default (64 a core, at
+/// least 4,096), recorded in its result, and it counts threads as well as processes.
+/// A script that starts threads until one is refused meets it: where a cgroup enforces
+/// it, within the few tasks the sandbox's own processes take, with a reason that says
+/// how to raise it, and the same script with a higher `--max-procs` gets past it;
+/// where the watchdog does, the script is killed and its reason says by what.
+#[test]
+fn a_script_has_a_process_limit_by_default() {
+    for sandbox in ["on", "off"] {
+        for warm in ["on", "off"] {
+            let case = format!("--sandbox {sandbox} --warm-start {warm}");
+            let t = Tree::new();
+            t.fixture("thread_bomb.py", "m/jax/bomb.py");
+            let base = [
+                "--sandbox",
+                sandbox,
+                "--warm-start",
+                warm,
+                "--timeout",
+                "120s",
+            ];
+            let out = t.run(&base);
+            assert_eq!(code(&out), 1, "{case}: {}", stderr(&out));
+            let r = t.result("bomb");
+            let limit = r["sandbox"]["max_procs"]
+                .as_u64()
+                .expect("a limit is recorded");
+            let cores = std::thread::available_parallelism().unwrap().get() as u64;
+            assert_eq!(limit, (64 * cores).max(4096), "{case}: {r}");
+            let reason = r["reason"].as_str().unwrap();
+            match r["sandbox"]["max_procs_enforced_by"].as_str() {
+                Some("cgroup") => {
+                    let log = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+                    let started: u64 = log
+                        .lines()
+                        .find_map(|l| l.strip_prefix("threads started: "))
+                        .unwrap_or_else(|| panic!("{case}: {log}"))
+                        .parse()
+                        .unwrap();
+                    // The main thread, and bwrap's own two processes where it runs.
+                    assert!(
+                        started < limit && started + 8 >= limit,
+                        "{case}: {started} threads under a limit of {limit}"
+                    );
+                    assert!(
+                        r["attempts"][0]["refused_forks"].as_u64().unwrap() > 0,
+                        "{r}"
+                    );
+                    assert!(
+                        reason.contains(&format!("past its limit of {limit}"))
+                            && reason.contains("--max-procs N"),
+                        "{case}: {reason}"
+                    );
+                    let higher = (limit + 64).to_string();
+                    let ceiling = format!("THREAD_BOMB_MAX={}", limit + 16);
+                    let t2 = Tree::new();
+                    t2.fixture("thread_bomb.py", "m/jax/bomb.py");
+                    let mut more = base.to_vec();
+                    more.extend(["--max-procs", &higher, "--env", &ceiling]);
+                    let out = t2.run(&more);
+                    assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
+                }
+                Some("watchdog") => {
+                    assert_eq!(r["class"], "killed_by_signal", "{case}: {r}");
+                    assert!(
+                        reason.starts_with("killed by SIGKILL")
+                            && reason.contains(&format!("past its limit of {limit}"))
+                            && reason.contains("--max-procs N"),
+                        "{case}: {reason}"
+                    );
+                    assert!(
+                        (r["attempts"][0]["matched_line"]
+                            .as_str()
+                            .unwrap_or_default())
+                        .contains("--max-procs watchdog"),
+                        "{case}: {r}"
+                    );
+                }
+                other => panic!("{case}: enforced by {other:?}: {r}"),
+            }
+            assert!(processes_under(&t.root()).is_empty(), "{case}");
+        }
+    }
+}
+
 #[test]
 fn inside_the_sandbox_a_detached_grandchild_dies_with_the_namespace() {
     let t = Tree::new();

@@ -126,7 +126,7 @@ pub struct RunOptions {
     /// Kill a script whose process tree's resident memory passes SIZE (e.g. 4G).
     #[arg(hide_short_help = true, help_heading = "Sandbox and limits", long, value_name = "SIZE", value_parser = parse_size)]
     pub memory_limit: Option<u64>,
-    /// At most N processes per script (a fork bomb stays contained).
+    /// At most N processes and threads per script [default: 64 a core, at least 4096].
     #[arg(
         hide_short_help = true,
         help_heading = "Sandbox and limits",

@@ -107,7 +107,8 @@ pub struct SandboxInfo {
     /// `--memory-limit`, MiB.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub memory_limit_mb: Option<f64>,
-    /// `--max-procs`.
+    /// The most processes and threads the script's tree may hold: `--max-procs`, or
+    /// the default (64 a core, at least 4,096).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub max_procs: Option<u32>,
     /// `cgroup` (the kernel refuses the fork) or `watchdog` (sampling kills the group).

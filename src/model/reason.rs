@@ -159,7 +159,8 @@ impl FailureReason {
             exception,
             tail: lead,
             stream,
-            hint: r.exception.as_ref().and_then(missing_module_hint),
+            hint: (r.exception.as_ref().and_then(missing_module_hint))
+                .or_else(|| process_limit_hint(r)),
         })
     }
 
@@ -185,6 +186,28 @@ impl FailureReason {
             None => line,
         }
     }
+}
+
+/// For a script that met its process limit on its last attempt (the kernel refused it
+/// new processes or threads, or the watchdog killed it for holding more): the limit
+/// and how to raise it. The script's own error says only "Resource temporarily
+/// unavailable", or nothing where a library aborts or the watchdog's SIGKILL came.
+fn process_limit_hint(r: &ScriptResult) -> Option<String> {
+    let last = r.attempts.last()?;
+    let limit = r
+        .sandbox
+        .max_procs
+        .map_or_else(String::new, |n| format!(" of {n}"));
+    let watchdog = (last.matched_line.as_deref())
+        .is_some_and(|l| l.starts_with("killed by the --max-procs watchdog"));
+    let met = match (last.refused_forks, watchdog) {
+        (0, false) => return None,
+        (0, true) => format!("the watchdog stopped it past its limit{limit}"),
+        (n, _) => {
+            format!("the kernel refused it {n} new process(es) or thread(s) past its limit{limit}")
+        }
+    };
+    Some(format!("{met}; raise it with --max-procs N"))
 }
 
 /// For `ModuleNotFoundError: No module named 'x.y'`: how to add `x` (the module's

@@ -74,7 +74,7 @@ pub struct Attempt {
     /// Processes the attempt left running, killed after it exited.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub leaks: Vec<Leak>,
-    /// Forks the `--max-procs` cgroup refused.
+    /// Forks (new processes or threads) the process limit's cgroup refused.
     #[serde(skip_serializing_if = "is_zero", default)]
     pub refused_forks: u64,
     /// The Ray job that ran this attempt (`--backend ray`).

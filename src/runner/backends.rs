@@ -185,14 +185,16 @@ impl Local {
                 home.cgroup.begin_attempt();
                 Some(home.cgroup.clone())
             }
-            None => limits::AttemptCgroup::create(&sanitize(&name), config.max_procs, memory_limit)
-                .map(Arc::new),
+            None => limits::AttemptCgroup::create(
+                &sanitize(&name),
+                Some(config.process_limit()),
+                memory_limit,
+            )
+            .map(Arc::new),
         };
         let by = |kernel: bool| if kernel { "cgroup" } else { "watchdog" };
         let enforced = Enforced {
-            max_procs: config
-                .max_procs
-                .map(|_| by(cgroup.as_ref().is_some_and(|c| c.enforces_pids()))),
+            max_procs: Some(by(cgroup.as_ref().is_some_and(|c| c.enforces_pids()))),
             memory_limit: memory_limit
                 .map(|_| by(cgroup.as_ref().is_some_and(|c| c.enforces_memory()))),
         };
@@ -213,7 +215,7 @@ impl Local {
             env_clear: self.sandbox.is_some(),
             env_remove: env::REMOVED,
             memory_limit,
-            max_procs: config.max_procs,
+            max_procs: Some(config.process_limit()),
             cgroup,
             gpu: (req.platform == Platform::Gpu).then(|| crate::gpu::sample::GpuWatch {
                 nvml: crate::gpu::system(),
@@ -258,7 +260,7 @@ impl Local {
             return None;
         }
         let name = sanitize(&format!("{}-slot{slot}", std::process::id()));
-        let max_procs = self.shared.config.max_procs;
+        let max_procs = Some(self.shared.config.process_limit());
         self.homes.get(slot, zygote, name, max_procs, view).await
     }
 }

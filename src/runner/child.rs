@@ -273,7 +273,7 @@ async fn supervise(
                 let over_memory = (!kernel(super::limits::AttemptCgroup::enforces_memory) || uncharged)
                     && spec.memory_limit.is_some_and(|limit| held.total() > limit);
                 let over_procs = !kernel(super::limits::AttemptCgroup::enforces_pids)
-                    && spec.max_procs.is_some_and(|max| sampler.last_count > max as usize);
+                    && spec.max_procs.is_some_and(|max| sampler.last_tasks > max as usize);
                 if (over_memory || over_procs) && stopped_by.is_none() {
                     stopped_by = Some(if over_memory { StoppedBy::MemoryLimit } else { StoppedBy::ProcessLimit });
                     tracing::debug!(pid, rss = held.rss, scratch = held.scratch, count = sampler.last_count, "limit reached: SIGKILL to the process group");

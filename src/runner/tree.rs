@@ -38,6 +38,16 @@ pub fn tree_pids(root: u32) -> Vec<u32> {
     out
 }
 
+/// A process's thread count from its `stat` fields (from the state on: `num_threads`,
+/// the line's 20th field, is the 18th); at least 1.
+fn threads(fields: &[String]) -> usize {
+    fields
+        .get(17)
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
 /// Samples a tree's memory and its scratch, and keeps the peak.
 pub struct TreeSampler {
     /// The sample with the highest total (memory and scratch).
@@ -56,6 +66,10 @@ pub struct TreeSampler {
     pub seen: Vec<u32>,
     /// Processes in the tree at the last sample.
     pub last_count: usize,
+    /// Their threads, all told (a process whose `stat` could not be read counts as
+    /// one): what a pids cgroup counts, and so what the `--max-procs` watchdog holds
+    /// to where there is none.
+    pub last_tasks: usize,
     /// Their PIDs.
     pub last_pids: Vec<u32>,
     /// Those of them whose main thread alone has exited, with a thread that lives: the
@@ -95,6 +109,7 @@ impl Default for TreeSampler {
             scratch: None,
             seen: Vec::new(),
             last_count: 0,
+            last_tasks: 0,
             last_pids: Vec::new(),
             headless: Vec::new(),
             plumbing: None,
@@ -124,11 +139,14 @@ impl TreeSampler {
     pub fn observe(&mut self, root: u32) {
         let raw = tree_pids(root);
         self.last_count = raw.len();
+        self.last_tasks = 0;
         self.headless.clear();
         for pid in &raw {
             let Some(fields) = super::sys::stat_fields(*pid) else {
+                self.last_tasks += 1;
                 continue;
             };
+            self.last_tasks += threads(&fields);
             if let Some(t) = cpu_ticks(&fields) {
                 if self.cpu_ticks.len() < MAX_TREE || self.cpu_ticks.contains_key(pid) {
                     self.cpu_ticks.insert(*pid, t);

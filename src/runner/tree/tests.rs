@@ -53,3 +53,25 @@ fn a_process_whose_main_thread_exited_is_counted() {
     child.wait().unwrap();
     assert!(held.rss >= 256 << 20, "{held:?}");
 }
+
+/// The watchdog counts what a pids cgroup counts: every thread of every process.
+#[test]
+fn a_tree_counts_its_threads_as_tasks() {
+    let threads = "import threading, time\n\
+        for _ in range(7): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n\
+        time.sleep(30)\n";
+    let mut child = Command::new("python3")
+        .args(["-c", threads])
+        .spawn()
+        .unwrap();
+    let tasks = |pid: u32| std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while tasks(child.id()) < 8 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut sampler = TreeSampler::default();
+    sampler.observe(child.id());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!((sampler.last_count, sampler.last_tasks), (1, 8));
+}
