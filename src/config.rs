@@ -81,8 +81,8 @@ pub struct RunConfig {
     pub sandbox: SandboxMode,
     /// `--memory-limit`, bytes.
     pub memory_limit: Option<u64>,
-    /// `--max-procs` as given; [`RunConfig::process_limit`] is what a script gets. A
-    /// Slurm node is sent only a given value, and works out the default itself.
+    /// `--max-procs` as given; [`RunConfig::process_limit`] is what a script gets (a
+    /// Slurm node is sent that figure, so it holds the script to what its record says).
     pub max_procs: Option<u32>,
     /// `--env KEY=VALUE`.
     pub extra_env: Vec<(String, String)>,

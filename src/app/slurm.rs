@@ -210,9 +210,9 @@ fn node_argv(
     if let Some(bytes) = config.max_log_bytes {
         a.extend(["--max-log-size".into(), bytes.to_string()]);
     }
-    if let Some(n) = config.max_procs {
-        a.extend(["--max-procs".into(), n.to_string()]);
-    }
+    // The limit the run's records give (a default is this machine's figure), so the
+    // node holds the script to what its result says.
+    a.extend(["--max-procs".into(), config.process_limit().to_string()]);
     for name in &config.pass_env {
         a.extend(["--env-pass".into(), name.clone()]);
     }
