@@ -286,6 +286,12 @@ fn compare_with_local(t: &Tree, venv: &std::path::Path, ray_results: &std::path:
         let remote = read_json(&ray_results.join(format!("{id}_results.json")));
         let here = t.result(id);
         same_as_local(id, &remote, &here);
+        // A Ray job is held to no process limit, and its record claims none.
+        assert!(here["sandbox"]["max_procs"].is_u64(), "{id}: {here}");
+        assert!(
+            remote["sandbox"].get("max_procs").is_none(),
+            "{id}: {remote}"
+        );
         let attempt = &remote["attempts"][0];
         let job = &attempt["ray"];
         assert!(

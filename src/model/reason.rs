@@ -8,6 +8,11 @@ use std::time::Duration;
 
 use super::{Attempt, FailureClass, ScriptResult, SourceFrame, Status};
 
+/// The line an attempt the `--max-procs` watchdog killed is classified by (its
+/// `matched_line`): the reason's hint knows the attempt by it.
+pub const PROCESS_WATCHDOG: &str =
+    "killed by the --max-procs watchdog: too many processes and threads";
+
 /// Lines of standard output kept when standard error is empty.
 pub const STDOUT_TAIL_LINES: usize = 20;
 /// Bytes read from the end of a stdout log to find those lines.
@@ -198,8 +203,7 @@ fn process_limit_hint(r: &ScriptResult) -> Option<String> {
         .sandbox
         .max_procs
         .map_or_else(String::new, |n| format!(" of {n}"));
-    let watchdog = (last.matched_line.as_deref())
-        .is_some_and(|l| l.starts_with("killed by the --max-procs watchdog"));
+    let watchdog = last.matched_line.as_deref() == Some(PROCESS_WATCHDOG);
     let met = match (last.refused_forks, watchdog) {
         (0, false) => return None,
         (0, true) => format!("the watchdog stopped it past its limit{limit}"),

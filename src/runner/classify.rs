@@ -324,7 +324,7 @@ pub fn classify(e: &Ending<'_>) -> Classification {
     if e.process_limit_hit {
         return verdict(
             FailureClass::KilledBySignal,
-            Some("killed by the --max-procs watchdog: too many processes and threads".into()),
+            Some(crate::model::reason::PROCESS_WATCHDOG.into()),
         );
     }
     if e.code == Some(0) {
