@@ -1,7 +1,8 @@
 //! One attempt of one script: the single place children are spawned. The child gets
 //! null stdin, piped output streamed to log files, its own process group, a death
-//! signal tied to the runner, and is stopped as a group: SIGTERM, a grace period,
-//! then SIGKILL. After it exits, whatever it left running is killed and reported.
+//! signal tied to the runner, and is stopped as a group: its stacks, SIGTERM, a grace
+//! period, then SIGKILL (`child/stop.rs`). After it exits, whatever it left running is
+//! killed and reported.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -35,8 +36,10 @@ const PIPE_CLOSE_WAIT: Duration = Duration::from_secs(2);
 const STDERR_TAIL_LINES: usize = 40;
 
 mod start;
+pub(crate) mod stop;
 
 use start::start;
+use stop::Stopping;
 
 /// A log made anew: whatever a script left at its name (a link, a FIFO, a hard link
 /// to another file) is removed first, never followed, truncated or waited on.
@@ -215,7 +218,7 @@ async fn supervise(
     let mut ticker = tokio::time::interval(SAMPLE_EVERY);
     let deadline = TokioInstant::now() + spec.timeout;
     let mut stopped_by = None;
-    let mut kill_at: Option<TokioInstant> = None;
+    let mut stopping = Stopping::Running;
     let far = TokioInstant::now() + Duration::from_secs(365 * 24 * 3600);
 
     let mut ticks: u32 = 0;
@@ -281,15 +284,12 @@ async fn supervise(
                 }
             }
             _ = sleep_until(deadline), if stopped_by.is_none() => {
-                tracing::debug!(pid, "timeout: SIGTERM to the process group");
+                tracing::debug!(pid, "timeout: the script is stopped");
                 stopped_by = Some(StoppedBy::Timeout);
-                terminate(pid, spec);
-                kill_at = Some(TokioInstant::now() + spec.grace);
+                stopping = Stopping::begin(pid, spec, plumbing);
             }
-            _ = sleep_until(kill_at.unwrap_or(far)), if kill_at.is_some() => {
-                tracing::debug!(pid, "grace period over: SIGKILL to the process group");
-                sys::kill_group(pid, libc::SIGKILL);
-                kill_at = None;
+            _ = sleep_until(stopping.due().unwrap_or(far)), if stopping.due().is_some() => {
+                stopping.advance(pid, spec);
             }
             changed = stop.changed() => {
                 if changed.is_err() {
@@ -305,14 +305,12 @@ async fn supervise(
                     Stop::Run => {}
                     Stop::Graceful if stopped_by.is_none() => {
                         stopped_by = Some(StoppedBy::Interrupt);
-                        terminate(pid, spec);
-                        kill_at = Some(TokioInstant::now() + spec.grace);
+                        stopping = Stopping::begin(pid, spec, plumbing);
                     }
                     Stop::Graceful => {}
                     Stop::Kill => {
                         stopped_by.get_or_insert(StoppedBy::Interrupt);
-                        sys::kill_group(pid, libc::SIGKILL);
-                        kill_at = None;
+                        stopping = stop::kill(pid);
                     }
                 }
             }
@@ -360,23 +358,6 @@ fn script_capabilities(tree: &[u32], spec: &AttemptSpec, init: Option<u32>) -> O
         }
     }
     seen
-}
-
-/// The polite stop: SIGTERM to the script's processes. Unsandboxed that is the whole
-/// group. Sandboxed, bwrap itself must not get it: it would die at once and its PID
-/// namespace with it, taking the script's grace period away, so only the processes
-/// inside are signalled.
-fn terminate(pid: libc::pid_t, spec: &AttemptSpec) {
-    let Some(bwrap) = spec.sandbox.as_ref().and_then(|sb| sb.bwrap_path()) else {
-        sys::kill_group(pid, libc::SIGTERM);
-        return;
-    };
-    for p in super::tree::tree_pids(pid as u32) {
-        let exe = std::fs::read_link(format!("/proc/{p}/exe")).ok();
-        if exe.as_deref() != Some(bwrap) {
-            sys::kill_pid(p as i32, libc::SIGTERM);
-        }
-    }
 }
 
 /// Waits for both pipes to reach end-of-file. Leftovers were killed already; a pipe

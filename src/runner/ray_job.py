@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import zipfile
 
 from jax_runner_ray_folders import data_folder, made_marks, remove_made
@@ -86,6 +87,48 @@ def tree(root):
         total += size
         proportional = proportional and pss
     return total, proportional, pids
+
+
+# The signal the telemetry shim hands to faulthandler, which the runner's own stop sends
+# before SIGTERM (src/runner/child/stop.rs): each process that catches it writes every
+# thread's stack to its stderr and runs on.
+STACKS_SIGNAL = 62
+
+
+def signal_mask(pid, field):
+    """A signal mask of /proc/<pid>/status (bit N-1 for signal N); 0 when unread."""
+    try:
+        with open("/proc/%d/status" % pid) as fh:
+            for line in fh:
+                if line.startswith(field):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def ask_for_stacks(root):
+    """Before the script is stopped, as the runner stops one locally: every process of
+    its tree that catches STACKS_SIGNAL is sent it, and the stop waits until each has
+    taken it, and 50 ms more for the stacks to be written (at most half a second in
+    all: a process that blocks it never takes it)."""
+    bit = 1 << (STACKS_SIGNAL - 1)
+    asked = []
+    for pid in tree(root)[2]:
+        if signal_mask(pid, "SigCgt:") & bit:
+            try:
+                os.kill(pid, STACKS_SIGNAL)
+                asked.append(pid)
+            except OSError:
+                pass
+    if not asked:
+        return
+    until = time.monotonic() + 0.5
+    while time.monotonic() < until and any(
+        (signal_mask(p, "ShdPnd:") | signal_mask(p, "SigPnd:")) & bit for p in asked
+    ):
+        time.sleep(0.01)
+    time.sleep(0.05)
 
 
 def pump(src, sink, echo, lock):
@@ -160,6 +203,12 @@ def run(script, env, work):
     )
 
     def on_stop(signum, _frame):
+        # The first stop asks for the script's stacks; a second goes straight through.
+        if not stopped:
+            try:
+                ask_for_stacks(child.pid)
+            except OSError:
+                pass
         stopped.append(signum)
         try:
             os.killpg(child.pid, signum)

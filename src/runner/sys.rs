@@ -188,6 +188,17 @@ pub fn kill_pid(pid: libc::pid_t, signal: libc::c_int) {
     }
 }
 
+/// Sends a signal rustix has no name for (a real-time one: the runner's request for a
+/// script's stacks); true when it was sent.
+pub fn signal_raw(pid: libc::pid_t, signal: libc::c_int) -> bool {
+    if pid <= 1 {
+        return false;
+    }
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; a PID above 1
+    // names one process, never a group or every process.
+    unsafe { libc::kill(pid, signal) == 0 }
+}
+
 fn pid_of(pid: libc::pid_t) -> Option<rustix::process::Pid> {
     rustix::process::Pid::from_raw(pid)
 }

@@ -140,18 +140,23 @@ fn a_shared_folder_is_written_in_place_and_not_copied() {
     assert!(shared.join("sub/b.txt").is_file());
 }
 
-#[test]
-fn a_stopped_job_still_reports() {
+/// Starts the wrapper on `script` and returns it with its log once the script has
+/// printed `ready`.
+fn start_job(
+    tmp: &Path,
+    script: &str,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
     use std::io::BufRead;
-    let tmp = setup();
-    let script = "import time\nprint('ready', flush=True)\nwhile True:\n    time.sleep(1)\n";
-    std::fs::write(tmp.path().join("job/script.py"), script).unwrap();
+    std::fs::write(tmp.join("job/script.py"), script).unwrap();
     let mut child = Command::new("python3")
         .args(["-m", WRAPPER_MODULE])
-        .current_dir(tmp.path().join("job"))
-        .env("PYTHONPATH", tmp.path().join("pkg"))
-        .env("GNN_OUTPUT_DIR", tmp.path().join("node/data"))
-        .env("TMPDIR", tmp.path().join("node-tmp"))
+        .current_dir(tmp.join("job"))
+        .env("PYTHONPATH", tmp.join("pkg"))
+        .env("GNN_OUTPUT_DIR", tmp.join("node/data"))
+        .env("TMPDIR", tmp.join("node-tmp"))
         .env("JAX_RUNNER_RAY_SCRIPT", "script.py")
         .env("JAX_RUNNER_RAY_NONCE", "n1")
         .env("JAX_RUNNER_RAY_MAX_RETURN", "1000")
@@ -162,6 +167,14 @@ fn a_stopped_job_still_reports() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
+    (child, out)
+}
+
+#[test]
+fn a_stopped_job_still_reports() {
+    let tmp = setup();
+    let script = "import time\nprint('ready', flush=True)\nwhile True:\n    time.sleep(1)\n";
+    let (mut child, mut out) = start_job(tmp.path(), script);
     // What Ray's stop sends first.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let mut log = String::new();
@@ -171,6 +184,37 @@ fn a_stopped_job_still_reports() {
     let r = find(&log, "n1").expect("a return block after the stop");
     assert_eq!(r.report.signal, Some(libc::SIGTERM));
     assert_eq!(r.stdout, b"ready\n");
+}
+
+/// As a local stop does, a stop on Ray asks for the script's stacks before SIGTERM: a
+/// script whose own SIGTERM handler exits still names the line its time ran out at.
+#[test]
+fn a_stopped_job_writes_its_stacks_before_sigterm() {
+    let tmp = setup();
+    let script = format!(
+        "import faulthandler, signal, sys, time\n\
+         faulthandler.register({}, all_threads=True)\n\
+         signal.signal(signal.SIGTERM, lambda *_: (print('left', flush=True), sys.exit(0)))\n\
+         def spin():\n    print('ready', flush=True)\n    while True:\n        time.sleep(0.01)\n\
+         spin()\n",
+        crate::runner::child::stop::STACKS_SIGNAL
+    );
+    let (mut child, mut out) = start_job(tmp.path(), &script);
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut out, &mut log).unwrap();
+    child.wait().unwrap();
+    let r = find(&log, "n1").expect("a return block after the stop");
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(
+        stderr.matches("(most recent call first):").count(),
+        1,
+        "{stderr}"
+    );
+    // In `spin`, from its first line on (it prints `ready` there).
+    assert!(stderr.contains(" in spin\n"), "{stderr}");
+    // The stacks first, then the script's own handler.
+    assert_eq!(r.stdout, b"ready\nleft\n");
 }
 
 /// Waits (at most a minute) until `file` exists.

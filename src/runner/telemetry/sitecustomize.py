@@ -141,20 +141,23 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False, preloaded
         state["startup_s"] = _jr_startup_s
     import_started = []
 
-    # The runner stops a script that runs past its time with SIGTERM, a grace period,
-    # then SIGKILL: every thread's stack goes to stderr first, so the record can say
-    # where it hung. The default action follows (chain); a handler the script sets
-    # for itself replaces this one. A fatal signal (SIGSEGV, SIGABRT, SIGBUS, SIGFPE,
-    # SIGILL: a crash in XLA's or a library's C code) dumps the stacks the same way,
-    # as `python -X faulthandler` does, so the record can say where it died; the
-    # process then dies of the same signal.
+    # Before the runner stops a script (its timeout, Ctrl-C), it sends signal 62 to
+    # each of its processes that catches it: every thread's stack goes to stderr, so
+    # the record can say where the time ran out, and the script runs on to the SIGTERM
+    # that follows. A signal of its own, not SIGTERM: a script that handles, ignores or
+    # blocks SIGTERM still writes its stacks, before any handler of its own has run.
+    # A fatal signal (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL: a crash in XLA's or a
+    # library's C code) dumps the stacks the same way, as `python -X faulthandler`
+    # does, so the record can say where it died; the process then dies of the same
+    # signal.
     try:
         import faulthandler
 
         faulthandler.enable(all_threads=True)
-        # SIGTERM by number: `import signal` would pull in enum, functools and
-        # collections, 4 ms of every cold start (measured with -X importtime).
-        faulthandler.register(15, all_threads=True, chain=True)
+        # By number: `import signal` would pull in enum, functools and collections, 4 ms
+        # of every cold start (measured with -X importtime). The runner's
+        # `STACKS_SIGNAL` (src/runner/child/stop.rs).
+        faulthandler.register(62, all_threads=True)
     except (ImportError, AttributeError, ValueError, RuntimeError, OSError):
         pass
 
