@@ -227,6 +227,7 @@ fn ray_runs_bring_back_what_local_runs_record() {
     let small = small.path();
     place(small, "writes_data.py", "big/jax/writes_data.py");
     place(small, "gpu_env_error.py", "gpu/jax/gpu_env_error.py");
+    place(small, "thread_bomb.py", "bomb/jax/bomb.py");
     let hidden = t.root().join("hidden");
     std::fs::create_dir_all(&hidden).unwrap();
     let bin = assert_cmd::cargo::cargo_bin("jax-runner");
@@ -240,6 +241,7 @@ fn ray_runs_bring_back_what_local_runs_record() {
          {ray} --output-dir {small}/big --results-dir {hidden}/big --ray-max-return 16K; echo big_rc=$?\n\
          {ray} --output-dir {small}/big --results-dir {small}/shared; echo shared_rc=$?\n\
          {ray} --output-dir {small}/gpu --results-dir {small}/refused --device gpu; echo refused_rc=$?\n\
+         {ray} --output-dir {small}/bomb --results-dir {hidden}/bomb --device cpu --max-procs 64; echo bomb_rc=$?\n\
          gpu_worker\n\
          {ray} --output-dir {small}/gpu --results-dir {hidden}/gpu --device gpu; echo gpu_rc=$?",
         tree = t.root().display(),
@@ -257,6 +259,7 @@ fn ray_runs_bring_back_what_local_runs_record() {
         "shared_rc=0",
         "refused_rc=2",
         "gpu_rc=0",
+        "bomb_rc=1",
     ] {
         assert!(text.contains(expected), "{expected}: {text}");
     }
@@ -268,6 +271,7 @@ fn ray_runs_bring_back_what_local_runs_record() {
     oversized_folder_stays(&hidden.join("big"));
     shared_folder_is_not_copied(&small.join("shared"));
     gpu_failure_falls_back(&hidden.join("gpu"));
+    held_to_the_process_limit(&hidden.join("bomb"));
 }
 
 /// Each result key by key with a local run's; the wrapper's figures and telemetry
@@ -286,10 +290,14 @@ fn compare_with_local(t: &Tree, venv: &std::path::Path, ray_results: &std::path:
         let remote = read_json(&ray_results.join(format!("{id}_results.json")));
         let here = t.result(id);
         same_as_local(id, &remote, &here);
-        // A Ray job is held to no process limit, and its record claims none.
+        // A Ray job is held to the same process limit, by the wrapper's watchdog.
         assert!(here["sandbox"]["max_procs"].is_u64(), "{id}: {here}");
-        assert!(
-            remote["sandbox"].get("max_procs").is_none(),
+        assert_eq!(
+            remote["sandbox"]["max_procs"], here["sandbox"]["max_procs"],
+            "{id}: {remote}"
+        );
+        assert_eq!(
+            remote["sandbox"]["max_procs_enforced_by"], "watchdog",
             "{id}: {remote}"
         );
         let attempt = &remote["attempts"][0];
@@ -397,4 +405,20 @@ fn gpu_failure_falls_back(results: &std::path::Path) {
     assert_eq!(attempts[0]["class"], "gpu_environment");
     assert_eq!(attempts[1]["device"], "cpu");
     assert_ne!(attempts[0]["ray"]["job_id"], attempts[1]["ray"]["job_id"]);
+}
+
+/// Past `--max-procs`, the wrapper's watchdog kills the job's script, and its result
+/// says so as a local watchdog's does.
+fn held_to_the_process_limit(results: &std::path::Path) {
+    let r = read_json(&results.join("bomb_results.json"));
+    assert_eq!(r["class"], "killed_by_signal", "{r}");
+    assert_eq!(r["sandbox"]["max_procs"], 64, "{r}");
+    assert_eq!(r["sandbox"]["max_procs_enforced_by"], "watchdog", "{r}");
+    let reason = r["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("killed by SIGKILL")
+            && reason.contains("past its limit of 64")
+            && reason.contains("--max-procs N"),
+        "{reason}"
+    );
 }

@@ -321,8 +321,8 @@ pub(super) fn sandbox_info(
         home_visible: !on || (!view && landlock == 0),
         environment: if on { "allowlist" } else { "inherited" }.into(),
         memory_limit_mb: config.memory_limit.map(|b| b as f64 / (1024.0 * 1024.0)),
-        // A Ray job runs outside the runner's cgroups and watchdog: no limit to record.
-        max_procs: config.ray.is_none().then(|| config.process_limit()),
+        // A Ray job's wrapper holds it to the limit, as the watchdog holds a local one.
+        max_procs: Some(config.process_limit()),
         max_procs_enforced_by: None,
         memory_limit_enforced_by: None,
         capabilities: None,

@@ -350,6 +350,8 @@ impl Backend for Ray {
                 timeout: req.settings.timeout,
                 data_dir: req.data_dir,
                 max_return: self.max_return,
+                max_procs: self.shared.config.process_limit() as u64,
+                memory_limit: req.settings.memory_limit,
             };
             let done = ray::run_attempt(&self.client, &spec, stop)
                 .await
@@ -362,7 +364,11 @@ impl Backend for Ray {
                 jax: done.jax.into(),
                 ray: Some(done.job),
                 slurm: None,
-                enforced: Enforced::default(),
+                // The job's wrapper samples the script's tree as the local watchdog does.
+                enforced: Enforced {
+                    max_procs: Some("watchdog"),
+                    memory_limit: req.settings.memory_limit.map(|_| "watchdog"),
+                },
             })
         })
     }

@@ -217,6 +217,11 @@ pub struct JobSpec<'a> {
     pub data_dir: &'a Path,
     /// `--ray-max-return`: the largest data folder copied back, bytes.
     pub max_return: u64,
+    /// The tasks the script's tree may hold (`--max-procs`, or the default), which
+    /// the wrapper's watchdog holds it to.
+    pub max_procs: u64,
+    /// `--memory-limit`, bytes, held the same way.
+    pub memory_limit: Option<u64>,
 }
 
 /// What an attempt on the cluster brings back.
@@ -253,6 +258,16 @@ pub async fn run_attempt(
         "JAX_RUNNER_RAY_MAX_RETURN".into(),
         json!(spec.max_return.to_string()),
     );
+    env.insert(
+        "JAX_RUNNER_RAY_MAX_PROCS".into(),
+        json!(spec.max_procs.to_string()),
+    );
+    if let Some(bytes) = spec.memory_limit {
+        env.insert(
+            "JAX_RUNNER_RAY_MEMORY_LIMIT".into(),
+            json!(bytes.to_string()),
+        );
+    }
     let body = json!({
         "entrypoint": format!("python -m {}", package::WRAPPER_MODULE),
         "submission_id": spec.submission_id,

@@ -131,6 +131,19 @@ def ask_for_stacks(root):
     time.sleep(0.05)
 
 
+def tasks(pids):
+    """The tasks (threads) of `pids`, as the kernel counts them against a limit on
+    processes: `num_threads` in /proc/<pid>/stat, as the runner's watchdog reads it."""
+    n = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid, "rb") as fh:
+                n += int(fh.read().rsplit(b")", 1)[1].split()[17])
+        except (OSError, ValueError, IndexError):
+            pass
+    return n
+
+
 def pump(src, sink, echo, lock):
     """Copies one of the script's streams into `sink` and, as it comes, into the
     job's log (the cluster's own view of the job stays readable). The log gets whole
@@ -190,10 +203,15 @@ def tail_of(path, limit):
         return fh.read(), max(0, size - limit)
 
 
-def run(script, env, work):
+def run(script, env, work, max_procs, memory_limit):
     """Runs the script to its end: its streams into `work` (and the job's log), its
-    tree's memory and GPU devices sampled. Returns its report's process figures."""
+    tree's memory and GPU devices sampled, and held to `max_procs` tasks and
+    `memory_limit` bytes (0: none) as the runner's watchdog holds a local one: the
+    group is killed at the first sample past either. Returns its report's process
+    figures."""
     stopped = []
+    # What the watchdog stopped it for: "process_limit" or "memory_limit".
+    limit_hit = []
     child = subprocess.Popen(
         [sys.executable, os.path.abspath(script)],
         env=env,
@@ -244,6 +262,13 @@ def run(script, env, work):
                     peak[0], peak[1] = kept, "pss" if proportional else "rss"
                 if not gpu[0]:
                     gpu[0] = any(holds_gpu_device(p) for p in pids)
+                if not limit_hit:
+                    if max_procs and tasks(pids) > max_procs:
+                        limit_hit.append("process_limit")
+                    elif memory_limit and kept > memory_limit:
+                        limit_hit.append("memory_limit")
+                    if limit_hit:
+                        os.killpg(child.pid, signal.SIGKILL)
             except OSError:
                 pass
             done.wait(0.2)
@@ -270,6 +295,7 @@ def run(script, env, work):
         "memory_source": peak[1],
         "gpu_device_opened": gpu[0],
         "stopped": bool(stopped),
+        "limit_hit": limit_hit[0] if limit_hit else None,
     }
 
 
@@ -312,6 +338,8 @@ def main():
     script = env.pop(PREFIX + "SCRIPT")
     nonce = env.pop(PREFIX + "NONCE")
     limit = int(env.pop(PREFIX + "MAX_RETURN"))
+    max_procs = int(env.pop(PREFIX + "MAX_PROCS", "0") or 0)
+    memory_limit = int(env.pop(PREFIX + "MEMORY_LIMIT", "0") or 0)
     for key in [k for k in env if k.startswith(PREFIX)]:
         env.pop(key)
     work = tempfile.mkdtemp(prefix="jax-runner-job-")
@@ -323,7 +351,7 @@ def main():
     telemetry = os.path.join(work, "telemetry.json")
     env["JAX_RUNNER_TELEMETRY"] = telemetry
 
-    status, report = run(script, env, work)
+    status, report = run(script, env, work, max_procs, memory_limit)
     report["node"] = os.uname().nodename
     report["shared_filesystem"] = shared
     try:

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::returned::Returned;
 use super::JobSpec;
 use crate::model::{JaxTelemetry, MemorySource, RayJob, SourceFrame};
-use crate::runner::attempt::AttemptOutcome;
+use crate::runner::attempt::{AttemptOutcome, StoppedBy};
 use crate::runner::output::Drained;
 use crate::runner::sys::Exit;
 
@@ -37,6 +37,13 @@ pub fn reported(
         peak => (peak, rep.memory_source.unwrap_or(MemorySource::Rss)),
     };
     outcome.gpu_device_opened = rep.gpu_device_opened;
+    // The wrapper's watchdog, as the local one: a kill at a limit is the limit's.
+    let hit = match rep.limit_hit.as_deref() {
+        Some("process_limit") => Some(StoppedBy::ProcessLimit),
+        Some("memory_limit") => Some(StoppedBy::MemoryLimit),
+        _ => None,
+    };
+    outcome.stopped_by = outcome.stopped_by.or(hit);
     let _ = write_log(spec.stdout_log, &r.stdout);
     let _ = write_log(spec.stderr_log, &r.stderr);
     outcome.stdout = Drained {

@@ -57,6 +57,10 @@ pub struct WrapperReport {
     pub data_returned: bool,
     /// Where the files stay on the node when they were not copied.
     pub data_left_at: Option<String>,
+    /// What the wrapper's watchdog killed the script for: `process_limit` or
+    /// `memory_limit`; missing from an older wrapper.
+    #[serde(default)]
+    pub limit_hit: Option<String>,
     #[serde(default)]
     pub stdout_cut_bytes: u64,
     #[serde(default)]

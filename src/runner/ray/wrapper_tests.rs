@@ -8,6 +8,8 @@ use std::process::Command;
 use super::package::{wrapper_package, WRAPPER_MODULE};
 use super::returned::{find, Returned};
 
+mod stops;
+
 const SCRIPT: &str = r#"
 import os, sys
 d = os.environ["GNN_OUTPUT_DIR"]
@@ -140,83 +142,6 @@ fn a_shared_folder_is_written_in_place_and_not_copied() {
     assert!(shared.join("sub/b.txt").is_file());
 }
 
-/// Starts the wrapper on `script` and returns it with its log once the script has
-/// printed `ready`.
-fn start_job(
-    tmp: &Path,
-    script: &str,
-) -> (
-    std::process::Child,
-    std::io::BufReader<std::process::ChildStdout>,
-) {
-    use std::io::BufRead;
-    std::fs::write(tmp.join("job/script.py"), script).unwrap();
-    let mut child = Command::new("python3")
-        .args(["-m", WRAPPER_MODULE])
-        .current_dir(tmp.join("job"))
-        .env("PYTHONPATH", tmp.join("pkg"))
-        .env("GNN_OUTPUT_DIR", tmp.join("node/data"))
-        .env("TMPDIR", tmp.join("node-tmp"))
-        .env("JAX_RUNNER_RAY_SCRIPT", "script.py")
-        .env("JAX_RUNNER_RAY_NONCE", "n1")
-        .env("JAX_RUNNER_RAY_MAX_RETURN", "1000")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
-    (child, out)
-}
-
-#[test]
-fn a_stopped_job_still_reports() {
-    let tmp = setup();
-    let script = "import time\nprint('ready', flush=True)\nwhile True:\n    time.sleep(1)\n";
-    let (mut child, mut out) = start_job(tmp.path(), script);
-    // What Ray's stop sends first.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let mut log = String::new();
-    std::io::Read::read_to_string(&mut out, &mut log).unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
-    let r = find(&log, "n1").expect("a return block after the stop");
-    assert_eq!(r.report.signal, Some(libc::SIGTERM));
-    assert_eq!(r.stdout, b"ready\n");
-}
-
-/// As a local stop does, a stop on Ray asks for the script's stacks before SIGTERM: a
-/// script whose own SIGTERM handler exits still names the line its time ran out at.
-#[test]
-fn a_stopped_job_writes_its_stacks_before_sigterm() {
-    let tmp = setup();
-    let script = format!(
-        "import faulthandler, signal, sys, time\n\
-         faulthandler.register({}, all_threads=True)\n\
-         signal.signal(signal.SIGTERM, lambda *_: (print('left', flush=True), sys.exit(0)))\n\
-         def spin():\n    print('ready', flush=True)\n    while True:\n        time.sleep(0.01)\n\
-         spin()\n",
-        crate::runner::child::stop::STACKS_SIGNAL
-    );
-    let (mut child, mut out) = start_job(tmp.path(), &script);
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let mut log = String::new();
-    std::io::Read::read_to_string(&mut out, &mut log).unwrap();
-    child.wait().unwrap();
-    let r = find(&log, "n1").expect("a return block after the stop");
-    let stderr = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(
-        stderr.matches("(most recent call first):").count(),
-        1,
-        "{stderr}"
-    );
-    // In `spin`, from its first line on (it prints `ready` there).
-    assert!(stderr.contains(" in spin\n"), "{stderr}");
-    // The stacks first, then the script's own handler.
-    assert_eq!(r.stdout, b"ready\nleft\n");
-}
-
 /// Waits (at most a minute) until `file` exists.
 const WAIT_FOR: &str = r#"
 import os, sys, time
@@ -231,8 +156,20 @@ def wait_for(f):
 /// Starts the wrapper on `script` (written as `body`) with `data` as the local data
 /// folder; `tmp/node-tmp` is the node's temporary folder, the same for every job.
 fn start(tmp: &Path, script: &str, body: &str, data: &Path) -> std::process::Child {
+    start_with(tmp, script, body, data, &[])
+}
+
+/// [`start`], with more of the wrapper's variables (`env`).
+fn start_with(
+    tmp: &Path,
+    script: &str,
+    body: &str,
+    data: &Path,
+    env: &[(&str, &str)],
+) -> std::process::Child {
     std::fs::write(tmp.join("job").join(script), body).unwrap();
     Command::new("python3")
+        .envs(env.iter().copied())
         .args(["-m", WRAPPER_MODULE])
         .current_dir(tmp.join("job"))
         .env("PYTHONPATH", tmp.join("pkg"))
