@@ -349,11 +349,7 @@ fn script_capabilities(tree: &[u32], spec: &AttemptSpec, init: Option<u32>) -> O
         let Ok(status) = std::fs::read_to_string(format!("/proc/{p}/status")) else {
             continue;
         };
-        let cap = status
-            .lines()
-            .find_map(|l| l.strip_prefix("CapEff:"))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
-        if let Some(cap) = cap {
+        if let Some(cap) = sys::status_mask(&status, "CapEff:") {
             seen = Some(seen.unwrap_or(0) | cap);
         }
     }

@@ -63,14 +63,17 @@ def memory(pid, page):
 
 def tree(root):
     """The memory of `root` and every process below it, whether every figure was a
-    proportional one, and their PIDs, from /proc."""
-    children = {}
+    proportional one, their PIDs, and their tasks (threads), as the kernel counts them
+    against a limit on processes (`num_threads`, as the runner's watchdog reads it),
+    from /proc."""
+    children, threads = {}, {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open("/proc/%s/stat" % name, "rb") as fh:
-                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            ppid, threads[int(name)] = int(fields[1]), int(fields[17])
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(int(name))
@@ -86,7 +89,7 @@ def tree(root):
             continue
         total += size
         proportional = proportional and pss
-    return total, proportional, pids
+    return total, proportional, pids, sum(threads.get(p, 0) for p in pids)
 
 
 # The signal the telemetry shim hands to faulthandler, which the runner's own stop sends
@@ -95,16 +98,20 @@ def tree(root):
 STACKS_SIGNAL = 62
 
 
-def signal_mask(pid, field):
-    """A signal mask of /proc/<pid>/status (bit N-1 for signal N); 0 when unread."""
+def signal_masks(pid):
+    """The masks of /proc/<pid>/status the stop reads, by field: `SigCgt` (caught),
+    `SigPnd` and `ShdPnd` (pending for the thread, for the process); bit N-1 for
+    signal N. Empty when the file cannot be read."""
+    masks = {}
     try:
         with open("/proc/%d/status" % pid) as fh:
             for line in fh:
-                if line.startswith(field):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+                name, _, value = line.partition(":")
+                if name in ("SigCgt", "SigPnd", "ShdPnd"):
+                    masks[name] = int(value, 16)
+    except (OSError, ValueError):
+        return {}
+    return masks
 
 
 def ask_for_stacks(root):
@@ -115,7 +122,7 @@ def ask_for_stacks(root):
     bit = 1 << (STACKS_SIGNAL - 1)
     asked = []
     for pid in tree(root)[2]:
-        if signal_mask(pid, "SigCgt:") & bit:
+        if signal_masks(pid).get("SigCgt", 0) & bit:
             try:
                 os.kill(pid, STACKS_SIGNAL)
                 asked.append(pid)
@@ -124,24 +131,13 @@ def ask_for_stacks(root):
     if not asked:
         return
     until = time.monotonic() + 0.5
-    while time.monotonic() < until and any(
-        (signal_mask(p, "ShdPnd:") | signal_mask(p, "SigPnd:")) & bit for p in asked
-    ):
+    def pending(pid):
+        masks = signal_masks(pid)
+        return (masks.get("ShdPnd", 0) | masks.get("SigPnd", 0)) & bit
+
+    while time.monotonic() < until and any(pending(p) for p in asked):
         time.sleep(0.01)
     time.sleep(0.05)
-
-
-def tasks(pids):
-    """The tasks (threads) of `pids`, as the kernel counts them against a limit on
-    processes: `num_threads` in /proc/<pid>/stat, as the runner's watchdog reads it."""
-    n = 0
-    for pid in pids:
-        try:
-            with open("/proc/%d/stat" % pid, "rb") as fh:
-                n += int(fh.read().rsplit(b")", 1)[1].split()[17])
-        except (OSError, ValueError, IndexError):
-            pass
-    return n
 
 
 def pump(src, sink, echo, lock):
@@ -254,7 +250,7 @@ def run(script, env, work, max_procs, memory_limit):
     def sample():
         while not done.is_set():
             try:
-                now, proportional, pids = tree(child.pid)
+                now, proportional, pids, tasks = tree(child.pid)
                 # One process has no one to skew with: its figure stands as read.
                 kept = now if len(pids) <= 1 else min([now] + peak[2])
                 peak[2] = (peak[2] + [now])[-2:]
@@ -263,7 +259,7 @@ def run(script, env, work, max_procs, memory_limit):
                 if not gpu[0]:
                     gpu[0] = any(holds_gpu_device(p) for p in pids)
                 if not limit_hit:
-                    if max_procs and tasks(pids) > max_procs:
+                    if max_procs and tasks > max_procs:
                         limit_hit.append("process_limit")
                     elif memory_limit and kept > memory_limit:
                         limit_hit.append("memory_limit")

@@ -156,16 +156,26 @@ pub fn exiting(pid: u32) -> bool {
 fn exiting_in(flags: u64, status: &str) -> bool {
     /// The kernel's `PF_EXITING`: set as a thread starts to exit.
     const PF_EXITING: u64 = 0x4;
-    /// SIGKILL's bit in a pending-signal mask (signal 9, bit 8).
-    const SIGKILL_BIT: u64 = 1 << 8;
-    let pending = |field: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
-            .is_some_and(|mask| mask & SIGKILL_BIT != 0)
-    };
-    flags & PF_EXITING != 0 || pending("SigPnd:") || pending("ShdPnd:")
+    flags & PF_EXITING != 0 || signal_pending_in(status, libc::SIGKILL)
+}
+
+/// A hexadecimal mask of a `/proc/<pid>/status` text: `SigCgt:`, `CapEff:`, …
+pub fn status_mask(status: &str, field: &str) -> Option<u64> {
+    let mask = status.lines().find_map(|l| l.strip_prefix(field))?;
+    u64::from_str_radix(mask.trim(), 16).ok()
+}
+
+/// Whether `signal` is in `field`'s mask of a status text (bit N-1 for signal N).
+pub fn status_has_signal(status: &str, field: &str, signal: libc::c_int) -> bool {
+    status_mask(status, field).is_some_and(|m| m & (1u64 << (signal - 1)) != 0)
+}
+
+/// Whether `signal` waits, undelivered, in a status text: for the thread (`SigPnd`) or
+/// for its whole process (`ShdPnd`).
+pub fn signal_pending_in(status: &str, signal: libc::c_int) -> bool {
+    ["SigPnd:", "ShdPnd:"]
+        .iter()
+        .any(|f| status_has_signal(status, f, signal))
 }
 
 /// Sends `signal` to every process in group `pgid`; a group already gone is fine.

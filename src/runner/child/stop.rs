@@ -148,26 +148,16 @@ fn script_pids(pid: libc::pid_t, spec: &AttemptSpec) -> Vec<u32> {
 
 /// Whether `pid` has a handler for `signal` (`SigCgt` in its status).
 pub fn catches(pid: u32, signal: libc::c_int) -> bool {
-    status_mask(pid, "SigCgt:").is_some_and(|m| m & bit(signal) != 0)
+    status(pid).is_some_and(|s| sys::status_has_signal(&s, "SigCgt:", signal))
 }
 
-/// Whether `signal` waits, undelivered, for `pid` (`ShdPnd` for the process, `SigPnd`
-/// for its main thread).
+/// Whether `signal` waits, undelivered, for `pid` or its main thread.
 fn pending(pid: u32, signal: libc::c_int) -> bool {
-    ["ShdPnd:", "SigPnd:"]
-        .iter()
-        .any(|f| status_mask(pid, f).is_some_and(|m| m & bit(signal) != 0))
+    status(pid).is_some_and(|s| sys::signal_pending_in(&s, signal))
 }
 
-fn bit(signal: libc::c_int) -> u64 {
-    1u64 << (signal - 1)
-}
-
-/// A signal mask of `/proc/<pid>/status` (hexadecimal, bit N-1 for signal N).
-fn status_mask(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let mask = status.lines().find_map(|l| l.strip_prefix(field))?;
-    u64::from_str_radix(mask.trim(), 16).ok()
+fn status(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).ok()
 }
 
 #[cfg(test)]
