@@ -113,6 +113,17 @@ fn telemetry_replaced_by_a_huge_sparse_file() {
 }
 
 /// GNN's documents of the script are whole and valid too.
+/// The memory a script claims in its own report at its exit is no figure past what
+/// the kernel showed of its resident size: a PiB is not taken.
+#[test]
+fn telemetry_that_claims_a_pib_at_exit() {
+    let (t, ran) = plain_case("forged_memory", "telemetry", &[]);
+    ran.assert_ended(0);
+    let r = complete_result(&t.results_dir(), "leaves");
+    let peak = r["peak_memory_mb"].as_f64().unwrap();
+    assert!(peak > 0.0 && peak < 4096.0, "{peak} MiB: {r}");
+}
+
 fn gnn_documents_complete(t: &Tree) {
     let logs = t.root().join("12_execute_output/m/jax/execution_logs");
     let doc = read_json(&logs.join("M_jax.py_results.json"));

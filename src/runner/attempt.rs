@@ -117,6 +117,8 @@ pub struct AttemptSpec {
     pub echo: bool,
     /// The GPUs to sample, for a GPU attempt.
     pub gpu: Option<crate::gpu::sample::GpuWatch>,
+    /// Where the telemetry shim writes its report, taken once the script has exited.
+    pub telemetry: PathBuf,
 }
 
 pub use crate::sandbox::policy::SandboxSpec;

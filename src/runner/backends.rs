@@ -233,6 +233,7 @@ impl Local {
             grace: config.grace,
             max_log_bytes: config.max_log_bytes,
             token: self.shared.token(req),
+            telemetry: telemetry_report(req),
         };
         (spec, enforced)
     }
@@ -283,17 +284,17 @@ impl Backend for Local {
             let home = self.home(&req, view.map(|v| v.slot.as_slice())).await;
             let (spec, enforced) = self.spec(&req, private.as_deref(), home.as_deref(), sandbox);
             let zygote = home.as_ref().map(|h| &h.zygote).or(self.zygote.as_ref());
-            let outcome = child::run_attempt(&spec, zygote, stop).await;
+            let attempted = child::run_attempt(&spec, zygote, stop).await;
             if let Some(dir) = &private {
                 let _ = std::fs::remove_dir_all(dir);
             }
-            let mut outcome = outcome?;
+            let (mut outcome, jax) = attempted?;
             if let (Start::Cold, Some(reason)) = (&outcome.start, &self.cold_reason) {
                 outcome.start = Start::ColdFallback(reason.clone());
             }
             Ok(Attempted {
                 outcome,
-                jax: telemetry::take(&telemetry_report(&req)),
+                jax,
                 ray: None,
                 slurm: None,
                 enforced,

@@ -16,6 +16,7 @@ use super::output::{drain, DrainOptions, Drained, Drainer, LineEcho};
 use super::reaper;
 use super::scratch::ScratchGauge;
 use super::sys::{self, Exit};
+use super::telemetry::{self, Telemetry};
 use super::tree::TreeSampler;
 use super::zygote::Zygote;
 use super::Stop;
@@ -50,12 +51,13 @@ fn open_log(path: &Path) -> Result<std::fs::File, AttemptError> {
     })
 }
 
-/// Runs one attempt to its end, honouring the timeout and stop requests.
+/// Runs one attempt to its end, honouring the timeout and stop requests; returns its
+/// outcome and the telemetry shim's report.
 pub async fn run_attempt(
     spec: &AttemptSpec,
     zygote: Option<&Arc<Zygote>>,
     mut stop: watch::Receiver<Stop>,
-) -> Result<AttemptOutcome, AttemptError> {
+) -> Result<(AttemptOutcome, Telemetry), AttemptError> {
     let stdout_file = open_log(&spec.stdout_log)?;
     let stderr_file = open_log(&spec.stderr_log)?;
     let oom_before = reaper::oom_kill_count();
@@ -101,7 +103,7 @@ pub async fn run_attempt(
         }
         None => tokio::task::spawn_blocking(move || sys::wait4(pid)),
     };
-    let (exit, stopped_by, sampler, capabilities, gpu) = supervise(
+    let (exit, stopped_by, mut sampler, capabilities, gpu) = supervise(
         pid,
         spec,
         &mut stop,
@@ -142,6 +144,11 @@ pub async fn run_attempt(
             command: "an unknown process outside the script's tree held its output open".into(),
         });
     }
+    // What the samples' pace left unread at the end, the script read as it exited.
+    let jax = telemetry::take(&spec.telemetry);
+    if let Some(pss) = jax.exit_pss_bytes {
+        sampler.count_exit(pss, exit.max_rss_bytes);
+    }
     // The kernel's figures where the samples fall short: the cgroup's own peak, and
     // for a script too short to be sampled, the largest process's resident size.
     let sampled = sampler.peak.total();
@@ -151,7 +158,7 @@ pub async fn run_attempt(
         (_, 0) if exit.max_rss_bytes > 0 => (exit.max_rss_bytes, MemorySource::Rss),
         _ => (sampled, sampler.peak_source),
     };
-    Ok(AttemptOutcome {
+    let outcome = AttemptOutcome {
         started_at,
         duration,
         peak_rss_bytes: peak,
@@ -169,7 +176,8 @@ pub async fn run_attempt(
         gpu_device_opened: sampler.gpu_looked.then_some(sampler.gpu_opened),
         gpu: gpu.as_ref().and_then(GpuSampler::usage),
         start,
-    })
+    };
+    Ok((outcome, jax))
 }
 
 /// Kills what the attempt left running outside its group, found by its token, and
@@ -214,7 +222,6 @@ async fn supervise(
     let mut gpu_now = None;
     sampler.plumbing = plumbing;
     sampler.watch_limit = spec.memory_limit;
-    sampler.started = Some(started);
     let mut ticker = tokio::time::interval(SAMPLE_EVERY);
     let deadline = TokioInstant::now() + spec.timeout;
     let mut stopped_by = None;

@@ -1,23 +1,34 @@
 //! When a script's proportional set sizes are read again. Reading them walks every
 //! page table entry of the tree's processes: 1 ms for a fresh fork of the zygote, 4 to
-//! 8 ms of the runner's CPU for a jax script holding 200 to 300 MiB (measured), 4 to
-//! 8% of a core at one read a tick, for as long as the script runs.
+//! 8 ms of the runner's CPU for a jax script holding 200 to 300 MiB (measured), and
+//! while it walks, the script's own changes to its mappings wait. On two cores busy
+//! with warm scripts a read every tick cost the scripts 5 to 8% of a run's wall time
+//! (measured: `bench/README.md`, seventeenth pass).
 //!
-//! For its first [`EVERY_TICK_FOR`] a script is read every tick: a short script's
-//! figure is its own. A generated POMDP script copies the zygote's pages on write
-//! and sees its siblings end (its share of what they held grows) without any rise in
-//! its resident size; read less often, its figure fell by up to a quarter (measured).
-//! After that, resident sizes (`statm`, 14 µs) are read every tick and the walk comes
-//! again only where it can find what they cannot show: a rise past every resident
-//! size read so far, a tree of several processes (whose steady rule needs reads in a
-//! row), a resident size past the watchdog's limit, or, for what a resident size
-//! cannot see, once a pause 50 times the last read's own CPU time has passed (2% of
-//! a core, at most a second).
+//! Resident sizes (`statm`, 14 µs) are read every tick; the walk comes only where it
+//! can find what they cannot show:
+//! - the first tick a script's memory is read (its baseline);
+//! - a rise of the resident size past the highest seen at a read by more than
+//!   [`RISE_SHARE`] of the last figure (a new page counts in both sizes alike, so the
+//!   figure cannot have grown by more than that unseen);
+//! - a tree of several processes (whose steady rule needs reads in a row);
+//! - a resident size past the watchdog's limit;
+//! - otherwise once a pause [`PAUSE_PER_READ`] times the last read's own CPU time has
+//!   passed (2% of a core), at least half a second and at most a second: what a
+//!   resident size cannot see, the zygote's pages a script copies on write and its
+//!   share of what a sibling that ended held.
+//!
+//! What the pause leaves unread at the end of a script, its own process reads as it
+//! exits: the telemetry shim puts its `Pss` in its report (`exit_pss_kb`), and
+//! [`super::tree::TreeSampler::count_exit`] takes it into the peak. Read only at
+//! ticks, a short warm script's figure fell by up to a quarter (measured); with its
+//! exit's reading it is as high as at one read a tick, or higher.
 
 use std::time::{Duration, Instant};
 
-/// How long after its start a script is read every tick.
-pub const EVERY_TICK_FOR: Duration = Duration::from_secs(3);
+/// The share of the last figure by which the resident size must rise past its
+/// highest at a read before it is read again at once: an eighth.
+const RISE_SHARE: u64 = 8;
 
 /// The pause after a read, as a multiple of that read's CPU time.
 const PAUSE_PER_READ: u32 = 50;
@@ -25,6 +36,10 @@ const PAUSE_PER_READ: u32 = 50;
 /// The longest pause: a copy-on-write rise shows within a second however costly the
 /// read.
 const LONGEST_PAUSE: Duration = Duration::from_secs(1);
+
+/// The shortest: a cheap read (a young fork's) does not bring back a read every tick,
+/// which is what the scripts' wall time pays for, more than the runner's CPU.
+const SHORTEST_PAUSE: Duration = Duration::from_millis(500);
 
 /// What decides the next proportional read of one attempt's tree.
 #[derive(Debug, Default)]
@@ -36,6 +51,9 @@ pub struct Pace {
     /// The highest resident size (summed over the tree) seen at a read: one that
     /// falls and rises again to it is no rise.
     resident_high: u64,
+    /// The rise past `resident_high` that reads at once: [`RISE_SHARE`] of the last
+    /// figure read.
+    rise: u64,
 }
 
 /// What the tree looks like at this tick, for [`Pace::due`].
@@ -46,8 +64,6 @@ pub struct Tick {
     pub resident: u64,
     /// Its processes (the plumbing left out).
     pub processes: usize,
-    /// How long the attempt has run.
-    pub age: Duration,
     /// Whether the runner's watchdog holds the tree to a limit that the resident
     /// size plus the scratch, or the last read plus the scratch, passes.
     pub over_limit: bool,
@@ -59,18 +75,19 @@ impl Pace {
         let Some(last) = self.last else {
             return true;
         };
-        tick.age < EVERY_TICK_FOR
-            || tick.processes > 1
+        tick.processes > 1
             || tick.over_limit
-            || tick.resident > self.resident_high
+            || tick.resident > self.resident_high.saturating_add(self.rise)
             || tick.now.saturating_duration_since(last) >= self.pause
     }
 
-    /// Notes a read taken at `tick` that cost `cpu` of the runner's time.
-    pub fn read(&mut self, tick: Tick, cpu: Duration) {
+    /// Notes a read taken at `tick` that found `figure` bytes and cost `cpu` of the
+    /// runner's time.
+    pub fn read(&mut self, tick: Tick, figure: u64, cpu: Duration) {
         self.last = Some(tick.now);
-        self.pause = (cpu * PAUSE_PER_READ).min(LONGEST_PAUSE);
+        self.pause = (cpu * PAUSE_PER_READ).clamp(SHORTEST_PAUSE, LONGEST_PAUSE);
         self.resident_high = self.resident_high.max(tick.resident);
+        self.rise = figure / RISE_SHARE;
     }
 }
 
@@ -94,56 +111,56 @@ mod tests {
             now: at + Duration::from_millis(ms),
             resident: resident_mib * MIB,
             processes: 1,
-            age: EVERY_TICK_FOR + Duration::from_millis(ms),
             over_limit: false,
         }
     }
 
-    /// A young script is read every tick, whatever its resident size does.
-    #[test]
-    fn a_script_is_read_every_tick_for_its_first_seconds() {
-        let t0 = Instant::now();
-        let mut pace = Pace::default();
-        let young = |ms| Tick {
-            age: Duration::from_millis(ms),
-            ..tick(t0, ms, 100)
-        };
-        pace.read(young(100), Duration::from_millis(20));
-        for ms in (200..EVERY_TICK_FOR.as_millis() as u64).step_by(100) {
-            assert!(pace.due(young(ms)), "at {ms} ms");
-            pace.read(young(ms), Duration::from_millis(20));
-        }
-        assert!(!pace.due(tick(t0, EVERY_TICK_FOR.as_millis() as u64, 100)));
-    }
-
     /// The first tick reads; then a flat tree waits out a pause 50 times the read's
-    /// CPU time, and one that grows past every resident size seen reads at once.
+    /// CPU time, and one whose resident size rises past the highest seen at a read by
+    /// more than an eighth of the figure reads at once; by that eighth or less, not.
     #[test]
     fn a_flat_tree_waits_out_the_pause_and_a_growing_one_reads_at_once() {
         let t0 = Instant::now();
         let mut pace = Pace::default();
         assert!(pace.due(tick(t0, 0, 200)));
-        pace.read(tick(t0, 0, 200), Duration::from_millis(4)); // pause 200 ms
+        // 200 MiB resident, a figure of 80 MiB: a rise of 10 MiB is the boundary.
+        pace.read(tick(t0, 0, 200), 80 * MIB, Duration::from_millis(14)); // pause 700 ms
         assert!(!pace.due(tick(t0, 100, 200)));
-        assert!(!pace.due(tick(t0, 199, 200)));
-        assert!(pace.due(tick(t0, 200, 200)));
-        assert!(pace.due(tick(t0, 100, 201)), "a rise past 200 MiB reads");
-        pace.read(tick(t0, 100, 201), Duration::from_millis(4));
+        assert!(!pace.due(tick(t0, 699, 200)));
+        assert!(pace.due(tick(t0, 700, 200)));
+        assert!(!pace.due(tick(t0, 100, 210)), "a rise of an eighth waits");
+        assert!(pace.due(tick(t0, 100, 211)), "a rise past an eighth reads");
+        pace.read(tick(t0, 100, 211), 88 * MIB, Duration::from_millis(4));
         // Down and back up to where it was: no rise.
         assert!(!pace.due(tick(t0, 200, 150)));
-        assert!(!pace.due(tick(t0, 250, 201)));
+        assert!(!pace.due(tick(t0, 250, 211)));
+        assert!(pace.due(tick(t0, 250, 223)), "11 MiB is the new eighth");
     }
 
-    /// A costly read pauses at most a second; a cheap one not at all past a tick.
+    /// A cheap read (a young fork's) still pauses half a second: the ticks between
+    /// that show no rise past the eighth are left unread.
+    #[test]
+    fn a_cheap_read_pauses_half_a_second() {
+        let t0 = Instant::now();
+        let mut pace = Pace::default();
+        pace.read(tick(t0, 100, 150), 50 * MIB, Duration::from_millis(1));
+        for ms in [200, 300, 400, 599] {
+            assert!(!pace.due(tick(t0, ms, 156)), "at {ms} ms");
+        }
+        assert!(pace.due(tick(t0, 600, 156)));
+    }
+
+    /// A costly read pauses at most a second.
     #[test]
     fn the_pause_follows_the_reads_cost_up_to_a_second() {
         let t0 = Instant::now();
         let mut pace = Pace::default();
-        pace.read(tick(t0, 0, 100), Duration::from_millis(100));
+        pace.read(tick(t0, 0, 100), 40 * MIB, Duration::from_millis(100));
         assert!(!pace.due(tick(t0, 999, 100)));
         assert!(pace.due(tick(t0, 1000, 100)));
-        pace.read(tick(t0, 1000, 100), Duration::from_micros(500)); // pause 25 ms
-        assert!(pace.due(tick(t0, 1100, 100)));
+        pace.read(tick(t0, 1000, 100), 40 * MIB, Duration::from_millis(16)); // 800 ms
+        assert!(!pace.due(tick(t0, 1799, 100)));
+        assert!(pace.due(tick(t0, 1800, 100)));
     }
 
     /// A tree of several processes reads every tick (its steady rule needs reads in
@@ -152,7 +169,7 @@ mod tests {
     fn several_processes_or_a_limit_passed_read_every_tick() {
         let t0 = Instant::now();
         let mut pace = Pace::default();
-        pace.read(tick(t0, 0, 500), Duration::from_millis(20));
+        pace.read(tick(t0, 0, 500), 100 * MIB, Duration::from_millis(20));
         let several = Tick {
             processes: 3,
             ..tick(t0, 100, 500)

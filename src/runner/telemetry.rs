@@ -81,15 +81,26 @@ pub struct Telemetry {
     /// Why the file was not read, for the script's `problems`
     /// (`telemetry: not a regular file (fifo)`).
     pub problem: Option<String>,
+    /// The script's own proportional set size as it exited, bytes (`exit_pss_kb`):
+    /// the end of its memory that the runner's paced reads may have left unread
+    /// (`pace.rs`). Not part of the record's `jax` object: the runner weighs it into
+    /// `peak_memory_mb`.
+    pub exit_pss_bytes: Option<u64>,
 }
 
 impl From<Option<JaxTelemetry>> for Telemetry {
     fn from(report: Option<JaxTelemetry>) -> Telemetry {
         Telemetry {
             report,
-            problem: None,
+            ..Telemetry::default()
         }
     }
+}
+
+/// What the shim's report says beside jax's own figures.
+#[derive(serde::Deserialize)]
+struct ExitMemory {
+    exit_pss_kb: Option<u64>,
 }
 
 /// Reads and removes an attempt's telemetry file. The script could have replaced it
@@ -101,14 +112,18 @@ pub fn take(path: &Path) -> Telemetry {
     // Whatever is there goes (a link itself, not what it points to).
     let _ = std::fs::remove_file(path);
     let problem = |why: String| Telemetry {
-        report: None,
         problem: Some(format!("telemetry: {why}")),
+        ..Telemetry::default()
     };
     match read {
         Ok(bytes) => match serde_json::from_slice(&bytes) {
             Ok(report) => Telemetry {
                 report: Some(report),
                 problem: None,
+                exit_pss_bytes: serde_json::from_slice::<ExitMemory>(&bytes)
+                    .ok()
+                    .and_then(|m| m.exit_pss_kb)
+                    .map(|kb| kb.saturating_mul(1024)),
             },
             Err(e) => problem(format!("not the shim's report ({e})")),
         },
@@ -172,7 +187,10 @@ mod tests {
         std::fs::write(&path, r#"{"jax_imported": true, "backend": "cpu"}"#).unwrap();
         let t = take(&path);
         assert_eq!(t.report.unwrap().backend.as_deref(), Some("cpu"));
+        assert_eq!(t.exit_pss_bytes, None);
         assert!(!path.exists(), "taken files are removed");
+        std::fs::write(&path, r#"{"jax_imported": false, "exit_pss_kb": 2048}"#).unwrap();
+        assert_eq!(take(&path).exit_pss_bytes, Some(2 << 20));
         rustix::fs::mkfifoat(rustix::fs::CWD, &path, rustix::fs::Mode::from(0o644)).unwrap();
         let t = take(&path);
         assert_eq!(

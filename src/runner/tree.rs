@@ -95,8 +95,9 @@ pub struct TreeSampler {
     /// The memory limit the runner's watchdog holds the tree to, if any: a resident
     /// size past it has the proportional sizes read at once.
     pub watch_limit: Option<u64>,
-    /// When the attempt started: a young one is read every tick.
-    pub started: Option<std::time::Instant>,
+    /// The highest resident size the tree's processes were seen at, summed, bytes:
+    /// a proportional size is never above it.
+    resident_high: u64,
 }
 
 impl Default for TreeSampler {
@@ -120,7 +121,7 @@ impl Default for TreeSampler {
             pace: Pace::default(),
             last_read: (0, MemorySource::Pss),
             watch_limit: None,
-            started: None,
+            resident_high: 0,
         }
     }
 }
@@ -141,12 +142,16 @@ impl TreeSampler {
         self.last_count = raw.len();
         self.last_tasks = 0;
         self.headless.clear();
+        let mut resident = 0;
         for pid in &raw {
             let Some(fields) = super::sys::stat_fields(*pid) else {
                 self.last_tasks += 1;
                 continue;
             };
             self.last_tasks += threads(&fields);
+            if Some(*pid) != self.plumbing {
+                resident += resident_pages(&fields) * rustix::param::page_size() as u64;
+            }
             if let Some(t) = cpu_ticks(&fields) {
                 if self.cpu_ticks.len() < MAX_TREE || self.cpu_ticks.contains_key(pid) {
                     self.cpu_ticks.insert(*pid, t);
@@ -158,6 +163,7 @@ impl TreeSampler {
                 }
             }
         }
+        self.resident_high = self.resident_high.max(resident);
         for pid in &raw {
             if self.seen.len() < MAX_TREE && !self.seen.contains(pid) {
                 self.seen.push(*pid);
@@ -235,12 +241,11 @@ impl TreeSampler {
         let resident: u64 = (self.own_pids())
             .filter_map(|p| resident_size(&self.proc_dir(p)))
             .sum();
-        let now = std::time::Instant::now();
+        self.resident_high = self.resident_high.max(resident);
         let tick = Tick {
-            now,
+            now: std::time::Instant::now(),
             resident,
             processes: self.own_pids().count(),
-            age: (self.started).map_or(Default::default(), |s| now.saturating_duration_since(s)),
             // Past the limit by what the tree holds now, or by the figure the watchdog
             // would otherwise be given (the last read, which a process gone since
             // still counts in): either way the watchdog decides on a fresh read.
@@ -252,8 +257,37 @@ impl TreeSampler {
         }
         let before = thread_cpu();
         self.last_read = self.processes_memory();
-        self.pace.read(tick, thread_cpu().saturating_sub(before));
+        let cpu = thread_cpu().saturating_sub(before);
+        self.pace.read(tick, self.last_read.0, cpu);
         self.last_read
+    }
+
+    /// Takes the script's own proportional size as it exited (`pss`, bytes, from its
+    /// telemetry report: see `pace.rs`) into the peak, with what the scratch held at
+    /// the last sample, where the kernel's own count (a memory cgroup) is not the
+    /// figure. The report is the script's to write: a figure above every resident
+    /// size the kernel showed for the tree, plus `added` (the kernel's peak resident
+    /// size for the script, less what it was forked with), is no proportional size
+    /// and is not taken.
+    pub fn count_exit(&mut self, pss: u64, added: u64) {
+        if self
+            .cgroup
+            .as_ref()
+            .is_some_and(|c| c.memory_current().is_some())
+            || pss == 0
+            || pss > self.resident_high.saturating_add(added)
+        {
+            return;
+        }
+        let held = Held {
+            rss: pss,
+            scratch: self.previous.back().map_or(0, |h| h.scratch),
+        };
+        self.measured = true;
+        if held.total() > self.peak.total() {
+            self.peak = held;
+            self.peak_source = MemorySource::Pss;
+        }
     }
 
     /// The last sample's processes' memory summed (the runner's plumbing left out):
@@ -365,6 +399,12 @@ fn holds_gpu_device(dir: &str) -> bool {
             GPU_DEVICES.iter().any(|d| t.starts_with(d))
         })
     })
+}
+
+/// A process's resident pages from its `stat` fields (`rss`, the line's 24th field,
+/// the 22nd from the state on): what `statm` says, read with the rest.
+fn resident_pages(fields: &[String]) -> u64 {
+    fields.get(21).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
 /// utime and stime of a process, in clock ticks, from its `/proc/<pid>/stat` fields

@@ -156,6 +156,7 @@ pub fn from_record(r: NodeRecord, stderr_log: &Path, mut job: SlurmJob) -> Attem
         jax: Telemetry {
             report: r.jax,
             problem: r.jax_problem,
+            ..Telemetry::default()
         },
         ray: None,
         slurm: Some(job),

@@ -24,6 +24,28 @@ def _jr_process_age():
 
 _jr_startup_s = _jr_process_age()
 
+# The runner's sampling tick, seconds (`SAMPLE_EVERY` in src/runner/child.rs).
+_JR_TICK_S = 0.1
+
+
+def _jr_exit_pss_kb():
+    """This process's proportional set size in kB (`Pss` of smaps_rollup), read as it
+    exits: the runner reads a script's memory at a pace (src/runner/pace.rs) and takes
+    this for the end it may have left unread. Only for a process that lived a tick or
+    more: a shorter one has its peak from the kernel, and the walk of its page tables
+    (1 to 8 ms) would be much of its run."""
+    age = _jr_process_age()
+    if age is None or age < _JR_TICK_S:
+        return None
+    try:
+        with open("/proc/self/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
 
 # Start-up time matters (it is paid by every script): only modules Python has already
 # loaded are used here, so json, importlib.util and their imports are never pulled in.
@@ -203,6 +225,10 @@ def jax_runner_install_telemetry(out_path, jax_already_imported=False, preloaded
 
     def write():
         stop_profile()
+        try:
+            state["exit_pss_kb"] = _jr_exit_pss_kb()
+        except Exception:
+            pass
         try:
             # The kernel's figures for this process and the children it waited for:
             # inside a sandbox the runner's own wait4 only sees bwrap.

@@ -75,3 +75,27 @@ fn a_tree_counts_its_threads_as_tasks() {
     child.wait().unwrap();
     assert_eq!((sampler.last_count, sampler.last_tasks), (1, 8));
 }
+
+/// The script's reading at its exit raises the peak up to what the kernel showed of
+/// the tree's resident size plus the peak it reports for the script, and no higher:
+/// a report past that is not a proportional size.
+#[test]
+fn an_exit_reading_counts_up_to_the_kernels_resident_sizes() {
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut sampler = TreeSampler::default();
+    sampler.observe(child.id());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let seen = sampler.resident_high;
+    assert!(seen > 0, "a live process has pages resident");
+    assert!(!sampler.measured);
+    sampler.count_exit(seen + (1 << 20) + 1, 1 << 20);
+    assert_eq!((sampler.measured, sampler.peak.total()), (false, 0));
+    sampler.count_exit(seen + (1 << 20), 1 << 20);
+    assert!(sampler.measured);
+    assert_eq!(sampler.peak.total(), seen + (1 << 20));
+    assert_eq!(sampler.peak_source, MemorySource::Pss);
+    // Below the peak it changes nothing.
+    sampler.count_exit(seen, 1 << 20);
+    assert_eq!(sampler.peak.total(), seen + (1 << 20));
+}
