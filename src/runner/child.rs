@@ -30,7 +30,7 @@ const SAMPLES_PER_EVENT: u32 = 10;
 /// samples.
 const GPU_LOOK_EVERY: u32 = 5;
 /// How often the tree's memory is sampled.
-const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 /// How long to wait, after the script exits, for its output pipes to close.
 const PIPE_CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// Lines of stderr kept for the result.

@@ -206,6 +206,17 @@ mod tests {
             .starts_with("telemetry: not the shim's report"));
     }
 
+    /// The shim reads its memory at its exit only past the runner's tick: the two
+    /// name the same interval.
+    #[test]
+    fn the_shims_tick_is_the_samplers() {
+        let tick = crate::runner::child::SAMPLE_EVERY.as_secs_f64();
+        assert!(
+            SHIM.contains(&format!("\n_JR_TICK_S = {tick}\n")),
+            "the shim's _JR_TICK_S is not {tick}"
+        );
+    }
+
     #[test]
     fn backend_names_map_to_platforms() {
         use crate::model::Platform;

@@ -364,17 +364,6 @@ fn resident_size(dir: &str) -> Option<u64> {
 }
 
 impl TreeSampler {
-    /// Looks through the open files of the tree's processes (the last sample's) for a
-    /// GPU device node: the runner's own evidence that the script used a GPU, whatever
-    /// its telemetry file says. Stops looking once one is seen.
-    pub fn look_for_gpu(&mut self) {
-        if self.gpu_opened || self.last_pids.is_empty() {
-            return;
-        }
-        self.gpu_looked = true;
-        self.gpu_opened = (self.last_pids.iter()).any(|p| holds_gpu_device(&self.proc_dir(*p)));
-    }
-
     /// CPU seconds (user, system) summed over every process sampled.
     pub fn cpu_seconds(&self) -> (f64, f64) {
         let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
@@ -384,21 +373,6 @@ impl TreeSampler {
             .fold((0u64, 0u64), |(u, s), (a, b)| (u + a, s + b));
         (u as f64 / hz, s as f64 / hz)
     }
-}
-
-/// NVIDIA's device nodes, and ROCm's.
-const GPU_DEVICES: &[&str] = &["/dev/nvidia", "/dev/kfd", "/dev/dri/"];
-
-fn holds_gpu_device(dir: &str) -> bool {
-    let Ok(fds) = std::fs::read_dir(format!("{dir}/fd")) else {
-        return false;
-    };
-    fds.flatten().any(|fd| {
-        std::fs::read_link(fd.path()).is_ok_and(|target| {
-            let t = target.to_string_lossy();
-            GPU_DEVICES.iter().any(|d| t.starts_with(d))
-        })
-    })
 }
 
 /// A process's resident pages from its `stat` fields (`rss`, the line's 24th field,
@@ -413,5 +387,6 @@ fn cpu_ticks(fields: &[String]) -> Option<(u64, u64)> {
     Some((fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?))
 }
 
+mod gpu;
 #[cfg(test)]
 mod tests;
