@@ -97,9 +97,11 @@ impl From<Option<JaxTelemetry>> for Telemetry {
     }
 }
 
-/// What the shim's report says beside jax's own figures.
+/// The shim's report: jax's figures, and beside them the script's memory at its exit.
 #[derive(serde::Deserialize)]
-struct ExitMemory {
+struct Report {
+    #[serde(flatten)]
+    jax: JaxTelemetry,
     exit_pss_kb: Option<u64>,
 }
 
@@ -116,14 +118,11 @@ pub fn take(path: &Path) -> Telemetry {
         ..Telemetry::default()
     };
     match read {
-        Ok(bytes) => match serde_json::from_slice(&bytes) {
+        Ok(bytes) => match serde_json::from_slice::<Report>(&bytes) {
             Ok(report) => Telemetry {
-                report: Some(report),
+                report: Some(report.jax),
                 problem: None,
-                exit_pss_bytes: serde_json::from_slice::<ExitMemory>(&bytes)
-                    .ok()
-                    .and_then(|m| m.exit_pss_kb)
-                    .map(|kb| kb.saturating_mul(1024)),
+                exit_pss_bytes: report.exit_pss_kb.map(|kb| kb.saturating_mul(1024)),
             },
             Err(e) => problem(format!("not the shim's report ({e})")),
         },

@@ -95,8 +95,10 @@ pub struct TreeSampler {
     /// The memory limit the runner's watchdog holds the tree to, if any: a resident
     /// size past it has the proportional sizes read at once.
     pub watch_limit: Option<u64>,
-    /// The highest resident size the tree's processes were seen at, summed, bytes:
-    /// a proportional size is never above it.
+    /// The resident sizes of the last sample's processes (the plumbing left out),
+    /// summed, bytes: read with their `stat` lines, as `statm` gives them.
+    last_resident: u64,
+    /// The highest such sum seen: a proportional size is never above it.
     resident_high: u64,
 }
 
@@ -121,6 +123,7 @@ impl Default for TreeSampler {
             pace: Pace::default(),
             last_read: (0, MemorySource::Pss),
             watch_limit: None,
+            last_resident: 0,
             resident_high: 0,
         }
     }
@@ -149,20 +152,27 @@ impl TreeSampler {
                 continue;
             };
             self.last_tasks += threads(&fields);
-            if Some(*pid) != self.plumbing {
-                resident += resident_pages(&fields) * rustix::param::page_size() as u64;
-            }
             if let Some(t) = cpu_ticks(&fields) {
                 if self.cpu_ticks.len() < MAX_TREE || self.cpu_ticks.contains_key(pid) {
                     self.cpu_ticks.insert(*pid, t);
                 }
             }
-            if fields.first().is_some_and(|state| state == "Z") {
-                if let Some(tid) = super::sys::live_thread(*pid) {
-                    self.headless.push((*pid, tid));
-                }
+            let headless = (fields.first().is_some_and(|state| state == "Z"))
+                .then(|| super::sys::live_thread(*pid))
+                .flatten();
+            if let Some(tid) = headless {
+                self.headless.push((*pid, tid));
+            }
+            if Some(*pid) != self.plumbing {
+                resident += match headless {
+                    // A zombie leader's `stat` shows nothing resident; its live
+                    // thread's `statm` shows what the process holds.
+                    Some(tid) => resident_size(&format!("/proc/{pid}/task/{tid}")).unwrap_or(0),
+                    None => resident_pages(&fields) * rustix::param::page_size() as u64,
+                };
             }
         }
+        self.last_resident = resident;
         self.resident_high = self.resident_high.max(resident);
         for pid in &raw {
             if self.seen.len() < MAX_TREE && !self.seen.contains(pid) {
@@ -238,10 +248,7 @@ impl TreeSampler {
     /// [`TreeSampler::processes_memory`] where [`Pace`] says a read is due, else
     /// what the last read found.
     fn paced_processes_memory(&mut self, scratch: u64) -> (u64, MemorySource) {
-        let resident: u64 = (self.own_pids())
-            .filter_map(|p| resident_size(&self.proc_dir(p)))
-            .sum();
-        self.resident_high = self.resident_high.max(resident);
+        let resident = self.last_resident;
         let tick = Tick {
             now: std::time::Instant::now(),
             resident,
@@ -270,10 +277,7 @@ impl TreeSampler {
     /// size for the script, less what it was forked with), is no proportional size
     /// and is not taken.
     pub fn count_exit(&mut self, pss: u64, added: u64) {
-        if self
-            .cgroup
-            .as_ref()
-            .is_some_and(|c| c.memory_current().is_some())
+        if self.cgroup.as_ref().is_some_and(|c| c.enforces_memory())
             || pss == 0
             || pss > self.resident_high.saturating_add(added)
         {
