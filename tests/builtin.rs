@@ -597,7 +597,12 @@ fn escape_case(account: Account, how: How) {
     eprintln!("{case}: the attack run took {:.1?}", started.elapsed());
     let ids = ["builtin_escape", "builtin_victim"];
     let results = complete_results(&tree, &out, &ids, &case);
-    relayed.unwrap_or_else(|e| panic!("{case}: the test's relay: {e}"));
+    relayed.unwrap_or_else(|e| {
+        panic!(
+            "{case}: the test's relay: {e}; the attacker {} ({}), its stderr: {}",
+            results[0]["status"], results[0]["class"], results[0]["stderr_tail"]
+        )
+    });
     let own_data = data_dir(&results[0]);
     let report = read_json(&own_data.join("builtin_escape.json"));
     let mut failures = Vec::new();
