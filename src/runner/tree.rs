@@ -96,8 +96,13 @@ pub struct TreeSampler {
     /// size past it has the proportional sizes read at once.
     pub watch_limit: Option<u64>,
     /// The resident sizes of the last sample's processes (the plumbing left out),
-    /// summed, bytes: read with their `stat` lines, as `statm` gives them.
+    /// summed, bytes, from their `statm`.
     last_resident: u64,
+    /// Of that, the anonymous pages (resident less shared), bytes.
+    last_anonymous: u64,
+    /// The anonymous pages at the last proportional read: what the tree added since
+    /// counts on top of that read's figure (see `pace.rs`).
+    anonymous_at_read: u64,
     /// The highest such sum seen: a proportional size is never above it.
     resident_high: u64,
 }
@@ -124,6 +129,8 @@ impl Default for TreeSampler {
             last_read: (0, MemorySource::Pss),
             watch_limit: None,
             last_resident: 0,
+            last_anonymous: 0,
+            anonymous_at_read: 0,
             resident_high: 0,
         }
     }
@@ -145,7 +152,7 @@ impl TreeSampler {
         self.last_count = raw.len();
         self.last_tasks = 0;
         self.headless.clear();
-        let mut resident = 0;
+        let (mut resident, mut anonymous) = (0, 0);
         for pid in &raw {
             let Some(fields) = super::sys::stat_fields(*pid) else {
                 self.last_tasks += 1;
@@ -164,15 +171,22 @@ impl TreeSampler {
                 self.headless.push((*pid, tid));
             }
             if Some(*pid) != self.plumbing {
-                resident += match headless {
-                    // A zombie leader's `stat` shows nothing resident; its live
-                    // thread's `statm` shows what the process holds.
-                    Some(tid) => resident_size(&format!("/proc/{pid}/task/{tid}")).unwrap_or(0),
-                    None => resident_pages(&fields) * rustix::param::page_size() as u64,
+                // A zombie leader's `stat` shows nothing resident; its live thread's
+                // `statm` shows what the process holds.
+                let dir = match headless {
+                    Some(tid) => format!("/proc/{pid}/task/{tid}"),
+                    None => format!("/proc/{pid}"),
                 };
+                let (all, own) = statm_sizes(&dir).unwrap_or_else(|| {
+                    let pages = resident_pages(&fields) * rustix::param::page_size() as u64;
+                    (if headless.is_some() { 0 } else { pages }, 0)
+                });
+                resident += all;
+                anonymous += own;
             }
         }
         self.last_resident = resident;
+        self.last_anonymous = anonymous;
         self.resident_high = self.resident_high.max(resident);
         for pid in &raw {
             if self.seen.len() < MAX_TREE && !self.seen.contains(pid) {
@@ -246,12 +260,14 @@ impl TreeSampler {
     }
 
     /// [`TreeSampler::processes_memory`] where [`Pace`] says a read is due, else
-    /// what the last read found.
+    /// what the last read found plus the anonymous pages added since: a page a lone
+    /// process faults in anonymously is its own and counts whole in its proportional
+    /// size, so the sum is the figure less only what a walk alone sees (see
+    /// `pace.rs`).
     fn paced_processes_memory(&mut self, scratch: u64) -> (u64, MemorySource) {
         let resident = self.last_resident;
         let tick = Tick {
             now: std::time::Instant::now(),
-            resident,
             processes: self.own_pids().count(),
             // Past the limit by what the tree holds now, or by the figure the watchdog
             // would otherwise be given (the last read, which a process gone since
@@ -260,12 +276,14 @@ impl TreeSampler {
                 .is_some_and(|l| resident.max(self.last_read.0).saturating_add(scratch) > l),
         };
         if !self.pace.due(tick) {
-            return self.last_read;
+            let added = self.last_anonymous.saturating_sub(self.anonymous_at_read);
+            return (self.last_read.0.saturating_add(added), self.last_read.1);
         }
         let before = thread_cpu();
         self.last_read = self.processes_memory();
+        self.anonymous_at_read = self.last_anonymous;
         let cpu = thread_cpu().saturating_sub(before);
-        self.pace.read(tick, self.last_read.0, cpu);
+        self.pace.read(tick, cpu);
         self.last_read
     }
 
@@ -362,9 +380,18 @@ fn process_memory(dir: &str) -> Option<(u64, bool)> {
 /// A process's resident set size in bytes (`statm`): no page walk, and never less
 /// than its proportional set size.
 fn resident_size(dir: &str) -> Option<u64> {
+    statm_sizes(dir).map(|(resident, _)| resident)
+}
+
+/// A process's resident set size and, of it, its anonymous pages (resident less
+/// shared: `statm`'s shared field counts file and shared-memory pages), in bytes.
+fn statm_sizes(dir: &str) -> Option<(u64, u64)> {
     let statm = std::fs::read_to_string(format!("{dir}/statm")).ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * rustix::param::page_size() as u64)
+    let mut fields = statm.split_whitespace().skip(1);
+    let resident: u64 = fields.next()?.parse().ok()?;
+    let shared: u64 = fields.next()?.parse().ok()?;
+    let page = rustix::param::page_size() as u64;
+    Some((resident * page, resident.saturating_sub(shared) * page))
 }
 
 impl TreeSampler {

@@ -98,3 +98,78 @@ fn an_exit_reading_counts_up_to_the_kernels_resident_sizes() {
     sampler.count_exit(seen, 1 << 20);
     assert_eq!(sampler.peak.total(), seen + (1 << 20));
 }
+
+/// A lone process that python3 runs: each line on its stdin is a statement it runs,
+/// answered by a line on its stdout once done.
+fn obedient_python() -> std::process::Child {
+    let program = "import sys\n\
+        for line in sys.stdin:\n\
+        \x20   exec(line)\n\
+        \x20   print('done', flush=True)\n";
+    Command::new("python3")
+        .args(["-c", program])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Has the child run `statement` and waits for its answer.
+fn tell(child: &mut std::process::Child, statement: &str) {
+    use std::io::{BufRead, Write};
+    let stdin = child.stdin.as_mut().unwrap();
+    writeln!(stdin, "{statement}").unwrap();
+    stdin.flush().unwrap();
+    let mut answer = String::new();
+    let stdout = child.stdout.as_mut().unwrap();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut answer)
+        .unwrap();
+    assert_eq!(answer.trim(), "done");
+}
+
+/// Between proportional reads a lone process's figure is the last read plus the
+/// anonymous pages it added since: a 64 MiB block shows at the next sample, to the
+/// page, with no walk of its page tables (the next read is held off); 64 MiB of a
+/// file it maps and reads (file pages, which count a share) do not.
+#[test]
+fn between_reads_the_anonymous_pages_a_process_adds_count_without_a_walk() {
+    const MIB: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pages");
+    std::fs::write(&file, vec![1u8; 64 << 20]).unwrap();
+    let mut child = obedient_python();
+    tell(&mut child, "import mmap");
+    let mut sampler = TreeSampler::default();
+    let first = sampler.sample(child.id());
+    sampler.pace.hold_for(std::time::Duration::from_secs(3600));
+    let read_at = sampler.anonymous_at_read;
+    tell(&mut child, "block = bytearray(b'\\x01') * (64 << 20)");
+    let grown = sampler.sample(child.id());
+    let resident_before_file = sampler.last_resident;
+    let mapped = format!(
+        "f = open({:?}, 'rb'); m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ); \
+         s = sum(m[i] for i in range(0, len(m), 4096))",
+        file.display().to_string()
+    );
+    tell(&mut child, &mapped);
+    let after_file = sampler.sample(child.id());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        sampler.anonymous_at_read, read_at,
+        "no read was due: no walk"
+    );
+    let added = grown.rss.saturating_sub(first.rss);
+    assert!(
+        (64 * MIB..72 * MIB).contains(&added),
+        "{first:?} then {grown:?}"
+    );
+    let by_file = after_file.rss.saturating_sub(grown.rss);
+    assert!(by_file < 8 * MIB, "{grown:?} then {after_file:?}");
+    let file_resident = sampler.last_resident.saturating_sub(resident_before_file);
+    assert!(
+        file_resident >= 56 * MIB,
+        "the file's pages are resident: {file_resident}"
+    );
+}
