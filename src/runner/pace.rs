@@ -7,7 +7,10 @@
 //! at once still 3% (eighteenth pass).
 //!
 //! The walk comes only where nothing cheaper can stand for it:
-//! - the first tick a script's memory is read (its baseline);
+//! - the first tick a script's memory is read (its baseline), and any tick whose
+//!   processes are not those of the last read (a fork's pages are its parent's,
+//!   shared, not pages it added: a warm sandbox's script appears under its
+//!   namespace's init after the first read);
 //! - a tree of several processes (whose steady rule needs reads in a row, and whose
 //!   processes may share what any of them adds);
 //! - a resident size past the watchdog's limit;
@@ -54,6 +57,8 @@ pub struct Tick {
     pub now: Instant,
     /// Its processes (the plumbing left out).
     pub processes: usize,
+    /// Whether they are other processes than at the last read.
+    pub changed: bool,
     /// Whether the runner's watchdog holds the tree to a limit that the resident
     /// size plus the scratch, or the last figure plus the scratch, passes.
     pub over_limit: bool,
@@ -66,6 +71,7 @@ impl Pace {
             return true;
         };
         tick.processes > 1
+            || tick.changed
             || tick.over_limit
             || tick.now.saturating_duration_since(last) >= self.pause
     }
@@ -101,6 +107,7 @@ mod tests {
         Tick {
             now: at + Duration::from_millis(ms),
             processes: 1,
+            changed: false,
             over_limit: false,
         }
     }
@@ -145,7 +152,8 @@ mod tests {
     }
 
     /// A tree of several processes reads every tick (its steady rule needs reads in
-    /// a row), and so does one past the watchdog's limit.
+    /// a row), and so do one past the watchdog's limit and one whose process is not
+    /// the one read last.
     #[test]
     fn several_processes_or_a_limit_passed_read_every_tick() {
         let t0 = Instant::now();
@@ -161,6 +169,11 @@ mod tests {
             ..tick(t0, 100)
         };
         assert!(pace.due(over));
+        let another = Tick {
+            changed: true,
+            ..tick(t0, 100)
+        };
+        assert!(pace.due(another));
         assert!(!pace.due(tick(t0, 100)));
     }
 

@@ -103,6 +103,8 @@ pub struct TreeSampler {
     /// The anonymous pages at the last proportional read: what the tree added since
     /// counts on top of that read's figure (see `pace.rs`).
     anonymous_at_read: u64,
+    /// The processes that read counted (the plumbing left out).
+    read_pids: Vec<u32>,
     /// The highest such sum seen: a proportional size is never above it.
     resident_high: u64,
 }
@@ -131,6 +133,7 @@ impl Default for TreeSampler {
             last_resident: 0,
             last_anonymous: 0,
             anonymous_at_read: 0,
+            read_pids: Vec::new(),
             resident_high: 0,
         }
     }
@@ -269,6 +272,7 @@ impl TreeSampler {
         let tick = Tick {
             now: std::time::Instant::now(),
             processes: self.own_pids().count(),
+            changed: !self.own_pids().eq(self.read_pids.iter().copied()),
             // Past the limit by what the tree holds now, or by the figure the watchdog
             // would otherwise be given (the last read, which a process gone since
             // still counts in): either way the watchdog decides on a fresh read.
@@ -281,10 +285,23 @@ impl TreeSampler {
         }
         let before = thread_cpu();
         self.last_read = self.processes_memory();
-        self.anonymous_at_read = self.last_anonymous;
         let cpu = thread_cpu().saturating_sub(before);
+        // Counted after the walk, not at the tick's start: a page the process faults in
+        // while the walk runs (a block being filled adds 20 MiB in a 5 ms walk) may be in
+        // the figure already, and would count twice from an earlier count.
+        self.anonymous_at_read = self.anonymous_now();
+        self.read_pids = self.own_pids().collect();
         self.pace.read(tick, cpu);
         self.last_read
+    }
+
+    /// The anonymous pages of the last sample's processes now (the plumbing left out),
+    /// bytes: `statm` again, after a walk.
+    fn anonymous_now(&self) -> u64 {
+        (self.own_pids())
+            .filter_map(|p| statm_sizes(&self.proc_dir(p)))
+            .map(|(_, anonymous)| anonymous)
+            .sum()
     }
 
     /// Takes the script's own proportional size as it exited (`pss`, bytes, from its
