@@ -9,6 +9,7 @@ use super::limits::AttemptCgroup;
 use super::pace::{thread_cpu, Pace, Tick};
 use super::scratch::{Held, ScratchGauge};
 use crate::model::MemorySource;
+use proc::{cpu_ticks, proc_dir, process_memory, resident_pages, statm_sizes, threads};
 
 /// A cap on the tree walked, so a fork bomb cannot make sampling itself expensive.
 const MAX_TREE: usize = 4096;
@@ -36,16 +37,6 @@ pub fn tree_pids(root: u32) -> Vec<u32> {
     }
     out.truncate(MAX_TREE);
     out
-}
-
-/// A process's thread count from its `stat` fields (from the state on: `num_threads`,
-/// the line's 20th field, is the 18th); at least 1.
-fn threads(fields: &[String]) -> usize {
-    fields
-        .get(17)
-        .and_then(|n| n.parse::<usize>().ok())
-        .unwrap_or(1)
-        .max(1)
 }
 
 /// Samples a tree's memory and its scratch, and keeps the peak.
@@ -363,54 +354,6 @@ fn steady(before: &std::collections::VecDeque<Held>, now: Held) -> Held {
     }
 }
 
-/// Where `/proc` shows what process `pid` holds: its own folder, or a live thread's
-/// where its main thread alone has exited (`headless`: such processes, each with a
-/// thread that lives).
-fn proc_dir(headless: &[(u32, u32)], pid: u32) -> String {
-    match headless.iter().find(|(p, _)| *p == pid) {
-        Some((_, tid)) => format!("/proc/{pid}/task/{tid}"),
-        None => format!("/proc/{pid}"),
-    }
-}
-
-/// One process's memory as the kernel counts it, from its folder in `/proc` (see
-/// [`TreeSampler::proc_dir`]): its proportional set size (`Pss` of `smaps_rollup`: a
-/// page it shares with n processes counts 1/n) where the runner may read that (the
-/// ptrace check), else its resident set size (`statm`), `false` beside it. `None` for
-/// a process already gone.
-fn process_memory(dir: &str) -> Option<(u64, bool)> {
-    if let Ok(text) = std::fs::read_to_string(format!("{dir}/smaps_rollup")) {
-        let kb = text
-            .lines()
-            .find_map(|l| l.strip_prefix("Pss:"))
-            .and_then(|v| v.trim().strip_suffix("kB"))
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if let Some(kb) = kb {
-            return Some((kb * 1024, true));
-        }
-    }
-    let bytes = resident_size(dir)?;
-    // A process with nothing resident (a zombie) holds nothing to share or count.
-    Some((bytes, bytes == 0))
-}
-
-/// A process's resident set size in bytes (`statm`): no page walk, and never less
-/// than its proportional set size.
-fn resident_size(dir: &str) -> Option<u64> {
-    statm_sizes(dir).map(|(resident, _)| resident)
-}
-
-/// A process's resident set size and, of it, its anonymous pages (resident less
-/// shared: `statm`'s shared field counts file and shared-memory pages), in bytes.
-fn statm_sizes(dir: &str) -> Option<(u64, u64)> {
-    let statm = std::fs::read_to_string(format!("{dir}/statm")).ok()?;
-    let mut fields = statm.split_whitespace().skip(1);
-    let resident: u64 = fields.next()?.parse().ok()?;
-    let shared: u64 = fields.next()?.parse().ok()?;
-    let page = rustix::param::page_size() as u64;
-    Some((resident * page, resident.saturating_sub(shared) * page))
-}
-
 impl TreeSampler {
     /// CPU seconds (user, system) summed over every process sampled.
     pub fn cpu_seconds(&self) -> (f64, f64) {
@@ -423,18 +366,7 @@ impl TreeSampler {
     }
 }
 
-/// A process's resident pages from its `stat` fields (`rss`, the line's 24th field,
-/// the 22nd from the state on): what `statm` says, read with the rest.
-fn resident_pages(fields: &[String]) -> u64 {
-    fields.get(21).and_then(|n| n.parse().ok()).unwrap_or(0)
-}
-
-/// utime and stime of a process, in clock ticks, from its `/proc/<pid>/stat` fields
-/// (its threads' together, the main thread's too once it has exited).
-fn cpu_ticks(fields: &[String]) -> Option<(u64, u64)> {
-    Some((fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?))
-}
-
 mod gpu;
+mod proc;
 #[cfg(test)]
 mod tests;
