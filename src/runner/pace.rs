@@ -4,7 +4,7 @@
 //! while it walks, the script's own changes to its mappings wait. On two cores busy
 //! with warm scripts a read every tick cost the scripts 5 to 8% of a run's wall time
 //! (measured: `bench/README.md`, seventeenth pass), and the reads a rise brought on
-//! at once still 3% (eighteenth pass).
+//! at once still 1 to 3% (eighteenth pass).
 //!
 //! The walk comes only where nothing cheaper can stand for it:
 //! - the first tick a script's memory is read (its baseline), and any tick whose
@@ -23,11 +23,12 @@
 //! own, and counts whole in its proportional size, so a rise shows at the next tick,
 //! to the page, without a walk. What that leaves out (file pages, which count a share;
 //! the zygote's pages a script copies on write; the share of a sibling's pages that
-//! grows as the sibling ends; pages given back, still counted as the last walk
-//! found them) the next walk counts. What the pause leaves unread at the end of a script, its own
-//! process reads as it exits: the telemetry shim puts its `Pss` in its report
-//! (`exit_pss_kb`), and [`super::tree::TreeSampler::count_exit`] takes it into the
-//! peak.
+//! grows as the sibling ends; pages given back, still counted as the last walk found
+//! them) the next walk counts.
+//!
+//! What the pause leaves unread at the end of a script, its own process reads as it
+//! exits: the telemetry shim puts its `Pss` in its report (`exit_pss_kb`), and
+//! [`super::tree::TreeSampler::count_exit`] takes it into the peak.
 
 use std::time::{Duration, Instant};
 

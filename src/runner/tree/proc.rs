@@ -23,10 +23,10 @@ pub(super) fn proc_dir(headless: &[(u32, u32)], pid: u32) -> String {
 }
 
 /// One process's memory as the kernel counts it, from its folder in `/proc` (see
-/// [`TreeSampler::proc_dir`]): its proportional set size (`Pss` of `smaps_rollup`: a
-/// page it shares with n processes counts 1/n) where the runner may read that (the
-/// ptrace check), else its resident set size (`statm`), `false` beside it. `None` for
-/// a process already gone.
+/// [`proc_dir`]): its proportional set size (`Pss` of `smaps_rollup`: a page it
+/// shares with n processes counts 1/n) where the runner may read that (the ptrace
+/// check), else its resident set size (`statm`), `false` beside it. `None` for a
+/// process already gone.
 pub(super) fn process_memory(dir: &str) -> Option<(u64, bool)> {
     if let Ok(text) = std::fs::read_to_string(format!("{dir}/smaps_rollup")) {
         let kb = text
