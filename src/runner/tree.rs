@@ -9,7 +9,9 @@ use super::limits::AttemptCgroup;
 use super::pace::{thread_cpu, Pace, Tick};
 use super::scratch::{Held, ScratchGauge};
 use crate::model::MemorySource;
-use proc::{cpu_ticks, proc_dir, process_memory, resident_pages, statm_sizes, threads};
+use proc::{
+    cpu_ticks, proc_dir, process_memory, resident_pages, resident_size, statm_sizes, threads,
+};
 
 /// A cap on the tree walked, so a fork bomb cannot make sampling itself expensive.
 const MAX_TREE: usize = 4096;
@@ -87,10 +89,8 @@ pub struct TreeSampler {
     /// size past it has the proportional sizes read at once.
     pub watch_limit: Option<u64>,
     /// The resident sizes of the last sample's processes (the plumbing left out),
-    /// summed, bytes, from their `statm`.
+    /// summed, bytes: read with their `stat` lines, as `statm` gives them.
     last_resident: u64,
-    /// Of that, the anonymous pages (resident less shared), bytes.
-    last_anonymous: u64,
     /// The anonymous pages at the last proportional read: what the tree added since
     /// counts on top of that read's figure (see `pace.rs`).
     anonymous_at_read: u64,
@@ -122,7 +122,6 @@ impl Default for TreeSampler {
             last_read: (0, MemorySource::Pss),
             watch_limit: None,
             last_resident: 0,
-            last_anonymous: 0,
             anonymous_at_read: 0,
             read_pids: Vec::new(),
             resident_high: 0,
@@ -146,7 +145,7 @@ impl TreeSampler {
         self.last_count = raw.len();
         self.last_tasks = 0;
         self.headless.clear();
-        let (mut resident, mut anonymous) = (0, 0);
+        let mut resident = 0;
         for pid in &raw {
             let Some(fields) = super::sys::stat_fields(*pid) else {
                 self.last_tasks += 1;
@@ -165,22 +164,15 @@ impl TreeSampler {
                 self.headless.push((*pid, tid));
             }
             if Some(*pid) != self.plumbing {
-                // A zombie leader's `stat` shows nothing resident; its live thread's
-                // `statm` shows what the process holds.
-                let dir = match headless {
-                    Some(tid) => format!("/proc/{pid}/task/{tid}"),
-                    None => format!("/proc/{pid}"),
+                resident += match headless {
+                    // A zombie leader's `stat` shows nothing resident; its live
+                    // thread's `statm` shows what the process holds.
+                    Some(tid) => resident_size(&format!("/proc/{pid}/task/{tid}")).unwrap_or(0),
+                    None => resident_pages(&fields) * rustix::param::page_size() as u64,
                 };
-                let (all, own) = statm_sizes(&dir).unwrap_or_else(|| {
-                    let pages = resident_pages(&fields) * rustix::param::page_size() as u64;
-                    (if headless.is_some() { 0 } else { pages }, 0)
-                });
-                resident += all;
-                anonymous += own;
             }
         }
         self.last_resident = resident;
-        self.last_anonymous = anonymous;
         self.resident_high = self.resident_high.max(resident);
         for pid in &raw {
             if self.seen.len() < MAX_TREE && !self.seen.contains(pid) {
@@ -271,7 +263,8 @@ impl TreeSampler {
                 .is_some_and(|l| resident.max(self.last_read.0).saturating_add(scratch) > l),
         };
         if !self.pace.due(tick) {
-            let added = self.last_anonymous.saturating_sub(self.anonymous_at_read);
+            // Read only here, where the tree is one process: one `statm` a tick.
+            let added = self.anonymous_now().saturating_sub(self.anonymous_at_read);
             return (self.last_read.0.saturating_add(added), self.last_read.1);
         }
         let before = thread_cpu();
@@ -287,7 +280,7 @@ impl TreeSampler {
     }
 
     /// The anonymous pages of the last sample's processes now (the plumbing left out),
-    /// bytes: `statm` again, after a walk.
+    /// bytes, from their `statm` (resident less shared).
     fn anonymous_now(&self) -> u64 {
         (self.own_pids())
             .filter_map(|p| statm_sizes(&self.proc_dir(p)))

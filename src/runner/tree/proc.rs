@@ -45,7 +45,7 @@ pub(super) fn process_memory(dir: &str) -> Option<(u64, bool)> {
 
 /// A process's resident set size in bytes (`statm`): no page walk, and never less
 /// than its proportional set size.
-fn resident_size(dir: &str) -> Option<u64> {
+pub(super) fn resident_size(dir: &str) -> Option<u64> {
     statm_sizes(dir).map(|(resident, _)| resident)
 }
 
