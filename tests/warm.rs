@@ -421,38 +421,44 @@ fn a_binary_copied_alone_still_starts_sandboxed_scripts_warm() {
 }
 
 /// Prints how many MLIR contexts the zygote made ahead, before and after the script
-/// lowers LOWERINGS computations of its own (-1: none of the zygote's pool reached it).
+/// lowers LOWERINGS computations of its own (-1: none of the zygote's pool reached it),
+/// and what had the zygote make them (the runner's announcement while it imported, or
+/// its first request; None: nothing).
 const POOL_PROBE: &str = r#"
 import jax
 from jax._src.interpreters import mlir
-pool = getattr(mlir.make_ir_context, "__globals__", {}).get("IR_POOL")
+made = getattr(mlir.make_ir_context, "__globals__", {})
+pool = made.get("IR_POOL")
 before = -1 if pool is None else len(pool)
 for k in range(LOWERINGS):
     jax.jit(lambda x, k=k: x * 2 + k)(3.0).block_until_ready()
-print(before, -1 if pool is None else len(pool))
+print(before, -1 if pool is None else len(pool), made.get("IR_POOL_BY"))
 "#;
 
-/// Each probe's two counts, by script id.
+/// Each probe's two counts, by script id, checking what had the pool made: the
+/// announcement when there is one, nothing when there is none.
 fn pool_counts(t: &Tree, ids: &[&str], what: &str) -> Vec<(i64, i64)> {
     ids.iter()
         .map(|id| {
             let r = t.result(id);
             assert_eq!(r["attempts"][0]["start"], "warm", "{what} {id}: {r}");
             let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
-            let n: Vec<i64> = stdout
-                .split_whitespace()
-                .map(|n| n.parse().unwrap())
-                .collect();
-            assert_eq!(n.len(), 2, "{what} {id}: {stdout:?}");
+            let words: Vec<&str> = stdout.split_whitespace().collect();
+            assert_eq!(words.len(), 3, "{what} {id}: {stdout:?}");
+            let n: Vec<i64> = words[..2].iter().map(|n| n.parse().unwrap()).collect();
+            // Said while the zygote imported, the pool is made before any request.
+            let by = if n[0] > 0 { "announcement" } else { "None" };
+            assert_eq!(words[2], by, "{what} {id}: {stdout:?}");
             (n[0], n[1])
         })
         .collect()
 }
 
 /// Issue 34: a warm script of a run whose scripts use jax finds the zygote's MLIR
-/// contexts made (once, before the zygote's first fork), and its lowerings take them,
-/// one each, in every sandbox mode; the exactness tests (`exact.rs`) hold the results
-/// to a sequential run's. How many: 32 for scripts the history does not know; then,
+/// contexts made (once, before the zygote's first fork, on the runner's word while it
+/// imported), and its lowerings take them, one each, in every sandbox mode; the
+/// exactness tests (`exact.rs`) hold the results to a sequential run's. How many: 32
+/// for scripts the history does not know; then,
 /// from what each lowered last time, the count more scripts than the run's slots
 /// reached (`app/ahead.rs`); none for a run no larger than its slots.
 #[test]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::schedule::Schedule;
-use super::surroundings::{ready, sandbox_info, seccomp_filter, start_zygote, Starting};
+use super::surroundings::{announce, ready, sandbox_info, seccomp_filter, start_zygote, Starting};
 use crate::config::RunConfig;
 use crate::error::Error;
 use crate::model::SandboxInfo;
@@ -199,6 +199,10 @@ pub(super) async fn backend(
                 &format!("{}:", shared.run_token),
                 &crate::runner::limits::parent_dirs(),
             );
+            if uses_jax {
+                // Said while it imports: the pool is then made as soon as it is ready.
+                announce(&zygote, ahead);
+            }
             let warm = ready(zygote, uses_jax, warnings).await;
             if let Ok(z) = &warm {
                 // The log says what a run's first scripts wait for (bench/compare.sh

@@ -10,7 +10,7 @@ use crate::error::ConfigError;
 use crate::model::{SandboxInfo, SandboxMode};
 use crate::python::Interpreter;
 use crate::runner::telemetry;
-use crate::runner::zygote::{Preload, Zygote, ZygoteSandbox};
+use crate::runner::zygote::{Made, Preload, Zygote, ZygoteSandbox};
 use crate::sandbox::bwrap;
 use crate::sandbox::layers::Sandboxing;
 
@@ -220,6 +220,17 @@ pub(super) fn start_zygote(
         zygote,
         launch,
     })
+}
+
+/// Tells the zygote [`start_zygote`] started, while it imports, what to make ahead
+/// ([`Zygote::announce`]).
+pub(super) fn announce(starting: &Result<Starting, String>, ahead: Made) {
+    if let Ok(Starting {
+        zygote: Some(z), ..
+    }) = starting
+    {
+        z.announce(ahead);
+    }
 }
 
 /// The zygote [`start_zygote`] started, once it has imported jax; otherwise why every

@@ -73,6 +73,9 @@ import faulthandler  # noqa: F401  (the telemetry shim's, in each script)
 # The MLIR contexts jax lowers each computation into, made ahead (see pool_ir_contexts).
 IR_POOL = []
 IR_MAKE = None
+# What had them made: "announcement" (the runner's word while the zygote imported) or
+# "request" (its first request, for a zygote that missed the word); tests/warm.rs reads it.
+IR_POOL_BY = None
 
 
 def pool_ir_contexts():
@@ -100,15 +103,19 @@ def pool_ir_contexts():
     IR_MAKE = make
 
 
-def fill_ir_pool(size):
+def fill_ir_pool(size, by):
     """Makes the pool's `size` contexts (2.5 to 3.5 ms and 1.1 to 1.5 MiB each,
     measured), once: tried again on no later request, even if making one failed.
-    Asked for by the runner's first request, which sizes the pool from what the run's
-    scripts lowered last time (app/ahead.rs), not before the zygote is ready: its
-    first scripts wait for them. No backend is touched, and no thread is started: the
-    contexts' shared thread pool starts its threads at its first task, in the script."""
-    global IR_MAKE
+    Sized from what the run's scripts lowered last time (app/ahead.rs), which the
+    runner says while the zygote still imports (`by` "announcement"), so they are
+    made as soon as it is ready, beside the runner's own preparations; its first
+    request says it again ("request"). No backend is touched, and no thread is
+    started: the contexts' shared thread pool starts its threads at its first task, in
+    the script."""
+    global IR_MAKE, IR_POOL_BY
     make, IR_MAKE = IR_MAKE, None
+    if make is not None:
+        IR_POOL_BY = by
     while make is not None and len(IR_POOL) < size:
         try:
             IR_POOL.append(make())
@@ -234,7 +241,9 @@ def serve_requests():
             if req.get("huge_pages"):
                 collapse_into_huge_pages()
             if req.get("ir_pool"):
-                fill_ir_pool(int(req["ir_pool"]))
+                fill_ir_pool(int(req["ir_pool"]), "announcement" if req.get("prepare") else "request")
+            if req.get("prepare"):
+                continue  # the runner's word while it imported: no descriptors, no answer
             # A slot's socket; the go's pipe besides the stdio of a script in a view,
             # but for a slot's script, which needs no go.
             want = 3

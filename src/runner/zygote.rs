@@ -78,6 +78,8 @@ pub struct Zygote {
     /// A slot's zygote made in the run's part of every script's view (see
     /// [`Zygote::slot`]): those steps; each script it forks builds only its own part.
     slot_view: Option<Vec<MountStep>>,
+    /// The run's zygote's socket for [`Zygote::announce`], once, while it imports.
+    early: Mutex<Option<UnixStream>>,
 }
 
 pub use crate::sandbox::policy::ZygoteSandbox;
@@ -176,6 +178,7 @@ impl Zygote {
         let child = cmd.spawn().map_err(start_error)?;
         drop((theirs, filters));
         let pid = child.id() as libc::pid_t;
+        let early = ours.try_clone().ok();
         let zygote = Zygote {
             pid,
             channel: Mutex::new((
@@ -188,6 +191,7 @@ impl Zygote {
             resident: false,
             ahead: Ahead::default(),
             slot_view: None,
+            early: Mutex::new(early),
         };
         Ok(zygote)
     }
@@ -257,6 +261,7 @@ impl Zygote {
             resident: false,
             ahead: self.ahead.clone(),
             slot_view: view.map(<[MountStep]>::to_vec),
+            early: Mutex::new(None),
         })
     }
 
@@ -264,6 +269,30 @@ impl Zygote {
     /// slot's zygote forked after) starts finds it made.
     pub fn prepare(&self, what: Made) {
         self.ahead.add(what);
+    }
+
+    /// Tells the zygote, while it still imports jax, what to make before its first
+    /// fork, so it makes it as soon as it is ready instead of at the runner's first
+    /// request: the history's sweep, the reporters' start and the slots' set-up then
+    /// run beside the pool's 0.1 s, not before it. Once, before [`Zygote::wait_ready`]
+    /// returns (the runner sends nothing else until then, so the line goes out whole);
+    /// later calls, and a slot's zygote, send nothing. Each request still carries
+    /// `what` ([`Zygote::prepare`]), for a zygote that missed this line.
+    pub fn announce(&self, what: Made) {
+        self.prepare(what);
+        if what == Made::default() {
+            return;
+        }
+        let Some(socket) = self.early.lock().ok().and_then(|mut s| s.take()) else {
+            return;
+        };
+        let line = serde_json::json!({
+            "prepare": true,
+            "ir_pool": what.contexts,
+            "huge_pages": what.huge_pages,
+        });
+        // A zygote that died is found by the next request, which says why.
+        let _ = (&socket).write_all(format!("{line}\n").as_bytes());
     }
 
     /// This slot zygote, now that it lives in the slot's cgroup.
