@@ -170,9 +170,10 @@ def collapse_into_huge_pages():
     anonymous regions, jax's and numpy's heap, with 2 MiB pages. A fork copies one
     entry for each such page instead of 512, and an exit frees one: every script's
     fork and exit cost a quarter less (4.2 to 3.2 ms, measured with jax imported).
-    A child's write still copies only the 4 KiB it touches. Asked for by the runner's
-    first request for a run of many scripts, once: the move itself takes 20 to 130
-    ms before the first fork, more than a small run's forks would save."""
+    A child's write still copies only the 4 KiB it touches. Asked for by the runner
+    (its word while the zygote imported, or its first request) for a run of many
+    scripts, once: the move itself takes 20 to 130 ms before the first fork, more
+    than a small run's forks would save."""
     if COLLAPSED:
         return
     COLLAPSED.append(True)
