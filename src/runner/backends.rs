@@ -155,9 +155,14 @@ pub struct Local {
 }
 
 impl Drop for Local {
-    /// The run's folder of private temporary folders goes with it (each attempt's is
-    /// removed as it ends).
+    /// Every zygote of the run is killed first, then each one's own drop waits for it
+    /// (the run's first, then the slots'): their address spaces are torn down side
+    /// by side, not one after another before the run's last reports. The run's folder
+    /// of private temporary folders goes with it (each attempt's is removed as it
+    /// ends).
     fn drop(&mut self) {
+        let slots = self.homes.zygotes();
+        (self.zygote.iter().chain(&slots)).for_each(|z| z.kill_now());
         if let Some(sb) = self.sandbox.as_ref().filter(|sb| !sb.sandboxing.has_view()) {
             let _ = std::fs::remove_dir(&sb.private_root);
         }

@@ -37,6 +37,19 @@ pub struct SlotHomes {
 }
 
 impl SlotHomes {
+    /// The slots' zygotes made so far.
+    pub fn zygotes(&self) -> Vec<Arc<Zygote>> {
+        let Ok(states) = self.states.lock() else {
+            return Vec::new();
+        };
+        (states.iter())
+            .filter_map(|s| match s {
+                State::Ready(home) => Some(home.zygote.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The home of `slot`, made from `zygote` at its first call; `None` when it cannot
     /// be made here (then never tried again). `name` names the slot's cgroup; `view`
     /// is the run's part of the scripts' view, which the slot's zygote is made in

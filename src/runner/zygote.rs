@@ -381,6 +381,14 @@ impl Zygote {
     }
 }
 
+impl Zygote {
+    /// Sends SIGKILL to its process and what runs below it, without waiting: see
+    /// [`super::reaper::kill_tree`]. Its drop still waits for them and reaps them.
+    pub fn kill_now(&self) {
+        super::reaper::kill_tree(self.pid as u32);
+    }
+}
+
 impl Drop for Zygote {
     /// Ends its process and what runs below it (under bwrap, the zygote proper), and
     /// reaps them: the run's end then finds nothing of it left (see

@@ -2,6 +2,10 @@
 //! and a wait reach that process and no later one that took its PID, and waited for
 //! until it has exited.
 
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+
 use crate::model::Leak;
 
 use super::{command_line, reap, reap_orphans, sys};
@@ -59,12 +63,12 @@ impl Round {
 /// How long the sweep waits, each round, for what it killed to exit. A SIGKILLed
 /// process is gone within milliseconds unless it sleeps uninterruptibly (a hung
 /// network file system).
-pub(super) const GONE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+pub(super) const GONE_WAIT: Duration = Duration::from_secs(2);
 
 /// A process to kill, held by a pidfd where the kernel gives one (Linux 5.3 on, and
 /// within the descriptor limit), so the signal and the wait reach this process and no
 /// later one that took its PID; by its PID otherwise.
-pub(super) struct Victim {
+pub struct Victim {
     pub(super) pid: u32,
     fd: Option<std::os::fd::OwnedFd>,
 }
@@ -98,31 +102,39 @@ impl Victim {
     /// Whether it has exited (a zombie has: it cannot write any more).
     fn gone(&self) -> bool {
         match &self.fd {
+            // A pidfd polls readable once the process has exited.
             Some(fd) => {
-                use std::os::fd::AsRawFd;
-                // A pidfd polls readable once the process has exited.
-                let mut poll = libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd, no timeout.
-                let n = unsafe { libc::poll(&mut poll, 1, 0) };
-                n != 0
+                let mut poll = [PollFd::new(fd, PollFlags::IN)];
+                !matches!(
+                    rustix::event::poll(&mut poll, Some(&Timespec::default())),
+                    Ok(0)
+                )
             }
             None => sys::ended(self.pid),
         }
     }
 }
 
-/// Waits, up to `limit`, until every victim has exited.
-pub(super) fn wait_gone(victims: &mut Vec<Victim>, limit: std::time::Duration) {
-    let deadline = std::time::Instant::now() + limit;
+/// Waits, up to `limit`, until every victim has exited. Held by pidfds, their exits
+/// wake the wait at once; one held by its PID alone is looked at every 5 ms.
+pub(super) fn wait_gone(victims: &mut Vec<Victim>, limit: Duration) {
+    let deadline = Instant::now() + limit;
     loop {
         victims.retain(|v| !v.gone());
-        if victims.is_empty() || std::time::Instant::now() >= deadline {
+        let now = Instant::now();
+        if victims.is_empty() || now >= deadline {
             return;
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
+        let mut wait = deadline - now;
+        if victims.iter().any(|v| v.fd.is_none()) {
+            wait = wait.min(Duration::from_millis(5));
+        }
+        let mut fds: Vec<PollFd> = (victims.iter().filter_map(|v| v.fd.as_ref()))
+            .map(|fd| PollFd::new(fd, PollFlags::IN))
+            .collect();
+        let timeout = Timespec::try_from(wait).unwrap_or_default();
+        if fds.is_empty() || rustix::event::poll(&mut fds, Some(&timeout)).is_err() {
+            std::thread::sleep(wait.min(Duration::from_millis(5)));
+        }
     }
 }
