@@ -191,10 +191,10 @@ def spawn_sandboxed(req, fds):
             os.close(w)
 
 
-def probe_sandbox():
+def start_probe():
     """At start: can a child take the probe plan's namespaces (--probe-plan, built by
     the runner), and its init the rest (a fresh /proc, the user, the filters), here?
-    "ok", or what failed (the run then starts sandboxed scripts cold)."""
+    Forks that test child and returns it with its pipe, for finish_probe."""
     plan = json.loads(next(a.split("=", 1)[1] for a in sys.argv
                            if a.startswith("--probe-plan=")))
     r, w = os.pipe()
@@ -217,6 +217,13 @@ def probe_sandbox():
             os.write(w, str(exc).encode())
             os._exit(1)
     os.close(w)
+    return child, r
+
+
+def finish_probe(probe):
+    """The test child's answer: "ok", or what failed (the run then starts sandboxed
+    scripts cold)."""
+    child, r = probe
     message = read_all(r)
     os.close(r)
     _, status = os.waitpid(child, 0)
