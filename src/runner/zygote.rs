@@ -32,7 +32,7 @@ mod wire;
 use baseline::Baseline;
 pub use request::{warm_request, Request, WarmRequest};
 pub use wire::Made;
-use wire::{read_reply, send_with_fds, wait_adopted, Ahead, Ended, Ready, Wire};
+use wire::{read_reply, send_with_fds, Ahead, Ready, Wire};
 
 /// One program in four files: the zygote, its child part, its sandbox half, its slot
 /// part (which ends by serving).
@@ -265,36 +265,6 @@ impl Zygote {
         })
     }
 
-    /// Before its next fork the zygote makes `what`, once, so every script it (or a
-    /// slot's zygote forked after) starts finds it made.
-    pub fn prepare(&self, what: Made) {
-        self.ahead.add(what);
-    }
-
-    /// Tells the zygote, while it still imports jax, what to make before its first
-    /// fork, so it makes it as soon as it is ready instead of at the runner's first
-    /// request: the history's sweep, the reporters' start and the slots' set-up then
-    /// run beside the pool's 0.1 s, not before it. Once, before [`Zygote::wait_ready`]
-    /// returns (the runner sends nothing else until then, so the line goes out whole);
-    /// later calls, and a slot's zygote, send nothing. Each request still carries
-    /// `what` ([`Zygote::prepare`]), for a zygote that missed this line.
-    pub fn announce(&self, what: Made) {
-        self.prepare(what);
-        if what == Made::default() {
-            return;
-        }
-        let Some(socket) = self.early.lock().ok().and_then(|mut s| s.take()) else {
-            return;
-        };
-        let line = serde_json::json!({
-            "prepare": true,
-            "ir_pool": what.contexts,
-            "huge_pages": what.huge_pages,
-        });
-        // A zygote that died is found by the next request, which says why.
-        let _ = (&socket).write_all(format!("{line}\n").as_bytes());
-    }
-
     /// This slot zygote, now that it lives in the slot's cgroup.
     pub fn into_resident(mut self) -> Zygote {
         self.resident = true;
@@ -304,6 +274,12 @@ impl Zygote {
     /// The run's part of the view this slot's zygote lives in, if it was made in one.
     pub fn slot_view(&self) -> Option<&[MountStep]> {
         self.slot_view.as_deref()
+    }
+
+    /// Sends SIGKILL to its process and what runs below it, without waiting: see
+    /// [`super::reaper::kill_tree`]. Its drop still waits for them and reaps them.
+    pub fn kill_now(&self) {
+        super::reaper::kill_tree(self.pid as u32);
     }
 
     /// Kills it now (a lean zygote took its place); its last owner reaps it.
@@ -333,30 +309,6 @@ impl Zygote {
         self.sandboxed && self.namespaces && !self.resident
     }
 
-    /// Waits (blocking) for the end of `pid`, a script this slot's zygote forked as its
-    /// own child: how it ended and its resource usage, as the zygote's `wait4` gave
-    /// them. Should the zygote be gone, the script is the runner's now (a subreaper
-    /// adopts it), and the runner waits for it itself.
-    pub fn wait_exit(&self, pid: libc::pid_t) -> std::io::Result<super::sys::Exit> {
-        let line = {
-            let mut guard = self
-                .channel
-                .lock()
-                .map_err(|_| std::io::Error::other("the zygote's channel is poisoned"))?;
-            let reader = &mut guard.1;
-            reader.get_ref().set_read_timeout(None).ok();
-            let mut line = String::new();
-            reader.read_line(&mut line).map(|_| line)
-        };
-        match line
-            .ok()
-            .and_then(|l| serde_json::from_str::<Ended>(&l).ok())
-        {
-            Some(Ended { exit: Some(e) }) => Ok(e.into_exit()),
-            _ => wait_adopted(pid),
-        }
-    }
-
     /// Asks for one script; returns the PID of the process running it, which is now
     /// the runner's child.
     pub fn spawn(
@@ -378,14 +330,6 @@ impl Zygote {
         let (writer, reader) = &mut *guard;
         send_with_fds(writer, &line, fds).map_err(ZygoteError::Unreachable)?;
         read_reply(reader)
-    }
-}
-
-impl Zygote {
-    /// Sends SIGKILL to its process and what runs below it, without waiting: see
-    /// [`super::reaper::kill_tree`]. Its drop still waits for them and reaps them.
-    pub fn kill_now(&self) {
-        super::reaper::kill_tree(self.pid as u32);
     }
 }
 

@@ -1,7 +1,7 @@
-//! The zygote's wire: a request as it goes out (with the run's baseline), the lines
-//! the zygote answers (ready, a PID, how a slot's script ended), the descriptors
-//! sent beside a request, and the wait for a script whose zygote died before saying
-//! how it ended.
+//! The zygote's wire: a request as it goes out (with the run's baseline), the word on
+//! what to make ahead said while it imports, the lines the zygote answers (ready, a
+//! PID, how a slot's script ended) and the wait for them, the descriptors sent beside
+//! a request, and the wait for a script whose zygote died before saying how it ended.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::BorrowedFd;
@@ -60,6 +60,62 @@ impl Clone for Ahead {
             contexts: AtomicU16::new(made.contexts),
             huge_pages: AtomicBool::new(made.huge_pages),
         }
+    }
+}
+
+impl super::Zygote {
+    /// Waits (blocking) for the end of `pid`, a script this slot's zygote forked as its
+    /// own child: how it ended and its resource usage, as the zygote's `wait4` gave
+    /// them. Should the zygote be gone, the script is the runner's now (a subreaper
+    /// adopts it), and the runner waits for it itself.
+    pub fn wait_exit(&self, pid: libc::pid_t) -> std::io::Result<crate::runner::sys::Exit> {
+        let line = {
+            let mut guard = self
+                .channel
+                .lock()
+                .map_err(|_| std::io::Error::other("the zygote's channel is poisoned"))?;
+            let reader = &mut guard.1;
+            reader.get_ref().set_read_timeout(None).ok();
+            let mut line = String::new();
+            reader.read_line(&mut line).map(|_| line)
+        };
+        match line
+            .ok()
+            .and_then(|l| serde_json::from_str::<Ended>(&l).ok())
+        {
+            Some(Ended { exit: Some(e) }) => Ok(e.into_exit()),
+            _ => wait_adopted(pid),
+        }
+    }
+
+    /// Before its next fork the zygote makes `what`, once, so every script it (or a
+    /// slot's zygote forked after) starts finds it made.
+    pub fn prepare(&self, what: Made) {
+        self.ahead.add(what);
+    }
+
+    /// Tells the zygote, while it still imports jax, what to make before its first
+    /// fork, so it makes it as soon as it is ready instead of at the runner's first
+    /// request: the history's sweep, the reporters' start and the slots' set-up then
+    /// run beside the pool's 0.1 s, not before it. Once, before [`Zygote::wait_ready`]
+    /// returns (the runner sends nothing else until then, so the line goes out whole);
+    /// later calls, and a slot's zygote, send nothing. Each request still carries
+    /// `what` ([`Zygote::prepare`]), for a zygote that missed this line.
+    pub fn announce(&self, what: Made) {
+        self.prepare(what);
+        if what == Made::default() {
+            return;
+        }
+        let Some(socket) = self.early.lock().ok().and_then(|mut s| s.take()) else {
+            return;
+        };
+        let line = serde_json::json!({
+            "prepare": true,
+            "ir_pool": what.contexts,
+            "huge_pages": what.huge_pages,
+        });
+        // A zygote that died is found by the next request, which says why.
+        let _ = (&socket).write_all(format!("{line}\n").as_bytes());
     }
 }
 
