@@ -48,13 +48,26 @@ fn kernel_figures(r: &Value) -> Value {
     read_json(&std::path::Path::new(r["data_dir"].as_str().unwrap()).join("kernel.json"))
 }
 
+/// Runs `fixture` as `how` says with `args` added, which must exit 0; the result and
+/// what the fixture read of the kernel.
+fn run_fixture(
+    account: &Account,
+    how: How,
+    fixture: &str,
+    args: &[&str],
+    case: &str,
+) -> Option<(Value, Value)> {
+    let (_tree, out, r) = launch(account, how, fixture, args, case)?;
+    assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
+    let kernel = kernel_figures(&r);
+    Some((r, kernel))
+}
+
 /// Runs `shared_block.py` as `how` says with `args` added; the result and what the
 /// fixture read of the kernel.
 fn run(account: &Account, how: How, args: &[&str], case: &str) -> Option<(Value, Value)> {
-    let (_tree, out, r) = launch(account, how, "shared_block.py", args, case)?;
-    assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
+    let (r, kernel) = run_fixture(account, how, "shared_block.py", args, case)?;
     assert_eq!(r["status"], "succeeded", "{case}: {}", r["stderr_tail"]);
-    let kernel = kernel_figures(&r);
     assert_eq!(kernel["children_failed"], 0, "{case}: {kernel}");
     assert_eq!(kernel["block_mb"], BLOCK_MB, "{case}");
     Some((r, kernel))
@@ -265,11 +278,9 @@ fn as_user_cold_a_block_held_briefly_and_freed_is_in_the_peak() {
 /// over its own readings, and 38 MiB under, in a full run of this file).
 fn churn_case(account: Account, how: How) {
     let case = format!("a block filled again and again {}", describe(&account, how));
-    let Some((_tree, out, r)) = launch(&account, how, "churn_block.py", &[], &case) else {
+    let Some((r, kernel)) = run_fixture(&account, how, "churn_block.py", &[], &case) else {
         return;
     };
-    assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
-    let kernel = kernel_figures(&r);
     let (held, block) = (
         kernel["pss_mb"].as_f64().unwrap(),
         kernel["block_mb"].as_f64().unwrap(),
@@ -298,11 +309,9 @@ fn as_user_warm_a_block_filled_again_and_again_counts_once() {
 /// copies (24 MiB against 40).
 fn copy_on_write_case(account: Account, how: How) {
     let case = format!("copies of the zygote's pages {}", describe(&account, how));
-    let Some((_tree, out, r)) = launch(&account, how, "copy_on_write.py", &[], &case) else {
+    let Some((r, kernel)) = run_fixture(&account, how, "copy_on_write.py", &[], &case) else {
         return;
     };
-    assert_eq!(code(&out), 0, "{case}: {}", stderr(&out));
-    let kernel = kernel_figures(&r);
     let (before, after) = (
         kernel["pss_before_mb"].as_f64().unwrap(),
         kernel["pss_mb"].as_f64().unwrap(),

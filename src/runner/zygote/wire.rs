@@ -99,10 +99,10 @@ impl super::Zygote {
     /// request: the history's sweep, the reporters' start and the slots' set-up then
     /// run beside the pool's 0.1 s, not before it. Once, before [`Zygote::wait_ready`]
     /// returns (the runner sends nothing else until then, so the line goes out whole);
-    /// later calls, and a slot's zygote, send nothing. Each request still carries
-    /// `what` ([`Zygote::prepare`]), for a zygote that missed this line.
+    /// later calls, and a slot's zygote, send nothing. Each request still carries what
+    /// [`Zygote::prepare`] is given once the zygote is ready, for a zygote that missed
+    /// this line.
     pub fn announce(&self, what: Made) {
-        self.prepare(what);
         if what == Made::default() {
             return;
         }
