@@ -146,7 +146,7 @@ const KILLS_ITS_PARENT: &str = r#"
 import os, signal, sys, time
 parent = os.getppid()
 with open("/proc/%d/cmdline" % parent, "rb") as fh:
-    zygote = fh.read().split(b"\0")[1:2] == [b"-"]
+    zygote = fh.read().split(b"\0")[1:2] == [b"-c"]
 print(parent, zygote)
 sys.stdout.flush()
 if zygote:

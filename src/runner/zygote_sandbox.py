@@ -1,6 +1,6 @@
 # jax-runner's warm-start zygote, its sandbox half: appended to zygote.py (one
-# program, read by `python -` from stdin). No step of the sandbox is written here:
-# each child hands the attempt's plan, as the runner built it, to the confinement
+# program, read from stdin by zygote.rs's loader). No step of the sandbox is written
+# here: each child hands the attempt's plan, as the runner built it, to the confinement
 # library the binary carries (`jax_runner_confine`, the same Rust code a cold start
 # runs), naming the phase its forks have reached. A child takes the script's
 # namespaces and view (phase 1); the grandchild, init of the script's PID namespace,

@@ -333,7 +333,7 @@ def this_runs_zygotes():
         try:
             pid = int(name)
             ours = ppid(pid) == runner or ppid(ppid(pid)) == runner
-            if pid != os.getpid() and ours and argv(pid)[1:2] == [b"-"]:
+            if pid != os.getpid() and ours and argv(pid)[1:2] == [b"-c"]:
                 found.append(pid)
         except (OSError, IndexError, ValueError):
             pass

@@ -1,8 +1,9 @@
 //! A warm script's stderr less the warm start's own frames in faulthandler's stack
 //! dumps. A warm script runs in a fork of the zygote, below the zygote's program
-//! (which comes on stdin, `File "<stdin>"`) and `runpy` (`File "<frozen runpy>"`), so
-//! a dump it writes (on a timeout's SIGTERM, or a crash) lists those frames under its
-//! own; a cold start's dump of the same script has none. They are the runner's, not
+//! (which comes on stdin, `File "<stdin>"`, run by a one-line loader, `File
+//! "<string>"`) and `runpy` (`File "<frozen runpy>"`), so a dump it writes (on a
+//! timeout's SIGTERM, or a crash) lists those frames under its own; a cold start's
+//! dump of the same script has none. They are the runner's, not
 //! the script's, and a warm start must leave no trace in what a script records: they
 //! are left out of the log and the tail, and every other byte passes as it came.
 
@@ -20,6 +21,9 @@ pub struct WarmFrames {
     held: Vec<u8>,
     /// Whether the lines now coming are a dump's frames.
     in_dump: bool,
+    /// Whether the last frame was the zygote's program: the loader's frame, below it,
+    /// is the warm start's too (a script's own `<string>` frames lie above runpy's).
+    after_program: bool,
 }
 
 impl WarmFrames {
@@ -88,9 +92,14 @@ impl WarmFrames {
     fn keeps(&mut self, line: &[u8]) -> bool {
         let text = line.strip_suffix(b"\n").unwrap_or(line);
         let text = text.strip_suffix(b"\r").unwrap_or(text);
+        let after_program = std::mem::take(&mut self.after_program);
         if text.ends_with(DUMP_HEADER_END) {
             self.in_dump = true;
         } else if self.in_dump && is_frame(text) {
+            if after_program && text == LOADER_FRAME {
+                return false;
+            }
+            self.after_program = text.starts_with(PROGRAM_FRAME);
             return !is_warm_starts(text);
         } else {
             self.in_dump = false;
@@ -98,6 +107,12 @@ impl WarmFrames {
         true
     }
 }
+
+/// The start of a frame line of the zygote's program, which it reads from stdin.
+const PROGRAM_FRAME: &[u8] = b"  File \"<stdin>\", line ";
+/// The frame of the loader that runs the program (`python -c`, `runner/zygote.rs`):
+/// the outermost of every thread that started there.
+const LOADER_FRAME: &[u8] = b"  File \"<string>\", line 1 in <module>";
 
 /// A dump's frame line: `  File "f.py", line 9 in spin`.
 fn is_frame(text: &[u8]) -> bool {
@@ -107,8 +122,7 @@ fn is_frame(text: &[u8]) -> bool {
 /// A frame of the zygote's program or of runpy, in a dump's words (` in `, where a
 /// traceback writes `, in `).
 fn is_warm_starts(text: &[u8]) -> bool {
-    (text.starts_with(b"  File \"<stdin>\", line ")
-        || text.starts_with(b"  File \"<frozen runpy>\", line "))
+    (text.starts_with(PROGRAM_FRAME) || text.starts_with(b"  File \"<frozen runpy>\", line "))
         && !contains(text, b", in ")
 }
 
@@ -126,7 +140,8 @@ mod tests {
         File \"/t/m/jax/crash.py\", line 14 in <module>\n  \
         File \"<frozen runpy>\", line 88 in _run_code\n  \
         File \"<stdin>\", line 492 in become_script\n  \
-        File \"<stdin>\", line 1016 in <module>\n\n\
+        File \"<stdin>\", line 1016 in <module>\n  \
+        File \"<string>\", line 1 in <module>\n\n\
         Extension modules: numpy (total: 1)\n";
     const COLD: &str = "before\n\
         Fatal Python error: Segmentation fault\n\n\
@@ -175,6 +190,16 @@ mod tests {
             filtered(&[after.as_bytes()]),
             format!("{COLD}  File \"<stdin>\", line 3 in spin\n")
         );
+        // A script's own `<string>` frame (code it runs with exec) is its own.
+        let exec = DUMP.replace(
+            "  File \"<frozen runpy>\"",
+            "  File \"<string>\", line 1 in <module>\n  File \"<frozen runpy>\"",
+        );
+        let cold = COLD.replace(
+            "in <module>\n\n",
+            "in <module>\n  File \"<string>\", line 1 in <module>\n\n",
+        );
+        assert_eq!(filtered(&[exec.as_bytes()]), cold);
         let long = "x".repeat(3 * MAX_HELD);
         assert_eq!(filtered(&[long.as_bytes()]), long);
     }
