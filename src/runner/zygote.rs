@@ -46,7 +46,7 @@ const ZYGOTE: &str = concat!(
     include_str!("zygote_slot.py")
 );
 /// Reads the program from stdin and runs it as `python -` would, under the same name
-/// (`<stdin>`, which `output/frames.rs` and the zygote's children know).
+/// (`<stdin>`, which `output/frames.rs` knows as the warm start's own).
 const LOADER: &str = "import sys;exec(compile(sys.stdin.buffer.read(),'<stdin>','exec'))";
 /// The width of the zygote's token slot: `JAX_RUNNER_TOKEN=` and this many `-` in the
 /// environment it starts with. A forked script never execs, so `/proc/<pid>/environ`

@@ -3,9 +3,9 @@
 //! (which comes on stdin, `File "<stdin>"`, run by a one-line loader, `File
 //! "<string>"`) and `runpy` (`File "<frozen runpy>"`), so a dump it writes (on a
 //! timeout's SIGTERM, or a crash) lists those frames under its own; a cold start's
-//! dump of the same script has none. They are the runner's, not
-//! the script's, and a warm start must leave no trace in what a script records: they
-//! are left out of the log and the tail, and every other byte passes as it came.
+//! dump of the same script has none. They are the runner's, not the script's, and a
+//! warm start must leave no trace in what a script records: they are left out of the
+//! log and the tail, and every other byte passes as it came.
 
 /// Longest partial line held back while a dump may be under way; a longer one passes.
 const MAX_HELD: usize = 8 * 1024;
