@@ -179,7 +179,7 @@ fn a_jax_error_and_a_hang_name_the_users_own_line() {
             "{warm}: {hang}"
         );
         // The dump prints no source: it is read from the script. The warm start's own
-        // frames (its program comes on stdin) stay in the log, out of the reports.
+        // frames (its program comes on stdin) are left out of the log and the reports.
         assert_eq!(hang["user_frame"]["source"], "time.sleep(0.05)", "{warm}");
         let md = std::fs::read_to_string(hanging.results_dir().join("execution_report.md"));
         let md = md.unwrap();
