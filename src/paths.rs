@@ -2,6 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
+/// What a warning about a cache folder that cannot be written says to do.
+pub const CACHE_DIR_FIX: &str = "set JAX_RUNNER_CACHE_DIR to a folder you can write";
+
 /// `JAX_RUNNER_CACHE_DIR`, else `$XDG_CACHE_HOME/jax-runner`, else `~/.cache/jax-runner`.
 pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("JAX_RUNNER_CACHE_DIR").filter(|d| !d.is_empty()) {
@@ -75,7 +78,7 @@ pub fn is_executable(path: &Path) -> bool {
 
 /// Writes `bytes` into `dir` once, as `{stem}-{hash}.{ext}` where the hash is of the
 /// bytes (runs, and binaries of other versions, share the folder), and returns the
-/// path: the seccomp filters, the confinement library. A file of that name with other
+/// path: the confinement library. A file of that name with other
 /// bytes (cut short by a crash) is replaced.
 pub fn install_by_hash(
     dir: &Path,

@@ -291,11 +291,14 @@ fn env_and_env_pass_reach_sandboxed_scripts() {
     assert_eq!(env["cwd"], t.root().join("m/jax").to_str().unwrap());
 }
 
-/// Without bwrap, an ordinary user has no sandbox, so `--sandbox on` refuses to run
-/// and names the install command; a root runner still has its built-in one (it never
-/// hands a script the host's uid 0), which `on` accepts.
+/// Without bwrap, `--sandbox on` still has the built-in layer (Landlock and the
+/// seccomp filter, every kernel this project supports has Landlock), so it runs:
+/// as root with the sandbox uid and namespaces of its own (it never hands a script
+/// the host's uid 0), as an ordinary user under the user's own uid with no uid
+/// switch, told once before the run what bwrap would add and how to install it. It
+/// exits 2 only with no layer at all, which needs a kernel without Landlock.
 #[test]
-fn sandbox_on_without_bwrap_is_exit_2_for_a_user_and_builtin_for_root() {
+fn sandbox_on_without_bwrap_runs_in_the_builtin_layer() {
     let t = Tree::new();
     t.fixture("ok_plain.py", "m/jax/ok_plain.py");
     let out = t
@@ -304,20 +307,73 @@ fn sandbox_on_without_bwrap_is_exit_2_for_a_user_and_builtin_for_root() {
         .args(["--sandbox", "on"])
         .output()
         .unwrap();
-    if rustix::process::geteuid().is_root() {
-        assert_eq!(code(&out), 0, "{}", stderr(&out));
-        let r = t.result("ok_plain");
-        assert_eq!(r["sandbox"]["kind"], "builtin", "{r}");
-        let uid = r["sandbox"]["uid"].as_u64().unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let r = t.result("ok_plain");
+    let sandbox = &r["sandbox"];
+    assert_eq!(sandbox["kind"], "builtin", "{r}");
+    let layers: Vec<&str> = sandbox["layers"]
+        .as_array()
+        .map(|l| l.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert!(layers.iter().any(|l| l.starts_with("landlock-v")), "{r}");
+    assert!(layers.contains(&"seccomp"), "{r}");
+    assert!(!layers.contains(&"bwrap"), "{r}");
+    let root = rustix::process::geteuid().is_root();
+    // The uid switch is a root runner's only: a user's scripts keep the user's uid.
+    assert_eq!(layers.contains(&"uid"), root, "{r}");
+    if root {
+        let uid = sandbox["uid"].as_u64().unwrap();
         assert!(uid != 0, "{r}");
     } else {
-        assert_eq!(code(&out), 2);
+        // Without namespaces of its own a user's run is told what bwrap would add.
         assert!(
             stderr(&out).contains("apt-get install bubblewrap"),
-            "{}",
+            "what is missing is said, with the install command: {}",
             stderr(&out)
         );
     }
+}
+
+/// The seccomp filter does not live on disk: with a cache folder nobody can write (its
+/// path runs through a file, so not even root can), a sandboxed script still runs
+/// under it. `setxattr` stands for the calls only the filter refuses: no other layer
+/// holds a file's extended attributes. The run says what the folder costs (the
+/// warm start's library, the telemetry shim), each with what to do, and not that
+/// the filter is off.
+#[test]
+fn an_unwritable_cache_folder_leaves_the_filter_in_force() {
+    let t = Tree::new();
+    t.write(
+        "m/jax/xattr.py",
+        "import errno, os\n\
+         path = os.path.join(os.environ['GNN_OUTPUT_DIR'], 'tagged')\n\
+         open(path, 'w').close()\n\
+         try:\n    os.setxattr(path, 'user.jax_runner_test', b'1')\n    print('setxattr: allowed')\n\
+         except OSError as e:\n    print('setxattr:', errno.errorcode[e.errno])\n",
+    );
+    let blocker = tempfile::NamedTempFile::new().unwrap();
+    let out = t
+        .cmd()
+        .env("JAX_RUNNER_CACHE_DIR", blocker.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(!said.contains("seccomp filter disabled"), "{said}");
+    // What the folder does cost is said, each time with what to do about it.
+    // (The harness turns the compilation cache off.)
+    for what in ["warm start is off", "device telemetry disabled"] {
+        let line = said.lines().find(|l| l.contains(what)).unwrap_or_default();
+        assert!(
+            line.contains("set JAX_RUNNER_CACHE_DIR to a folder you can write"),
+            "{what}: {said}"
+        );
+    }
+    let r = t.result("xattr");
+    let layers = r["sandbox"]["layers"].as_array().unwrap();
+    assert!(layers.iter().any(|l| l == "seccomp"), "{r}");
+    let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+    assert_eq!(stdout.trim(), "setxattr: EPERM", "{r}");
 }
 
 /// What a script can do to its sandbox as root (CI and containers run the runner as

@@ -72,14 +72,16 @@ pub(super) fn begin(
         }
         Err(e) => {
             warnings.push(format!(
-                "device telemetry disabled: failed to install the shim: {e}"
+                "device telemetry disabled: failed to install the shim into {}: {e} ({})",
+                crate::paths::cache_dir().display(),
+                crate::paths::CACHE_DIR_FIX
             ));
             None
         }
     };
     let seccomp = match (&sandboxing, &config.ray) {
         (Ok(s), None) => seccomp_filter(s, config.may_use_gpu(), warnings),
-        _ => Vec::new(),
+        _ => Default::default(),
     };
     let sandbox_info = sandbox_info(config, &sandboxing, &identity, !seccomp.is_empty());
     let shared = Shared {

@@ -13,6 +13,7 @@ use crate::runner::telemetry;
 use crate::runner::zygote::{Made, Preload, Zygote, ZygoteSandbox};
 use crate::sandbox::bwrap;
 use crate::sandbox::layers::Sandboxing;
+use crate::sandbox::seccomp::Filters;
 
 /// How scripts are sandboxed (or why not): `auto` and `on` take every layer this
 /// machine has (bwrap where it works, Landlock where the kernel has it, for a root
@@ -66,27 +67,19 @@ pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Sandboxing, String>, 
 
 /// The seccomp programs for sandboxed scripts (granting calls on other processes, host
 /// IPC and the network's sockets only where namespaces separate the scripts, and the
-/// CUDA driver's socket only to a run that may use a GPU); without them scripts still
-/// run with no capabilities, and the run says the filter is missing.
+/// CUDA driver's socket only to a run that may use a GPU), held in memory; on a
+/// processor without them scripts still run with no capabilities, and the run says
+/// the filter is missing.
 pub(super) fn seccomp_filter(
     sandboxing: &Sandboxing,
     gpu: bool,
     warnings: &mut Vec<String>,
-) -> Vec<PathBuf> {
-    use crate::sandbox::seccomp::install_for;
-    match install_for(&crate::paths::cache_dir(), sandboxing.separation(), gpu) {
-        Ok(Some(paths)) => paths,
-        Ok(None) => {
-            warnings.push(
-                "no seccomp filter for this processor: sandboxed scripts run without one".into(),
-            );
-            Vec::new()
-        }
-        Err(e) => {
-            warnings.push(format!("seccomp filter disabled: failed to write it: {e}"));
-            Vec::new()
-        }
-    }
+) -> Filters {
+    Filters::for_run(sandboxing.separation(), gpu).unwrap_or_else(|| {
+        warnings
+            .push("no seccomp filter for this processor: sandboxed scripts run without one".into());
+        Filters::default()
+    })
 }
 
 /// The compilation cache folder, created; `None` (and a warning) when it cannot be.
@@ -103,9 +96,9 @@ pub(super) fn compilation_cache(
     warnings: &mut Vec<String>,
 ) -> Option<PathBuf> {
     let dir = cache_folder(config, sandboxed)?;
+    let default = CompilationCache::default_dir();
     match std::fs::create_dir_all(&dir) {
         Ok(()) => {
-            let default = CompilationCache::default_dir();
             if sandboxed
                 && matches!(&config.compilation_cache, CompilationCache::Dir(d) if *d == default)
             {
@@ -114,8 +107,13 @@ pub(super) fn compilation_cache(
             Some(dir)
         }
         Err(e) => {
+            // The default lies in jax-runner's cache folder; a named one is the user's.
+            let fix = match &config.compilation_cache {
+                CompilationCache::Dir(d) if *d == default => crate::paths::CACHE_DIR_FIX,
+                _ => "name a folder you can write with --compilation-cache, or turn it off",
+            };
             warnings.push(format!(
-                "compilation cache disabled: failed to create {}: {e}",
+                "compilation cache disabled: failed to create {}: {e} ({fix})",
                 dir.display()
             ));
             None

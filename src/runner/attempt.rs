@@ -102,7 +102,7 @@ pub struct AttemptSpec {
     pub sandbox: Option<SandboxSpec>,
     /// The seccomp programs installed before the script's first line (sandboxed runs
     /// only), in order.
-    pub seccomp: Vec<PathBuf>,
+    pub seccomp: crate::sandbox::seccomp::Filters,
     /// `--memory-limit`: the tree's RSS and scratch above which the group is killed,
     /// bytes.
     pub memory_limit: Option<u64>,

@@ -121,12 +121,10 @@ impl Zygote {
             source,
         };
         let filters = sandbox
-            .map(|s| s.seccomp.as_slice())
-            .unwrap_or_default()
-            .iter()
-            .map(std::fs::File::open)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(start_error)?;
+            .map(|s| s.seccomp.to_memfds())
+            .transpose()
+            .map_err(start_error)?
+            .unwrap_or_default();
         let filter_fds: Vec<RawFd> = filters.iter().map(|f| f.as_raw_fd()).collect();
         let mut cmd = match sandbox.and_then(|sb| sb.bwrap.as_ref()) {
             Some((bwrap, args)) => {

@@ -58,8 +58,10 @@ pub fn library() -> Result<PathBuf, String> {
     let dir = crate::paths::cache_dir();
     install_library(&dir).map_err(|e| {
         format!(
-            "failed to write the jax-runner confinement library `{LIBRARY}` into {}: {e}",
-            dir.display()
+            "failed to write the jax-runner confinement library `{LIBRARY}` into {}: {e} \
+             ({})",
+            dir.display(),
+            crate::paths::CACHE_DIR_FIX
         )
     })
 }

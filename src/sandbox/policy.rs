@@ -74,7 +74,7 @@ pub struct ZygoteSandbox {
     /// namespaces from the host's view.
     pub bwrap: Option<(PathBuf, Vec<OsString>)>,
     /// The seccomp programs every script's process installs before its first line.
-    pub seccomp: Vec<PathBuf>,
+    pub seccomp: super::seccomp::Filters,
     /// The unprivileged user every script drops to (a root runner's).
     pub user: Option<super::user::SandboxUser>,
     /// Each script gets a view of its own (namespaces and mounts, from its request's
@@ -107,7 +107,7 @@ pub struct SandboxSetup {
     /// Interpreter folders to keep readable inside a hidden `$HOME`.
     pub python_paths: Vec<PathBuf>,
     /// The seccomp programs, where there are some for this machine.
-    pub seccomp: Vec<PathBuf>,
+    pub seccomp: super::seccomp::Filters,
     /// Who the scripts are on the host.
     pub identity: Arc<Identity>,
     /// `jax-runner` itself, which finishes a cold start (`__sandbox-exec`).

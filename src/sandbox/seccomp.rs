@@ -54,7 +54,6 @@
 
 use std::fmt;
 use std::io;
-use std::path::{Path, PathBuf};
 
 #[cfg(any(
     target_arch = "x86_64",
@@ -155,18 +154,6 @@ impl Separation {
         ipc: false,
         net: false,
     };
-
-    /// A short name for the programs' file names (`g`: a run that may use a GPU).
-    fn tag(self, gpu: bool) -> String {
-        let bit = |b: bool, c: char| if b { c } else { '-' };
-        format!(
-            "{}{}{}{}",
-            bit(self.pid, 'p'),
-            bit(self.ipc, 'i'),
-            bit(self.net, 'n'),
-            bit(gpu, 'g')
-        )
-    }
 }
 
 /// The filters for this processor where scripts have every namespace of their own,
@@ -253,32 +240,51 @@ pub fn apply() -> io::Result<()> {
     apply_prepared(&progs)
 }
 
-/// Writes each program into `dir` once, under a name that holds a hash of its bytes
-/// (runs share them), and returns their paths in install order; `None` where there
-/// is no filter for this processor.
-pub fn install(dir: &Path) -> io::Result<Option<Vec<PathBuf>>> {
-    install_for(dir, Separation::ALL, false)
-}
+/// The programs of a run, in install order, held in memory. Each use hands them on as
+/// fresh sealed memory files ([`Filters::to_memfds`]), never as files on disk: the
+/// filter a script gets cannot be lost to a cache folder the runner may not write,
+/// nor changed by a process that rewrote such a file between runs.
+#[derive(Debug, Clone, Default)]
+pub struct Filters(std::sync::Arc<[Vec<u8>]>);
 
-/// [`install`] of [`programs_for`] `separation` and `gpu`.
-pub fn install_for(
-    dir: &Path,
-    separation: Separation,
-    gpu: bool,
-) -> io::Result<Option<Vec<PathBuf>>> {
-    let Some(programs) = programs_for(separation, gpu) else {
-        return Ok(None);
-    };
-    let tag = separation.tag(gpu);
-    let mut paths = Vec::with_capacity(programs.len());
-    for program in &programs {
-        let stem = format!("seccomp-{}-{tag}", program.name);
-        paths.push(crate::paths::install_by_hash(
-            dir,
-            &stem,
-            "bpf",
-            &program.bytes,
-        )?);
+impl Filters {
+    /// [`programs_for`] `separation` and `gpu`; `None` where there is no filter for
+    /// this processor.
+    pub fn for_run(separation: Separation, gpu: bool) -> Option<Filters> {
+        let programs = programs_for(separation, gpu)?;
+        Some(Filters(programs.into_iter().map(|p| p.bytes).collect()))
     }
-    Ok(Some(paths))
+
+    /// No program: the run has no filter.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The programs' bytes, in install order.
+    pub fn programs(&self) -> &[Vec<u8>] {
+        &self.0
+    }
+
+    /// One memory file per program, in install order, each rewound and sealed against
+    /// any change, closed on exec unless the caller clears that for the one it hands on.
+    pub fn to_memfds(&self) -> io::Result<Vec<std::os::fd::OwnedFd>> {
+        use rustix::fs::{fcntl_add_seals, memfd_create, MemfdFlags, SealFlags};
+        use std::io::{Seek, Write};
+        self.0
+            .iter()
+            .map(|bytes| {
+                let fd = memfd_create(
+                    c"jax-runner-seccomp",
+                    MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+                )?;
+                let mut file = std::fs::File::from(fd);
+                file.write_all(bytes)?;
+                file.rewind()?;
+                let seals =
+                    SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE;
+                fcntl_add_seals(&file, seals)?;
+                Ok(file.into())
+            })
+            .collect()
+    }
 }

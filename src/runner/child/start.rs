@@ -42,8 +42,7 @@ fn command(spec: &AttemptSpec) -> Result<(Command, Held), std::io::Error> {
             let plan = sb.confine.to_memfd()?;
             c.arg("--plan-fd").arg(plan.as_raw_fd().to_string());
             held.push(plan);
-            for path in &spec.seccomp {
-                let file = OwnedFd::from(std::fs::File::open(path)?);
+            for file in spec.seccomp.to_memfds()? {
                 c.arg("--seccomp-fd").arg(file.as_raw_fd().to_string());
                 held.push(file);
             }

@@ -7,6 +7,8 @@
     target_arch = "riscv64"
 ))]
 
+use std::os::fd::AsRawFd;
+
 use libc::c_long;
 
 use super::*;
@@ -410,17 +412,37 @@ fn what_is_not_granted_is_refused_and_separation_widens_only_what_it_must() {
 }
 
 #[test]
-fn installs_once_under_names_that_hold_their_hash() {
-    let tmp = tempfile::tempdir().unwrap();
-    let a = install(tmp.path()).unwrap().unwrap();
-    // A copy cut short by a crash is replaced, not trusted for its name.
-    std::fs::write(&a[0], b"short").unwrap();
-    let b = install(tmp.path()).unwrap().unwrap();
-    assert_eq!(a, b);
-    for (path, program) in a.iter().zip(programs().unwrap()) {
-        assert_eq!(std::fs::read(path).unwrap(), program.bytes);
-        assert!(path.to_string_lossy().contains(program.name));
+fn filters_are_handed_on_as_sealed_memory_files_never_written_to_disk() {
+    use std::io::{Read, Write};
+    let filters = Filters::for_run(Separation::NONE, true).unwrap();
+    let want: Vec<Vec<u8>> = programs_for(Separation::NONE, true)
+        .unwrap()
+        .into_iter()
+        .map(|p| p.bytes)
+        .collect();
+    assert_eq!(filters.programs(), want.as_slice());
+    // Twice: each use gets files of its own, each read from its start.
+    for _ in 0..2 {
+        let fds = filters.to_memfds().unwrap();
+        assert_eq!(fds.len(), want.len());
+        for (fd, bytes) in fds.into_iter().zip(&want) {
+            let path = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+            assert!(
+                path.to_string_lossy()
+                    .starts_with("/memfd:jax-runner-seccomp"),
+                "{path:?}"
+            );
+            let mut file = std::fs::File::from(fd);
+            let mut read = Vec::new();
+            file.read_to_end(&mut read).unwrap();
+            assert_eq!(&read, bytes);
+            // Sealed: no holder of the descriptor can change what a script installs.
+            assert!(file.write_all(b"\0").is_err());
+            assert!(file.set_len(0).is_err());
+            let flags = rustix::io::fcntl_getfd(&file).unwrap();
+            assert!(flags.contains(rustix::io::FdFlags::CLOEXEC));
+        }
     }
-    let files = std::fs::read_dir(tmp.path()).unwrap().count();
-    assert_eq!(files, a.len(), "no temporary file is left behind");
+    assert!(Filters::default().is_empty());
+    assert!(Filters::default().to_memfds().unwrap().is_empty());
 }
