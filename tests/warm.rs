@@ -314,7 +314,8 @@ fn attacker_then_probe(t: &Tree) -> String {
 
 /// Issue 30, item 4: a script that reaches the zygote (nothing stops it unsandboxed)
 /// changes nothing for the scripts after it: each warm child restores the run's nice
-/// value, policy, affinity and limits, which a cold start of the same script shows.
+/// value, policy, affinity and limits, which a cold start of the same script shows;
+/// what it cannot restore (an ordinary user's nice value) starts the script cold.
 #[test]
 fn a_script_that_changes_the_zygote_changes_nothing_for_the_next() {
     let t = Tree::new();
@@ -335,9 +336,26 @@ fn a_script_that_changes_the_zygote_changes_nothing_for_the_next() {
     let attacker = t.result("attacker");
     assert_eq!(attacker["attempts"][0]["start"], "warm", "{attacker}");
     let seen = stdout_json(&attacker);
-    assert_eq!(seen["forked_by_one"], true, "{seen}");
+    // It reached the zygote that forks the next script: its slot's, which forked it,
+    // or without slot zygotes the run's, which forks every script.
+    assert!(
+        seen["zygotes"].as_array().is_some_and(|z| !z.is_empty()),
+        "{seen}"
+    );
+    if pids_cgroups() {
+        assert_eq!(seen["forked_by_one"], true, "{seen}");
+    }
     let probe = t.result("probe");
-    assert_eq!(probe["attempts"][0]["start"], "warm", "{probe}");
+    // Root's child restores every setting and starts warm. An ordinary user's cannot
+    // lower a nice value the attacker raised: it refuses, and the script starts cold
+    // from the runner, saying why.
+    let attempt = &probe["attempts"][0];
+    if rustix::process::geteuid().is_root() || attempt["start"] != "cold" {
+        assert_eq!(attempt["start"], "warm", "{probe}");
+    } else {
+        let why = attempt["cold_start_reason"].as_str().unwrap_or_default();
+        assert!(why.contains("cannot restore the nice value"), "{probe}");
+    }
     let mut warm = stdout_json(&probe);
     assert_eq!(warm["after_attack"], true, "the probe ran first: {warm}");
     warm["after_attack"] = false.into();

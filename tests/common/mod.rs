@@ -340,6 +340,17 @@ def this_runs_zygotes():
     return found
 "#;
 
+/// Whether this host lets the runner make pids cgroups (root, a pids controller): then
+/// each worker slot has a zygote of its own, in its cgroup, which forks its scripts;
+/// without, the run's zygote forks each script as a grandchild.
+pub fn pids_cgroups() -> bool {
+    let root = rustix::process::geteuid().is_root();
+    let v1 = std::path::Path::new("/sys/fs/cgroup/pids/cgroup.procs").exists();
+    let v2 = std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers")
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"));
+    root && (v1 || v2)
+}
+
 /// A pipeline tree copied, without its results (`execution_results/`): the committed
 /// sample, for a test to run on.
 pub fn copy_tree(from: &Path, to: &Path) {
