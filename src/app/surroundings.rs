@@ -52,17 +52,29 @@ pub fn choose_sandbox(config: &RunConfig) -> Result<Result<Sandboxing, String>, 
             hint: "a kernel with Landlock (Linux 5.13+, `landlock` in its lsm= list), or --sandbox bwrap",
         });
     }
+    let bwrap_missing = bwrap.as_ref().err().map(ToString::to_string);
     let bwrap = bwrap.ok();
     // A root runner's own namespaces stand in for a missing bwrap; `landlock` asks for
     // the built-in layer alone (Landlock, the filter, the sandbox uid).
     let namespaces = bwrap.is_none()
         && mode != SandboxMode::Landlock
         && crate::sandbox::layers::namespaces_here();
-    Ok(Ok(Sandboxing {
+    let sandboxing = Sandboxing {
         bwrap,
         namespaces,
         landlock,
-    }))
+    };
+    if mode == SandboxMode::On && !sandboxing.holds_files(rustix::process::geteuid().is_root()) {
+        return Err(ConfigError::SandboxUnavailable {
+            reason: format!(
+                "{}, and this kernel has no Landlock: only the seccomp filter would hold \
+                 the scripts, which could read and write whatever your user can",
+                bwrap_missing.unwrap_or_else(|| "bwrap does not work here".into())
+            ),
+            hint: bwrap::INSTALL_HINT,
+        });
+    }
+    Ok(Ok(sandboxing))
 }
 
 /// The seccomp programs for sandboxed scripts (granting calls on other processes, host

@@ -255,8 +255,11 @@ pub enum SandboxMode {
     /// Every layer this machine has: bwrap where it works, and the built-in layer.
     #[value(help = "Every layer this machine has: bwrap where it works, and the built-in one")]
     Auto,
-    /// As `Auto`, but a usage error when there is no sandbox at all.
-    #[value(help = "As auto, but fail when there is no sandbox at all")]
+    /// As `Auto`, but a usage error where only the seccomp filter would stand (an
+    /// ordinary user with neither bwrap nor Landlock).
+    #[value(
+        help = "As auto, but fail where nothing but the seccomp filter would hold the scripts"
+    )]
     On,
     /// bubblewrap required (a usage error without it), the built-in layer on top.
     #[value(help = "Insist on bubblewrap (and the built-in layer on top)")]

@@ -27,6 +27,14 @@ impl Sandboxing {
         self.bwrap.is_some() || self.namespaces
     }
 
+    /// Whether anything holds a script's files to less than its user may touch:
+    /// bwrap's view, the runner's namespaces, Landlock, or for a `root` runner the
+    /// sandbox uid its scripts drop to. Without any, the seccomp filter alone stands,
+    /// which `--sandbox on` refuses.
+    pub fn holds_files(&self, root: bool) -> bool {
+        self.has_view() || self.landlock.is_some() || root
+    }
+
     /// The namespaces every script of the run gets, as the seccomp filter needs to
     /// know them: bwrap gives all; the runner's own give IPC and network (a cold
     /// start shares the host's PID namespace, so calls on a process stay on the
@@ -210,5 +218,44 @@ mod tests {
         };
         assert!(bare.missing().unwrap().contains("no Landlock"));
         assert_eq!(bare.layers(false, true), ["seccomp"]);
+    }
+
+    /// `--sandbox on` refuses only the filter alone: any one of the other layers, or a
+    /// root runner's uid switch, holds the files.
+    #[test]
+    fn the_filter_alone_is_the_only_sandbox_that_holds_no_files() {
+        let bare = Sandboxing {
+            bwrap: None,
+            namespaces: false,
+            landlock: None,
+        };
+        assert!(!bare.holds_files(false));
+        assert!(
+            bare.holds_files(true),
+            "a root runner's scripts drop to the sandbox uid"
+        );
+        let landlock = Sandboxing {
+            landlock: Some(1),
+            ..bare.clone()
+        };
+        assert!(landlock.holds_files(false));
+        let namespaces = Sandboxing {
+            namespaces: true,
+            ..bare.clone()
+        };
+        assert!(namespaces.holds_files(false));
+        let bwrap = Sandboxing {
+            bwrap: Some(crate::sandbox::bwrap::Bwrap {
+                path: "/usr/bin/bwrap".into(),
+                version: "0.8.0".into(),
+                userns: true,
+                cap_drop: false,
+                privileged: false,
+                disable_userns: true,
+                tmpfs_size: true,
+            }),
+            ..bare
+        };
+        assert!(bwrap.holds_files(false));
     }
 }
