@@ -354,6 +354,30 @@ fn sandbox_on_without_bwrap_runs_in_the_builtin_layer() {
     }
 }
 
+/// `--sandbox bwrap` insists: without bubblewrap the run is a usage error (exit 2)
+/// that names the install command, and no script runs.
+#[test]
+fn sandbox_bwrap_without_bwrap_is_exit_2_and_runs_nothing() {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    let out = t
+        .cmd()
+        .env("PATH", "/nonexistent")
+        .args(["--sandbox", "bwrap"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("apt-get install bubblewrap"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !t.results_dir().join("ok_plain_results.json").exists(),
+        "a script ran"
+    );
+}
+
 /// The seccomp filter does not live on disk: with a cache folder nobody can write (its
 /// path runs through a file, so not even root can), a sandboxed script still runs
 /// under it. `setxattr` stands for the calls only the filter refuses: no other layer
