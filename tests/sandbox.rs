@@ -291,6 +291,19 @@ fn env_and_env_pass_reach_sandboxed_scripts() {
     assert_eq!(env["cwd"], t.root().join("m/jax").to_str().unwrap());
 }
 
+/// A tree of one plain script run with `--sandbox MODE` where bwrap cannot be found.
+fn one_script_without_bwrap(mode: &str) -> (Tree, std::process::Output) {
+    let t = Tree::new();
+    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
+    let out = t
+        .cmd()
+        .env("PATH", "/nonexistent")
+        .args(["--sandbox", mode])
+        .output()
+        .unwrap();
+    (t, out)
+}
+
 /// Without bwrap, `--sandbox on` still has the built-in layer (Landlock and the
 /// seccomp filter), so it runs: as root with the sandbox uid and namespaces of its own
 /// (it never hands a script the host's uid 0), as an ordinary user under the user's
@@ -300,26 +313,9 @@ fn env_and_env_pass_reach_sandboxed_scripts() {
 /// rule's boundaries; this machine's kernel has Landlock).
 #[test]
 fn sandbox_on_without_bwrap_runs_in_the_builtin_layer() {
-    let t = Tree::new();
-    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
-    let out = t
-        .cmd()
-        .env("PATH", "/nonexistent")
-        .args(["--sandbox", "on"])
-        .output()
-        .unwrap();
+    let (t, out) = one_script_without_bwrap("on");
     let root = rustix::process::geteuid().is_root();
-    // SAFETY: LANDLOCK_CREATE_RULESET_VERSION (1) with no attributes only asks the
-    // kernel for its Landlock ABI; it creates nothing.
-    let landlock = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0,
-            1,
-        ) > 0
-    };
-    if !root && !landlock {
+    if !root && jax_runner::sandbox::landlock::abi().is_none() {
         assert_eq!(code(&out), 2, "{}", stderr(&out));
         assert!(
             stderr(&out).contains("apt-get install bubblewrap"),
@@ -358,14 +354,7 @@ fn sandbox_on_without_bwrap_runs_in_the_builtin_layer() {
 /// that names the install command, and no script runs.
 #[test]
 fn sandbox_bwrap_without_bwrap_is_exit_2_and_runs_nothing() {
-    let t = Tree::new();
-    t.fixture("ok_plain.py", "m/jax/ok_plain.py");
-    let out = t
-        .cmd()
-        .env("PATH", "/nonexistent")
-        .args(["--sandbox", "bwrap"])
-        .output()
-        .unwrap();
+    let (t, out) = one_script_without_bwrap("bwrap");
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("apt-get install bubblewrap"),

@@ -260,31 +260,12 @@ impl Filters {
         self.0.is_empty()
     }
 
-    /// The programs' bytes, in install order.
-    pub fn programs(&self) -> &[Vec<u8>] {
-        &self.0
-    }
-
-    /// One memory file per program, in install order, each rewound and sealed against
-    /// any change, closed on exec unless the caller clears that for the one it hands on.
+    /// One sealed memory file per program, in install order
+    /// ([`jax_runner_confine::process::sealed_memfd`]).
     pub fn to_memfds(&self) -> io::Result<Vec<std::os::fd::OwnedFd>> {
-        use rustix::fs::{fcntl_add_seals, memfd_create, MemfdFlags, SealFlags};
-        use std::io::{Seek, Write};
         self.0
             .iter()
-            .map(|bytes| {
-                let fd = memfd_create(
-                    c"jax-runner-seccomp",
-                    MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
-                )?;
-                let mut file = std::fs::File::from(fd);
-                file.write_all(bytes)?;
-                file.rewind()?;
-                let seals =
-                    SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE;
-                fcntl_add_seals(&file, seals)?;
-                Ok(file.into())
-            })
+            .map(|bytes| jax_runner_confine::process::sealed_memfd(c"jax-runner-seccomp", bytes))
             .collect()
     }
 }

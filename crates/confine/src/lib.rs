@@ -21,7 +21,7 @@
 //! - `seccomp.rs`: the filters installed.
 //! - `process.rs`: the death signal and the descriptors closed on exec.
 
-use std::io::{Read, Seek, Write};
+use std::io::Read;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 
@@ -116,16 +116,11 @@ impl Phase {
 }
 
 impl Confinement {
-    /// The record in a memory file, rewound, for the helper to read from an inherited
-    /// descriptor (a pipe could fill before the helper starts reading).
+    /// The record in a sealed memory file, for the helper to read from an inherited
+    /// descriptor ([`process::sealed_memfd`]).
     pub fn to_memfd(&self) -> std::io::Result<OwnedFd> {
-        let fd =
-            rustix::fs::memfd_create(c"jax-runner-confinement", rustix::fs::MemfdFlags::CLOEXEC)?;
-        let mut file = std::fs::File::from(fd);
-        serde_json::to_writer(&mut file, self).map_err(std::io::Error::other)?;
-        file.flush()?;
-        file.rewind()?;
-        Ok(file.into())
+        let json = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        process::sealed_memfd(c"jax-runner-confinement", &json)
     }
 
     /// The record the runner passed on descriptor `fd` (which is then closed).

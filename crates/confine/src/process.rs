@@ -1,5 +1,23 @@
-//! The process's ties to the runner: it dies with it, and none of the runner's
-//! descriptors reaches the script.
+//! The process's ties to the runner: it dies with it, none of the runner's
+//! descriptors reaches the script, and what the runner hands a start (its plan, the
+//! seccomp programs) comes in sealed memory files.
+
+/// `bytes` in a memory file named `name`, rewound and sealed against any change (its
+/// holders can only read it), closed on exec unless the caller clears that for the
+/// start it hands it to. A pipe could fill before the reader starts.
+pub fn sealed_memfd(name: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{fcntl_add_seals, memfd_create, MemfdFlags, SealFlags};
+    use std::io::{Seek, Write};
+    let fd = memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    file.rewind()?;
+    fcntl_add_seals(
+        &file,
+        SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE,
+    )?;
+    Ok(file.into())
+}
 
 /// In the child, between fork and exec: die with the parent. The parent's PID is
 /// checked afterwards because the parent may already be gone.
