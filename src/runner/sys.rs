@@ -228,6 +228,16 @@ pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
+/// A program for a child's standard input: a sealed memory file, not a pipe. A pipe
+/// holds 64 KiB, and only 4 KiB once the user's pipes pass the kernel's soft limit
+/// (`fs.pipe-user-pages-soft`, a busy login node): writing a program longer than that
+/// before the child reads would block the runner for good, and a child that dies
+/// before reading would leave it blocked. A file is read at the child's pace, whole,
+/// whatever its length.
+pub fn program_stdin(program: &[u8]) -> std::io::Result<OwnedFd> {
+    jax_runner_confine::process::sealed_memfd(c"jax-runner-program", program)
+}
+
 /// The descriptors marked close-on-exec: with the code that applies the confinement
 /// (`crates/confine`, `process.rs`).
 pub use jax_runner_confine::process::{cloexec_from, cloexec_range};
@@ -268,6 +278,21 @@ mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
     use std::process::Command;
+
+    /// The boundary: a program sixteen times a pipe's buffer is handed over without
+    /// a reader, then read back whole by a child that starts later, as the zygote's
+    /// loader reads its own.
+    #[test]
+    fn a_program_of_any_length_is_handed_to_a_child_without_blocking() {
+        let program: Vec<u8> = (0..1 << 20).map(|i| b'a' + (i % 26) as u8).collect();
+        let stdin = program_stdin(&program).unwrap();
+        let out = Command::new("sh")
+            .args(["-c", "wc -c; exit 0"])
+            .stdin(std::process::Stdio::from(stdin))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1048576");
+    }
 
     #[test]
     fn a_process_is_named_by_its_pid_and_start() {

@@ -12,7 +12,7 @@
 //! `no_new_privs`, installs the seccomp filter, and forks the script.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -135,12 +135,9 @@ impl Zygote {
             None => Command::new(python),
         };
         // The program comes on stdin, not as `-c` text: `ps` then shows a short command
-        // line. It fits a pipe's buffer, so writing it cannot block. A one-line loader
-        // reads and runs it: `python -` parses its stdin 15 ms slower (measured, 45 KiB).
-        let (program, program_w) = super::sys::pipe().map_err(start_error)?;
-        std::fs::File::from(program_w)
-            .write_all(ZYGOTE.as_bytes())
-            .map_err(start_error)?;
+        // line. A one-line loader reads and runs it: `python -` parses its stdin 15 ms
+        // slower (measured, 45 KiB).
+        let program = super::sys::program_stdin(ZYGOTE.as_bytes()).map_err(start_error)?;
         cmd.arg("-c").arg(LOADER);
         if preload == Preload::Lean {
             cmd.arg("--lean");
