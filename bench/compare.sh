@@ -157,14 +157,13 @@ for n in $sizes; do
         seq_ok=$(find "$out" -name simulation_results.json | wc -l)
     }
 
-    # floor_once CACHE CONTEXTS: bench/fork_floor.py over the scripts on CACHE, with
-    # CONTEXTS made ahead, timed as the runner is (from the command's start); adds to
-    # runs[floor], sets floor_ok.
+    # floor_once CACHE: bench/fork_floor.py over the scripts on CACHE, timed as the
+    # runner is (from the command's start); adds to runs[floor], sets floor_ok.
     floor_once() {
         local out=$work/floor t0 t1
         rm -rf "$out"
         t0=$(date +%s.%N)
-        floor_ok=$("$PY" "$bench_dir/fork_floor.py" --jobs "$jobs" --contexts "$2" --cache "$1" --out "$out" "${files[@]}" |
+        floor_ok=$("$PY" "$bench_dir/fork_floor.py" --jobs "$jobs" --cache "$1" --out "$out" "${files[@]}" |
             "$PY" -c 'import json,sys; print(json.load(sys.stdin)["ok"])') || floor_ok="?"
         t1=$(date +%s.%N)
         runs[floor]+="$(elapsed "$t0" "$t1") "
@@ -234,13 +233,9 @@ for n in $sizes; do
                     "$tree/execution_results/jax/performance_metrics.json" 2>/dev/null || true)
                 # The floor: the same scripts forked from one process that imported
                 # jax, on the cache the defaults run just filled (see fork_floor.py).
-                # It makes as many MLIR contexts ahead as the runner's log says the
-                # zygote made for that run (32 where the log does not say).
                 if [[ $variant == defaults && -n $used && -d $used ]]; then
-                    contexts=$(sed -n 's/.*the zygote makes \([0-9]*\) MLIR context.*/\1/p' \
-                        "$tree/execution_results/jax/execution_log.txt" 2>/dev/null | tail -n 1)
-                    log "N=$n: fork floor, warm cache, ${contexts:-32} contexts (round $r of $repeat)"
-                    floor_once "$used" "${contexts:-32}"
+                    log "N=$n: fork floor, warm cache (round $r of $repeat)"
+                    floor_once "$used"
                 fi
                 [[ -n $used && -d $used ]] && rm -rf "$used"
                 rm -rf "$tree"

@@ -1,16 +1,17 @@
 """fork_floor.py: the least time a warm start can take over a set of jax scripts.
 
-One process imports jax once, makes the MLIR contexts ahead (`--contexts`, the number
-the runner's execution log says its zygote made) and freezes its heap as the import
-leaves it, as jax-runner's zygote does, then forks every script (`--jobs` at a time) and runs it
-with runpy in its own folder, its output to /dev/null. A script's exit runs its own
+One process imports jax once, has each thread's lowerings share one MLIR context (64
+to a context, the main thread's made ahead for more scripts than jobs) and freezes its
+heap as the import leaves it, as jax-runner's zygote does, then forks every script
+(`--jobs` at a time) and runs it with runpy in its own folder, its output to
+/dev/null. A script's exit runs its own
 handlers and jax's, less the freeing that a process about to end does not need (as
 the zygote's children do). Nothing else: no sandbox, no telemetry, no memory
 sampling, no result files, no reports. `bench/compare.sh` runs it in each round
 beside the runner's defaults, on the compilation cache that run filled, so the gap
 between the two rows is what the runner itself costs.
 
-    python bench/fork_floor.py --jobs 2 --contexts 35 --cache DIR --out DIR script.py ...
+    python bench/fork_floor.py --jobs 2 --cache DIR --out DIR script.py ...
 
 Prints one JSON line: {"seconds": wall from start to the last exit, "ok": scripts
 that exited 0, "total": scripts}.
@@ -23,6 +24,7 @@ import json
 import os
 import runpy
 import sys
+import threading
 import time
 
 started = time.monotonic()
@@ -31,7 +33,6 @@ args.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
 args.add_argument("--cache", required=True, help="the compilation cache the scripts use")
 args.add_argument("--out", required=True, help="where each script's GNN_OUTPUT_DIR goes")
 args.add_argument("--platform", default="cpu")
-args.add_argument("--contexts", type=int, default=32, help="MLIR contexts made ahead")
 args.add_argument("scripts", nargs="+")
 opts = args.parse_args()
 
@@ -57,10 +58,22 @@ atexit.register = register
 from jax._src import api, distributed  # noqa: E402
 from jax._src.interpreters import mlir  # noqa: E402
 
-# Contexts made ahead, handed out once each: what the zygote's pool does.
+# One context per thread for 64 lowerings, the main thread's made ahead: what the
+# zygote's share_ir_contexts and make_ir_context_ahead do.
 make_context = mlir.make_ir_context
-pool = [make_context() for _ in range(opts.contexts)]
-mlir.make_ir_context = lambda: pool.pop() if pool else make_context()
+shared = threading.local()
+
+
+def shared_context():
+    if getattr(shared, "context", None) is None or shared.lowerings >= 64:
+        shared.context, shared.lowerings = make_context(), 0
+    shared.lowerings += 1
+    return shared.context
+
+
+mlir.make_ir_context = shared_context
+if len(opts.scripts) > opts.jobs:
+    shared.context, shared.lowerings = make_context(), 0
 gc.freeze()
 
 

@@ -13,8 +13,7 @@
 #          BENCH_CACHE   filled (default) or empty
 #
 # Each build runs on a copy of TREE of its own (files naming TREE's path name the
-# copy's), so each keeps its own history, which a rerun reads (the order, the zygote's
-# pool of MLIR contexts).
+# copy's), so each keeps its own history, which a rerun reads (the order).
 #   filled  both builds use one compilation cache, which one unmeasured run of each fills
 #           first; those runs also write the history the measured runs read.
 #   empty   every run gets a fresh copy and a fresh empty cache folder: a first run.

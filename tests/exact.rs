@@ -119,7 +119,8 @@ else:
 
 /// Issue 34: every value the generated POMDP workload computes is bit for bit what a
 /// sequential `python script.py` computes, however the runner starts it: warm, from
-/// a zygote that made jax's MLIR contexts ahead, sandboxed as by default, with the
+/// a zygote whose scripts' lowerings share an MLIR context it made ahead, sandboxed as
+/// by default, with the
 /// cache-aware order on an empty compilation cache, and again with the cache filled;
 /// and cold on an empty cache, then warm on it. A warm run on a filled cache misses
 /// nothing, whoever filled it.
@@ -155,7 +156,7 @@ fn the_generated_workload_computes_what_a_sequential_run_computes() {
         assert!(out.status.success(), "{id}: {}", stderr(&out));
     }
     // The last two rounds fill a second cache cold, where every lowering makes its
-    // own context, and run warm on it: contexts made ahead must give those keys.
+    // own context, and run warm on it: lowerings that share one must give those keys.
     for (round, start, cache) in [
         ("empty cache", "warm", "cache"),
         ("filled cache", "warm", "cache"),
@@ -181,8 +182,8 @@ fn the_generated_workload_computes_what_a_sequential_run_computes() {
             let id = s.file_stem().unwrap().to_str().unwrap();
             let record = read_json(&results.join(format!("{id}_results.json")));
             assert_eq!(record["attempts"][0]["start"], start, "{round}: {record}");
-            // A warm run's pool is sized from the run before's lowerings: contexts made
-            // ahead, however many, give every key the cache holds.
+            // A warm script's lowerings share one context, made ahead: each gives the
+            // key a lowering into a fresh one gave.
             if round.starts_with("filled") || round.starts_with("warm,") {
                 let jax = &record["jax"];
                 assert!(jax["compilations"].as_u64() > Some(0), "{id}: {jax}");

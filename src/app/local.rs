@@ -202,16 +202,18 @@ pub(super) async fn backend(
                 &crate::runner::limits::parent_dirs(),
             );
             if uses_jax {
-                // Said while it imports: the pool is then made as soon as it is ready.
+                // Said while it imports: the context is then made as soon as it is ready.
                 announce(&zygote, ahead);
             }
             let warm = ready(zygote, uses_jax, warnings).await;
             if let Ok(z) = &warm {
-                // The log says what a run's first scripts wait for (bench/compare.sh
-                // gives its fork floor as many contexts).
+                // The log says what a run's first scripts wait for.
                 tracing::debug!(
-                    "warm start: the zygote makes {} MLIR context(s) ahead{}",
-                    ahead.contexts,
+                    "warm start: the zygote makes {} MLIR context ahead{}",
+                    match ahead.context {
+                        true => "the",
+                        false => "no",
+                    },
                     match ahead.huge_pages {
                         true => " and moves its heap into 2 MiB pages",
                         false => "",

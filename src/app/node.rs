@@ -98,8 +98,8 @@ async fn attempt(req: &NodeRequest) -> Result<NodeRecord, String> {
         .map_err(|e| chain(&e))?;
     let layers = begun.sandbox_info().layers.clone();
     // A node's share of a run: one jax script (the run decided which to send), which
-    // starts at once: no contexts made ahead repay their wait.
-    let ahead = super::ahead::ahead(true, &[None], 1);
+    // starts at once: nothing made ahead repays its wait.
+    let ahead = super::ahead::ahead(true, 1, 1);
     let backend = super::local::backend(begun, &mut warnings, true, ahead).await;
     for w in &warnings {
         eprintln!("jax-runner on {}: warning: {w}", hostname());

@@ -36,10 +36,10 @@ pub struct Schedule {
     /// id: families of more than one script whose compilations the cache may not hold.
     pub families: HashMap<String, u64>,
     /// Some script to run names jax in its source (else a lean zygote serves, and
-    /// no MLIR contexts are made ahead).
+    /// no MLIR context is made ahead).
     pub uses_jax: bool,
-    /// What the warm zygote makes before its first fork (`app/ahead.rs`): MLIR
-    /// contexts as many as the scripts' last lowerings repay at this width.
+    /// What the warm zygote makes before its first fork (`app/ahead.rs`): the MLIR
+    /// context the scripts' lowerings share, where more scripts than slots repay it.
     pub ahead: crate::runner::zygote::Made,
 }
 
@@ -122,11 +122,8 @@ pub(super) fn schedule(inputs: &Inputs<'_>) -> Schedule {
         .map(|k| to_run[k].clone())
         .collect();
     let (families, uses_jax) = families(config, &order);
-    let lowerings: Vec<Option<u64>> = (order.iter())
-        .map(|(_, s)| history.lowerings.get(&s.id).copied())
-        .collect();
     Schedule {
-        ahead: super::ahead::ahead(uses_jax, &lowerings, jobs),
+        ahead: super::ahead::ahead(uses_jax, order.len(), jobs),
         families,
         kept,
         order,

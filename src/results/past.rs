@@ -28,9 +28,6 @@ pub struct History {
     pub gpu_peak_mb: HashMap<String, f64>,
     /// Seconds of the last successful run per device, per script id.
     pub device_times: HashMap<String, DeviceTimes>,
-    /// XLA compilations an attempt ran (each lowered into an MLIR context of its own),
-    /// per script id: how many contexts a warm zygote makes ahead (`app/ahead.rs`).
-    pub lowerings: HashMap<String, u64>,
 }
 
 impl History {
@@ -54,16 +51,12 @@ impl History {
                 .map(|s| (s.id.clone(), s.peak_memory_mb))
                 .collect(),
             gpu_peak_mb: ran
-                .clone()
                 .filter_map(|s| Some((s.id.clone(), s.peak_gpu_memory_mb?)))
                 .collect(),
             device_times: m
                 .scripts
                 .iter()
                 .filter_map(|s| Some((s.id.clone(), known_times(s)?)))
-                .collect(),
-            lowerings: ran
-                .map(|s| (s.id.clone(), s.compilations / s.attempts as u64))
                 .collect(),
         }
     }

@@ -239,7 +239,7 @@ impl Zygote {
             let line = serde_json::json!({
                 "slot": true,
                 "runner_pid": std::process::id(),
-                "ir_pool": made.contexts,
+                "ir_context": made.context,
                 "huge_pages": made.huge_pages,
                 "slot_view": Confinement::slot_view(view.unwrap_or_default()),
             });
@@ -319,7 +319,7 @@ impl Zygote {
         let wire = Wire {
             request,
             baseline: &self.baseline,
-            ir_pool: made.contexts,
+            ir_context: made.context,
             huge_pages: made.huge_pages,
         };
         let mut line =

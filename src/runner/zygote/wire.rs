@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::BorrowedFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -20,9 +20,9 @@ pub(super) struct Wire<'a> {
     #[serde(flatten)]
     pub request: &'a Request<'a>,
     pub baseline: &'a Baseline,
-    /// How many MLIR contexts the zygote makes ahead before this fork, if it has made
-    /// none yet (0: none; see `pool_ir_contexts` in zygote.py and `app/ahead.rs`).
-    pub ir_pool: u16,
+    /// The zygote makes the MLIR context its scripts' lowerings share before this fork,
+    /// if not yet (see `make_ir_context_ahead` in zygote.py and `app/ahead.rs`).
+    pub ir_context: bool,
     /// The zygote moves its heap into 2 MiB pages before this fork, if not yet (a run
     /// of many scripts; see `collapse_into_huge_pages` in zygote.py).
     pub huge_pages: bool,
@@ -32,8 +32,8 @@ pub(super) struct Wire<'a> {
 /// the zygote's handle and its slots' (a clone, taken when the slot is made).
 #[derive(Debug, Default)]
 pub struct Ahead {
-    /// MLIR contexts for its scripts' lowerings (0: none).
-    contexts: AtomicU16,
+    /// The MLIR context its scripts' lowerings share.
+    context: AtomicBool,
     /// Its heap in 2 MiB pages, for a run of enough scripts that the cheaper forks
     /// repay the move (see `HUGE_PAGES_FROM` in `app/ahead.rs`).
     huge_pages: AtomicBool,
@@ -41,13 +41,13 @@ pub struct Ahead {
 
 impl Ahead {
     pub(super) fn add(&self, what: Made) {
-        self.contexts.fetch_max(what.contexts, Ordering::Relaxed);
+        self.context.fetch_or(what.context, Ordering::Relaxed);
         self.huge_pages.fetch_or(what.huge_pages, Ordering::Relaxed);
     }
 
     pub(super) fn get(&self) -> Made {
         Made {
-            contexts: self.contexts.load(Ordering::Relaxed),
+            context: self.context.load(Ordering::Relaxed),
             huge_pages: self.huge_pages.load(Ordering::Relaxed),
         }
     }
@@ -57,7 +57,7 @@ impl Clone for Ahead {
     fn clone(&self) -> Ahead {
         let made = self.get();
         Ahead {
-            contexts: AtomicU16::new(made.contexts),
+            context: AtomicBool::new(made.context),
             huge_pages: AtomicBool::new(made.huge_pages),
         }
     }
@@ -97,7 +97,7 @@ impl super::Zygote {
     /// Tells the zygote, while it still imports jax, what to make before its first
     /// fork, so it makes it as soon as it is ready instead of at the runner's first
     /// request: the history's sweep, the reporters' start and the slots' set-up then
-    /// run beside the pool's 0.1 s, not before it. Once, before [`Zygote::wait_ready`]
+    /// run beside its making, not before it. Once, before [`Zygote::wait_ready`]
     /// returns (the runner sends nothing else until then, so the line goes out whole);
     /// later calls, and a slot's zygote, send nothing. Each request still carries what
     /// [`Zygote::prepare`] is given once the zygote is ready, for a zygote that missed
@@ -111,7 +111,7 @@ impl super::Zygote {
         };
         let line = serde_json::json!({
             "prepare": true,
-            "ir_pool": what.contexts,
+            "ir_context": what.context,
             "huge_pages": what.huge_pages,
         });
         // A zygote that died is found by the next request, which says why.
@@ -122,8 +122,9 @@ impl super::Zygote {
 /// What a run asks its zygote to make ahead (see [`Ahead`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Made {
-    /// MLIR contexts, one for each lowering a script would otherwise make its own for.
-    pub contexts: u16,
+    /// The MLIR context the scripts' lowerings share, which each would otherwise make
+    /// at its first lowering.
+    pub context: bool,
     /// The heap moved into 2 MiB pages.
     pub huge_pages: bool,
 }
