@@ -508,30 +508,32 @@ fn a_warm_scripts_lowerings_share_a_context_per_thread() {
             let out = t.run(&["--sandbox", sandbox, "--warm-start", "on", "--jobs", jobs]);
             assert_eq!(code(&out), 0, "{sandbox} {jobs}: {}", stderr(&out));
         };
-        // Three scripts one at a time: made ahead, every lowering into it up to the limit.
-        run("1");
-        assert_eq!(logged(), "the", "{sandbox}");
-        assert_eq!(
-            share_words(&t, &ids, sandbox),
-            [
-                "True True 1 True announcement",
-                "True True 5 True announcement",
-                "True False 1 True announcement",
-            ],
-            "{sandbox}"
-        );
-        // Three at a time: each starts at once and makes its own at its first lowering.
-        run("3");
-        assert_eq!(logged(), "no", "{sandbox}");
-        assert_eq!(
-            share_words(&t, &ids, sandbox),
-            [
-                "False False 1 True None",
-                "False False 5 True None",
-                "False False 1 True None",
-            ],
-            "{sandbox}"
-        );
+        // Three scripts one at a time: made ahead, every lowering into it up to the
+        // limit. Three at a time: each starts at once and makes its own at its first.
+        for (jobs, made, expected) in [
+            (
+                "1",
+                "the",
+                [
+                    "True True 1 True announcement",
+                    "True True 5 True announcement",
+                    "True False 1 True announcement",
+                ],
+            ),
+            (
+                "3",
+                "no",
+                [
+                    "False False 1 True None",
+                    "False False 5 True None",
+                    "False False 1 True None",
+                ],
+            ),
+        ] {
+            run(jobs);
+            assert_eq!(logged(), made, "{sandbox} {jobs}");
+            assert_eq!(share_words(&t, &ids, sandbox), expected, "{sandbox} {jobs}");
+        }
     }
 }
 
