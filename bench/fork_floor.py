@@ -4,10 +4,9 @@ One process imports jax once, has each thread's lowerings share one MLIR context
 to a context, the main thread's made ahead for more scripts than jobs) and freezes its
 heap as the import leaves it, as jax-runner's zygote does, then forks every script
 (`--jobs` at a time) and runs it with runpy in its own folder, its output to
-/dev/null. A script's exit runs its own
-handlers and jax's, less the freeing that a process about to end does not need (as
-the zygote's children do). Nothing else: no sandbox, no telemetry, no memory
-sampling, no result files, no reports. `bench/compare.sh` runs it in each round
+/dev/null. A script's exit runs its own handlers and jax's, less the freeing that a
+process about to end does not need (as the zygote's children do). Nothing else: no
+sandbox, no telemetry, no memory sampling, no result files, no reports. `bench/compare.sh` runs it in each round
 beside the runner's defaults, on the compilation cache that run filled, so the gap
 between the two rows is what the runner itself costs.
 

@@ -77,15 +77,15 @@ IR_MADE_BY = None
 def share_ir_contexts():
     """Has each thread's lowerings share one MLIR context, IR_SHARE_LIMIT of them, then
     the next gets a fresh one. jax makes a context for every computation it lowers,
-    with every dialect it uses loaded: 2.6 to 3.5 ms and 1.1 to 1.5 MiB each, 32 to 36
+    with every dialect it uses loaded: 2.5 to 3.5 ms and 1.1 to 1.5 MiB each, 32 to 36
     times in a generated POMDP script, and each stays alive as long as jax keeps the
     lowering (its caches keep most). Shared, the dialects are loaded once and each
     type and attribute is made once: 8 generated scripts forked on a filled cache took
-    1.78 s against 1.98 s with a fresh context per lowering (medians of 6 in turn), and
-    600 rounds of eager operations on new shapes peaked at 0.8 GiB against 3.2 GiB. What
-    a lowering produces does not depend on the context's history: the compilation
-    cache's keys are the same, entry for entry (tests/exact.rs fills the cache cold and
-    runs warm on it with no miss). A fresh context after IR_SHARE_LIMIT bounds what one
+    1.78 s against 1.98 s with a fresh one per lowering made ahead (medians of 6 in
+    turn), and 600 rounds of eager operations on new shapes peaked at 0.8 GiB against
+    3.2 GiB. What a lowering produces does not depend on the context's history: the
+    compilation cache's keys are the same, entry for entry (tests/exact.rs fills the
+    cache cold and runs warm on it with no miss). A fresh context after IR_SHARE_LIMIT bounds what one
     gathers from lowerings jax has since dropped. One per thread: two threads lowering
     at once never build into the same context. A jax without this function lowers as
     it does."""
