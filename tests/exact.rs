@@ -120,9 +120,8 @@ else:
 /// Issue 34: every value the generated POMDP workload computes is bit for bit what a
 /// sequential `python script.py` computes, however the runner starts it: warm, from
 /// a zygote whose scripts' lowerings share an MLIR context it made ahead, sandboxed as
-/// by default, with the
-/// cache-aware order on an empty compilation cache, and again with the cache filled;
-/// and cold on an empty cache, then warm on it. A warm run on a filled cache misses
+/// by default, with the cache-aware order on an empty compilation cache, and again
+/// with the cache filled; and cold on an empty cache, then warm on it. A warm run on a filled cache misses
 /// nothing, whoever filled it.
 #[test]
 fn the_generated_workload_computes_what_a_sequential_run_computes() {

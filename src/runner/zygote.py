@@ -83,12 +83,12 @@ def share_ir_contexts():
     type and attribute is made once: 8 generated scripts forked on a filled cache took
     1.78 s against 1.98 s with a fresh one per lowering made ahead (medians of 6 in
     turn), and 600 rounds of eager operations on new shapes peaked at 0.8 GiB against
-    3.2 GiB. What a lowering produces does not depend on the context's history: the
-    compilation cache's keys are the same, entry for entry (tests/exact.rs fills the
-    cache cold and runs warm on it with no miss). A fresh context after IR_SHARE_LIMIT bounds what one
-    gathers from lowerings jax has since dropped. One per thread: two threads lowering
-    at once never build into the same context. A jax without this function lowers as
-    it does."""
+    3.2 GiB (bench/contexts.py). What a lowering produces does not depend on the
+    context's history: the compilation cache's keys are the same, entry for entry
+    (tests/exact.rs fills the cache cold and runs warm on it with no miss). A fresh
+    context after IR_SHARE_LIMIT bounds what one gathers from lowerings jax has since
+    dropped. One per thread: two threads lowering at once never build into the same
+    context. A jax without this function lowers as it does."""
     global IR_MAKE, IR_SHARED
     try:
         import threading
