@@ -490,3 +490,67 @@ fn as_root_without_bwrap_a_slots_scripts_share_no_folder() {
 fn as_user_with_bwrap_a_slots_scripts_share_no_folder() {
     a_slots_scripts_share_no_folder(common::user::Account::user(), true);
 }
+
+/// Finds the run's zygote (the runner's Python child outside every slot's cgroup; the
+/// runner is the parent of this script's slot's zygote), then waits up to 10 s for it
+/// to have no child that has ended unreaped; prints whether it found the zygote and
+/// the zombies left.
+const MIDDLES: &str = r#"
+import os, time
+def stat(pid):
+    with open("/proc/%d/stat" % pid) as fh:
+        rest = fh.read().rsplit(")", 1)[1].split()
+    return rest[0], int(rest[1])
+slot = os.getppid()
+runner = stat(slot)[1]
+def children(of):
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                state, ppid = stat(int(name))
+            except OSError:
+                continue
+            if ppid == of:
+                yield int(name), state
+zygote = None
+for pid, _ in children(runner):
+    try:
+        comm = open("/proc/%d/comm" % pid).read().strip()
+        cgroup = open("/proc/%d/cgroup" % pid).read()
+    except OSError:
+        continue
+    if pid != slot and comm.startswith("python") and "-slot" not in cgroup:
+        zygote = pid
+deadline = time.monotonic() + 10
+while True:
+    zombies = [pid for pid, state in children(zygote)] if zygote else []
+    zombies = [pid for pid in zombies if stat(pid)[0] == "Z"] if zombies else []
+    if not zombies or time.monotonic() > deadline:
+        break
+    time.sleep(0.05)
+print(zygote is not None, zombies)
+"#;
+
+/// A run's slots are made side by side: the run's zygote answers a slot's request
+/// once it has forked the middle process that makes the slot's zygote, and goes on to
+/// the next. It still reaps each middle process as it ends, not at some later request
+/// that may never come: while the scripts run, the run's zygote has no child left
+/// unreaped. Unsandboxed, where the script sees the host's processes.
+#[test]
+fn the_runs_zygote_reaps_each_slots_middle_process() {
+    if !pids_cgroups() {
+        eprintln!("skipped: no pids cgroups for this user here");
+        return;
+    }
+    let t = Tree::new();
+    for n in 1..=4 {
+        t.write(&format!("m/jax/z{n}.py"), MIDDLES);
+    }
+    let out = t.run(&["--sandbox", "off", "--jobs", "2"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    for n in 1..=4 {
+        let id = format!("z{n}");
+        assert_eq!(t.result(&id)["attempts"][0]["start"], "warm", "{id}");
+        assert_eq!(stdout_of(&t, &id), "True []", "{id}");
+    }
+}

@@ -201,18 +201,32 @@ pub(super) async fn backend(
                 &format!("{}:", shared.run_token),
                 &crate::runner::limits::parent_dirs(),
             );
+            let slots = shared.config.memory_limit.is_none()
+                && crate::runner::limits::slot_homes_possible();
             if uses_jax {
-                // Said while it imports: the context is then made as soon as it is ready.
-                announce(&zygote, ahead);
+                // Said while it imports: the context is then made as soon as it is ready,
+                // by the run's zygote; or, where the scripts will go through slots of
+                // their own, by each slot's zygote as it begins, side by side (the run's
+                // zygote then forks the slots at once, and makes one only if a script
+                // comes to it).
+                let told = Made {
+                    context: ahead.context && !slots,
+                    ..ahead
+                };
+                announce(&zygote, told);
             }
             let warm = ready(zygote, uses_jax, warnings).await;
             if let Ok(z) = &warm {
                 // The log says what a run's first scripts wait for.
                 tracing::debug!(
-                    "warm start: the zygote makes {} MLIR context ahead{}",
+                    "warm start: the zygote makes {} MLIR context ahead{}{}",
                     match ahead.context {
                         true => "the",
                         false => "no",
+                    },
+                    match ahead.context && slots {
+                        true => " (each slot's zygote its own, as it begins)",
+                        false => "",
                     },
                     match ahead.huge_pages {
                         true => " and moves its heap into 2 MiB pages",

@@ -68,8 +68,13 @@ pub async fn run(
     if *stop.borrow() != Stop::Run {
         return Err(Error::Interrupted);
     }
-    let swept =
-        crate::results::sweep::before_run(&config, &prepared.discovery, prepared.gnn.as_ref());
+    let sizes = (prepared.history_sizes.take()).and_then(|read| read.join().ok());
+    let swept = crate::results::sweep::before_run(
+        &config,
+        &prepared.discovery,
+        prepared.gnn.as_ref(),
+        sizes.as_ref(),
+    );
     let (events, dispatcher) = reporters::start(&config, &prepared, edge, halt.clone());
     for message in std::mem::take(&mut prepared.warnings)
         .into_iter()

@@ -22,6 +22,7 @@ use crate::plan::{plan, ray_plan, Cluster, Plan};
 use crate::python::{Interpreter, Resolver};
 use crate::report::gnn::GnnEntry;
 use crate::results::past::History;
+use crate::results::sweep::HistorySizes;
 use crate::runner::ray::RayClient;
 
 /// Everything decided before the first script starts.
@@ -44,6 +45,9 @@ pub struct Prepared {
     pub execution: Option<Execution>,
     /// A dry run's plan: what would run, in what order, and how.
     pub dry: Option<super::dry::DryPlan>,
+    /// The earlier runs' history folders' sizes, read while the zygote imports jax,
+    /// for the sweep before the first script (see `HistorySizes`).
+    pub history_sizes: Option<std::thread::JoinHandle<HistorySizes>>,
 }
 
 pub use super::local::Execution;
@@ -90,6 +94,12 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         }
         _ => (None, Some(sandboxing)),
     };
+    // Beside the import too: the walk of the history the sweep weighs, which would
+    // otherwise stand between the zygote's ready and the first script.
+    let history_sizes = begun.is_some().then(|| {
+        let (dir, id) = (config.results_dir.clone(), config.run_id.clone());
+        std::thread::spawn(move || HistorySizes::read(&dir, &id))
+    });
     let environment = match &interpreter {
         // On a Ray cluster this machine's GPUs do not matter: the cluster check did it.
         Some(interp) if config.preflight && config.ray.is_none() && config.slurm.is_none() => {
@@ -167,6 +177,7 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         sandbox_layers,
         execution,
         dry,
+        history_sizes,
     })
 }
 

@@ -352,6 +352,21 @@ pub fn empty_and_remove(dir: &Path) {
 }
 
 /// The folders this runner's attempt cgroups are made in (for the sentinel).
+/// Whether this runner may make pids cgroups, so its worker slots will have homes of
+/// their own (see `homes.rs`): the pids controller's folder it lives in is writable to
+/// it. Asked before the first slot is made, to tell the zygote where the MLIR context
+/// will be made; a slot refused later still works, its scripts forked by the run's
+/// zygote.
+pub fn slot_homes_possible() -> bool {
+    parent_dir("pids").is_some_and(|(dir, _)| {
+        rustix::fs::access(
+            &dir,
+            rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+        )
+        .is_ok()
+    })
+}
+
 pub fn parent_dirs() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = ["pids", "memory"]
         .iter()

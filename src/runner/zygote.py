@@ -69,8 +69,8 @@ IR_MAKE = None
 # How many lowerings share one context before the next gets a fresh one.
 IR_SHARE_LIMIT = 64
 # What had the main thread's context made ahead: "announcement" (the runner's word while
-# the zygote imported) or "request" (its first request, for a zygote that missed the
-# word); None: nothing. tests/warm.rs reads it.
+# the zygote imported), "slot" (a slot's zygote, as it began) or "request" (its first
+# request, for a zygote that missed the word); None: nothing. tests/warm.rs reads it.
 IR_MADE_BY = None
 
 
@@ -113,14 +113,19 @@ def share_ir_contexts():
 
 
 def make_ir_context_ahead(by):
-    """Makes the main thread's shared context (2.5 to 3.5 ms), once, before the first
-    fork of a run whose scripts use jax: every forked script's lowerings then start in
-    it (a fork keeps the forking thread's thread-local values). Asked for by the
-    runner while the zygote still imports (`by` "announcement"), so it is made as soon
-    as the zygote is ready; its first request says it again ("request"). Tried once,
-    even if making it failed. No backend is touched, and no thread is started: the
-    contexts' shared thread pool starts its threads at its first task, in the
-    script."""
+    """Makes the main thread's shared context, once, before the first fork of a run
+    whose scripts use jax: every forked script's lowerings then start in it (a fork
+    keeps the forking thread's thread-local values). A process's first context takes
+    13 ms (12.8 to 13.2, measured: jax imports the MLIR mhlo dialect's module, 742 KB of
+    bytecode, for it), the next ones 2.8 ms. Asked for by the runner while the zygote
+    still imports (`by` "announcement"), so it is made as soon as the zygote is ready;
+    where the run's scripts go through slots, each slot's zygote makes its own as it
+    begins ("slot", see become_slot), on a core of its own while the runner moves it
+    into its cgroup, and the run's zygote forks the slots at once instead of making
+    one first; a request says it again ("request"), for a zygote that had no word.
+    Tried once, even if making it failed. No backend is touched, and no thread is
+    started: the contexts' shared thread pool starts its threads at its first task,
+    in the script."""
     global IR_MADE_BY
     if IR_SHARED is None or IR_MADE_BY is not None:
         return
@@ -260,7 +265,14 @@ def serve_requests():
     # first, so they are kept until the line they belong to is complete.
     pending_fds = []
     while True:
-        data, fds, _flags, _addr = socket.recv_fds(CONTROL, 65536, 4)
+        # A slot's middle child ends a few milliseconds after it forked the slot's
+        # zygote: it is reaped then, not left a zombie until the next request.
+        CONTROL.settimeout(0.02 if MIDDLES else None)
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(CONTROL, 65536, 4)
+        except socket.timeout:  # TimeoutError from Python 3.10 on
+            reap_middles()
+            continue
         if not data:
             return  # the runner is gone
         buf += data
@@ -270,7 +282,8 @@ def serve_requests():
             req = json.loads(line)
             if req.get("huge_pages"):
                 collapse_into_huge_pages()
-            if req.get("ir_context"):
+            # A slot's zygote makes its own (see become_slot).
+            if req.get("ir_context") and not req.get("slot"):
                 make_ir_context_ahead("announcement" if req.get("prepare") else "request")
             if req.get("prepare"):
                 continue  # the runner's word while it imported: no descriptors, no answer

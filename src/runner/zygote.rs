@@ -229,10 +229,14 @@ impl Zygote {
     /// made in, once; each script then builds only its own part, a copy of the
     /// slot's mount namespace with its scratch and folders (about a third of the
     /// mounts a whole view takes).
+    ///
+    /// The run's zygote answers as soon as it has forked the middle child that makes
+    /// the slot's zygote; the slot's zygote then says its PID on its own socket. The
+    /// run's zygote is held only for the fork, so a run's slots are made side by side.
     pub fn slot(&self, view: Option<&[MountStep]>) -> Result<Zygote, ZygoteError> {
         let (ours, theirs) = UnixStream::pair().map_err(ZygoteError::Socket)?;
         let view = view.filter(|_| self.namespaces && !self.resident);
-        let pid = {
+        let _middle = {
             let mut guard = self.channel.lock().map_err(|_| ZygoteError::Poisoned)?;
             let (writer, reader) = &mut *guard;
             let made = self.ahead.get();
@@ -248,12 +252,15 @@ impl Zygote {
                 .map_err(ZygoteError::Unreachable)?;
             read_reply(reader)?
         };
+        // Ours alone from here: the slot's zygote (or the middle child, to say what
+        // failed) holds the other end.
+        drop(theirs);
+        let writer = ours.try_clone().map_err(ZygoteError::Socket)?;
+        let mut reader = BufReader::new(ours);
+        let pid = read_reply(&mut reader)?;
         Ok(Zygote {
             pid,
-            channel: Mutex::new((
-                ours.try_clone().map_err(ZygoteError::Socket)?,
-                BufReader::new(ours),
-            )),
+            channel: Mutex::new((writer, reader)),
             sandboxed: self.sandboxed,
             namespaces: self.namespaces,
             baseline: self.baseline.clone(),

@@ -14,58 +14,72 @@
 # confine) as every other start, and shares the slot's network, which the zygote
 # clears of everything an earlier script left before each fork (clear_slot).
 PHASE_SLOT_PID = 4
+# The middle children of the slots this zygote made that have not been reaped yet.
+MIDDLES = []
 # Whether the scripts this slot's zygote forks are dumpable (see `seal`).
 SLOT_DUMPABLE = True
 
 
 def start_slot(req, fds):
-    """Forks the slot's zygote, which serves the slot on fds[0]; answers its PID (the
-    host's). A middle child forks it (sandboxed in a view, as the init of a PID
-    namespace the middle child makes) and exits, so the runner (a subreaper) adopts
-    it: it dies with the runner, not with this zygote, which a script may kill."""
+    """Forks the slot's zygote, which serves the slot on fds[0], and answers at once
+    with the PID of the middle child that forks it: the slot's zygote says its own PID
+    (the host's) as the first line on fds[0] once it is the runner's, or the middle
+    child says what failed. So a run's slots are made side by side (each middle child
+    builds its part of the view on a core of its own), not one after another. A middle
+    child forks the slot's zygote (sandboxed in a view, as the init of a PID namespace
+    the middle child makes) and exits, so the runner (a subreaper) adopts it: it dies
+    with the runner, not with this zygote, which a script may kill. The middle child is
+    reaped as soon as it has ended (see serve_requests)."""
     if len(fds) != 1:
         for fd in fds:
             os.close(fd)
         return {"error": "expected 1 file descriptor, got %d" % len(fds)}
     reap_orphans()  # a slot's zygote that died before this one is made again
-    r, w = os.pipe()
     try:
         child = os.fork()
     except OSError as exc:
         os.close(fds[0])
         return {"error": "fork failed: %s" % exc}
     if child == 0:
-        os.close(r)
+        del MIDDLES[:]  # its parent's to reap, not this one's
         try:
             middle = os.getpid()
             if SANDBOXED:
                 # With the run's part of every script's view, when the runner sent
                 # one: this process and the slot's zygote then live in it.
                 confine(req["slot_view"], PHASE_SLOT_PID)
-            slot = os.fork()
-            if slot:
-                os.write(w, b"%d" % slot)
+            if os.fork():
                 os._exit(0)
-            os.close(w)
-            become_slot(fds[0], req["runner_pid"], middle)
+            become_slot(fds[0], req["runner_pid"], middle, req.get("ir_context"))
         except BaseException as exc:
             try:
-                os.write(w, ("!%s" % (exc,)).encode())
+                say = json.dumps({"error": str(exc) or type(exc).__name__})
+                os.write(fds[0], say.encode() + b"\n")
             finally:
                 os._exit(70)
-    os.close(w)
     os.close(fds[0])
-    got = read_all(r)
-    os.close(r)
-    os.waitpid(child, 0)  # the middle child; the slot's zygote is the runner's now
-    if got.startswith(b"!"):
-        return {"error": got[1:].decode("utf-8", "replace")}
-    return {"pid": int(got or b"0")} if got else {"error": "the slot's zygote failed"}
+    MIDDLES.append(child)
+    return {"pid": child}
 
 
-def become_slot(sock, runner, middle):
+def reap_middles():
+    """Reaps the slots' middle children that have ended; the rest are left running."""
+    for pid in list(MIDDLES):
+        try:
+            done, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            MIDDLES.remove(pid)
+
+
+def become_slot(sock, runner, middle, context):
     """The rest of a slot's zygote's life: tied to the runner, which adopts it once
-    the middle child is gone, it serves the slot's requests."""
+    the middle child is gone, it says its PID and serves the slot's requests. With
+    `context` it makes the MLIR context its scripts' lowerings share (see
+    make_ir_context_ahead) once it has said its PID, while the runner moves it into
+    the slot's cgroup: each slot makes its own on a core of its own, not the run's
+    zygote one for all before it forks the first slot."""
     global CONTROL, SLOT_DUMPABLE
     import time
 
@@ -84,6 +98,12 @@ def become_slot(sock, runner, middle):
         SLOT_DUMPABLE = seal()  # it holds the slot's earlier requests
     CONTROL.close()
     CONTROL = socket.socket(fileno=sock)
+    # Its PID as the runner knows it (/proc is still the host's): the slot's first word.
+    with open("/proc/self/stat") as fh:
+        host_pid = int(fh.read().split()[0])
+    CONTROL.sendall(json.dumps({"pid": host_pid}).encode() + b"\n")
+    if context:
+        make_ir_context_ahead("slot")
     try:
         serve_requests()
     finally:

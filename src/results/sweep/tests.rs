@@ -188,6 +188,7 @@ fn the_history_keeps_the_newest_runs_and_this_ones() {
             runs: 3,
             ..HistoryBudget::default()
         },
+        None,
         &mut swept,
     );
     assert!(swept.errors.is_empty(), "{:?}", swept.errors);
@@ -271,6 +272,7 @@ fn planted_links_lead_the_sweep_nowhere() {
             runs: 0,
             ..HistoryBudget::default()
         },
+        None,
         &mut swept,
     );
     assert!(swept.errors.is_empty(), "{:?}", swept.errors);
@@ -309,11 +311,56 @@ fn history_keeps_the_newest_runs_that_fit_its_size() {
         budget,
     };
     let mut swept = Swept::default();
-    sweep.prune(budget, &mut swept);
+    sweep.prune(budget, None, &mut swept);
     let left = history_names(dir);
     // The two newest fit (2 KiB); the third newest (10 KiB) does not, so it and the
     // older three go.
     assert_eq!(left, [runs[4].clone(), runs[5].clone()], "{left:?}");
     assert_eq!(swept.pruned.len(), 4);
     assert!(swept.pruned_bytes >= 13 * 1024);
+}
+
+/// The sizes read while the zygote imports are the walk's, folder for folder, and the
+/// sweep weighs the history by them: a folder they say is over the budget goes
+/// although its files are small, and one they lack is walked then.
+#[test]
+fn the_sweep_weighs_the_history_by_the_sizes_read_ahead() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let runs = past_runs(dir, 3);
+    for run in &runs {
+        let file = dir.join(HISTORY_DIR).join(run).join("data.bin");
+        std::fs::write(file, vec![0u8; 1024]).unwrap();
+    }
+    let current = "20261123T000000.000Z-9";
+    let read = HistorySizes::read(dir, current);
+    assert_eq!(read.0.len(), runs.len(), "{read:?}");
+    for run in &runs {
+        let walked = tree_size(&dir.join(HISTORY_DIR).join(run));
+        assert_eq!(read.0[run], walked, "{run}");
+        assert!(walked >= 1024, "{run}: {walked}");
+    }
+    let budget = HistoryBudget {
+        runs: 10,
+        bytes: 8 * 1024,
+    };
+    let sweep = Sweep {
+        results_dir: dir,
+        ids: HashSet::new(),
+        gnn: None,
+        tree: (Path::new("/nonexistent"), &WALK_ALL),
+        run_id: current,
+        budget,
+    };
+    // The newest as it is, the next said to hold 9 KiB, the oldest not said at all.
+    let said = HistorySizes(HashMap::from([
+        (runs[2].clone(), read.0[&runs[2]]),
+        (runs[1].clone(), 9 * 1024),
+    ]));
+    let mut swept = Swept::default();
+    sweep.prune(budget, Some(&said), &mut swept);
+    assert!(swept.errors.is_empty(), "{:?}", swept.errors);
+    assert_eq!(history_names(dir), [runs[2].clone()]);
+    assert_eq!(swept.pruned.len(), 2);
+    assert_eq!(swept.pruned_bytes, 9 * 1024 + read.0[&runs[0]]);
 }
