@@ -1,6 +1,6 @@
 use super::*;
 
-const WALK_ALL: crate::discovery::DiscoverOptions = crate::discovery::DiscoverOptions {
+static WALK_ALL: crate::discovery::DiscoverOptions = crate::discovery::DiscoverOptions {
     recursive: true,
     exclude: Vec::new(),
 };
@@ -298,18 +298,8 @@ fn history_keeps_the_newest_runs_that_fit_its_size() {
         std::fs::write(file, vec![0u8; size]).unwrap();
     }
     let current = "20261123T000000.000Z-9";
-    let budget = HistoryBudget {
-        runs: 10,
-        bytes: 8 * 1024,
-    };
-    let sweep = Sweep {
-        results_dir: dir,
-        ids: HashSet::new(),
-        gnn: None,
-        tree: (Path::new("/nonexistent"), &WALK_ALL),
-        run_id: current,
-        budget,
-    };
+    let budget = TEN_RUNS_IN_8_KIB;
+    let sweep = history_sweep(dir, current, budget);
     let mut swept = Swept::default();
     sweep.prune(budget, None, &mut swept);
     let left = history_names(dir);
@@ -340,18 +330,8 @@ fn the_sweep_weighs_the_history_by_the_sizes_read_ahead() {
         assert_eq!(read.0[run], walked, "{run}");
         assert!(walked >= 1024, "{run}: {walked}");
     }
-    let budget = HistoryBudget {
-        runs: 10,
-        bytes: 8 * 1024,
-    };
-    let sweep = Sweep {
-        results_dir: dir,
-        ids: HashSet::new(),
-        gnn: None,
-        tree: (Path::new("/nonexistent"), &WALK_ALL),
-        run_id: current,
-        budget,
-    };
+    let budget = TEN_RUNS_IN_8_KIB;
+    let sweep = history_sweep(dir, current, budget);
     // The newest as it is, the next said to hold 9 KiB, the oldest not said at all.
     let said = HistorySizes(HashMap::from([
         (runs[2].clone(), read.0[&runs[2]]),
@@ -363,4 +343,23 @@ fn the_sweep_weighs_the_history_by_the_sizes_read_ahead() {
     assert_eq!(history_names(dir), [runs[2].clone()]);
     assert_eq!(swept.pruned.len(), 2);
     assert_eq!(swept.pruned_bytes, 9 * 1024 + read.0[&runs[0]]);
+}
+
+/// Ten earlier runs, at most 8 KiB in all.
+const TEN_RUNS_IN_8_KIB: HistoryBudget = HistoryBudget {
+    runs: 10,
+    bytes: 8 * 1024,
+};
+
+/// A sweep of `dir`'s history for the run `current`, under `budget`, that moves no
+/// script's files (it knows no tree).
+fn history_sweep<'a>(dir: &'a Path, current: &'a str, budget: HistoryBudget) -> Sweep<'a> {
+    Sweep {
+        results_dir: dir,
+        ids: HashSet::new(),
+        gnn: None,
+        tree: (Path::new("/nonexistent"), &WALK_ALL),
+        run_id: current,
+        budget,
+    }
 }
