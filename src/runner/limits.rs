@@ -351,7 +351,6 @@ pub fn empty_and_remove(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// The folders this runner's attempt cgroups are made in (for the sentinel).
 /// Whether this runner may make pids cgroups, so its worker slots will have homes of
 /// their own (see `homes.rs`): the pids controller's folder it lives in is writable to
 /// it. Asked before the first slot is made, to tell the zygote where the MLIR context
@@ -367,6 +366,7 @@ pub fn slot_homes_possible() -> bool {
     })
 }
 
+/// The folders this runner's attempt cgroups are made in (for the sentinel).
 pub fn parent_dirs() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = ["pids", "memory"]
         .iter()
