@@ -272,7 +272,10 @@ fn as_user_cold_a_block_held_briefly_and_freed_is_in_the_peak() {
 /// build that counted from the tick's start, not from the walk's end, failed the warm
 /// case in 2 of 4 runs (13 MiB over); one that went on counting when the tree's
 /// process changed (a warm sandbox's script appears under its namespace's init after
-/// the first read) failed in 2 of 3 (up to 54 MiB over). Warm only: a cold script's
+/// the first read) failed in 2 of 3 (up to 54 MiB over); one that took the count it
+/// added to from `statm` just after the walk, not from the walk itself, failed once
+/// in CI (38 MiB over: the block let go and refilled in between, the runner's thread
+/// off the CPU; `src/runner/tree/tests.rs` makes that happen every time). Warm only: a cold script's
 /// share of the interpreter's and jax's library pages moves with every process that
 /// maps them, which the tests beside it start and end (a cold case recorded 26 MiB
 /// over its own readings, and 38 MiB under, in a full run of this file).

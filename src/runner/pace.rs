@@ -18,8 +18,9 @@
 //!   passed (2% of a core), at least half a second and at most a second.
 //!
 //! Between reads the figure is the last read plus the anonymous pages the process
-//! added since, from `statm` (14 µs; resident less shared) read at each tick between
-//! walks and after each walk (see [`super::tree::TreeSampler`]): a page a lone process faults in anonymously is its
+//! added since: `statm` (14 µs; resident less shared) read at each tick between
+//! walks, less the walk's own count of them (`smaps_rollup`'s `Anonymous`, see
+//! [`super::tree::TreeSampler`]). A page a lone process faults in anonymously is its
 //! own, and counts whole in its proportional size, so a rise shows at the next tick,
 //! to the page, without a walk. What that leaves out (file pages, which count a share;
 //! the zygote's pages a script copies on write; the share of a sibling's pages that

@@ -98,6 +98,10 @@ pub struct TreeSampler {
     read_pids: Vec<u32>,
     /// The highest such sum seen: a proportional size is never above it.
     resident_high: u64,
+    /// Run right after each walk: a test's stand-in for the runner's thread being
+    /// put off the CPU there while the script goes on.
+    #[cfg(test)]
+    after_walk: Option<Box<dyn FnMut() + Send>>,
 }
 
 impl Default for TreeSampler {
@@ -125,6 +129,8 @@ impl Default for TreeSampler {
             anonymous_at_read: 0,
             read_pids: Vec::new(),
             resident_high: 0,
+            #[cfg(test)]
+            after_walk: None,
         }
     }
 }
@@ -268,12 +274,19 @@ impl TreeSampler {
             return (self.last_read.0.saturating_add(added), self.last_read.1);
         }
         let before = thread_cpu();
-        self.last_read = self.processes_memory();
+        let (memory, source, anonymous) = self.processes_memory();
         let cpu = thread_cpu().saturating_sub(before);
-        // Counted after the walk, not at the tick's start: a page the process faults in
-        // while the walk runs (a block being filled adds 20 MiB in a 5 ms walk) may be in
-        // the figure already, and would count twice from an earlier count.
-        self.anonymous_at_read = self.anonymous_now();
+        #[cfg(test)]
+        if let Some(hook) = self.after_walk.as_mut() {
+            hook();
+        }
+        self.last_read = (memory, source);
+        // The reference is the walk's own count of anonymous pages, not one taken after
+        // it: the pages the walk found are in its figure whatever the process did
+        // since, so pages faulted in while it ran count once, and so does a block let
+        // go and taken again before the runner looks again (its thread put off the
+        // CPU: a count from `statm` after the walk counted such a block twice).
+        self.anonymous_at_read = anonymous;
         self.read_pids = self.own_pids().collect();
         self.pace.read(tick, cpu);
         self.last_read
@@ -314,20 +327,22 @@ impl TreeSampler {
     }
 
     /// The last sample's processes' memory summed (the runner's plumbing left out):
-    /// proportional set sizes, or resident sizes where one could not be read.
-    fn processes_memory(&self) -> (u64, MemorySource) {
+    /// proportional set sizes, or resident sizes where one could not be read; with
+    /// their anonymous pages as the same reads found them.
+    fn processes_memory(&self) -> (u64, MemorySource, u64) {
         let mut all_proportional = true;
-        let total = self
+        let (mut total, mut anonymous) = (0, 0);
+        for read in self
             .own_pids()
             .filter_map(|p| process_memory(&self.proc_dir(p)))
-            .map(|(bytes, proportional)| {
-                all_proportional &= proportional;
-                bytes
-            })
-            .sum();
+        {
+            all_proportional &= read.proportional;
+            total += read.bytes;
+            anonymous += read.anonymous;
+        }
         match all_proportional {
-            true => (total, MemorySource::Pss),
-            false => (total, MemorySource::Rss),
+            true => (total, MemorySource::Pss, anonymous),
+            false => (total, MemorySource::Rss, anonymous),
         }
     }
 }

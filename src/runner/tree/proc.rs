@@ -22,25 +22,48 @@ pub(super) fn proc_dir(headless: &[(u32, u32)], pid: u32) -> String {
     }
 }
 
+/// One process's memory as the kernel counts it (see [`process_memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ProcessMemory {
+    /// Its proportional set size, or its resident set size where that could not be
+    /// read; bytes.
+    pub bytes: u64,
+    /// Whether `bytes` is the proportional size.
+    pub proportional: bool,
+    /// Its anonymous pages as the same read found them, bytes: what the pages it adds
+    /// later are counted from, so that a page in `bytes` never counts again whatever
+    /// the process did between the read and the next look at it.
+    pub anonymous: u64,
+}
+
 /// One process's memory as the kernel counts it, from its folder in `/proc` (see
 /// [`proc_dir`]): its proportional set size (`Pss` of `smaps_rollup`: a page it
 /// shares with n processes counts 1/n) where the runner may read that (the ptrace
-/// check), else its resident set size (`statm`), `false` beside it. `None` for a
-/// process already gone.
-pub(super) fn process_memory(dir: &str) -> Option<(u64, bool)> {
+/// check), else its resident set size (`statm`), with its anonymous pages from the
+/// same walk or the same `statm`. `None` for a process already gone.
+pub(super) fn process_memory(dir: &str) -> Option<ProcessMemory> {
     if let Ok(text) = std::fs::read_to_string(format!("{dir}/smaps_rollup")) {
-        let kb = text
-            .lines()
-            .find_map(|l| l.strip_prefix("Pss:"))
-            .and_then(|v| v.trim().strip_suffix("kB"))
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if let Some(kb) = kb {
-            return Some((kb * 1024, true));
+        let field = |name: &str| {
+            (text.lines())
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().strip_suffix("kB"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        if let (Some(pss), Some(anonymous)) = (field("Pss:"), field("Anonymous:")) {
+            return Some(ProcessMemory {
+                bytes: pss * 1024,
+                proportional: true,
+                anonymous: anonymous * 1024,
+            });
         }
     }
-    let bytes = resident_size(dir)?;
+    let (resident, anonymous) = statm_sizes(dir)?;
     // A process with nothing resident (a zombie) holds nothing to share or count.
-    Some((bytes, bytes == 0))
+    Some(ProcessMemory {
+        bytes: resident,
+        proportional: resident == 0,
+        anonymous,
+    })
 }
 
 /// A process's resident set size in bytes (`statm`): no page walk, and never less
