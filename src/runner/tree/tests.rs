@@ -203,18 +203,17 @@ fn a_block_let_go_and_taken_again_right_after_a_walk_counts_once() {
     let statement = "del part; block = bytearray(b'\\x01') * (64 << 20)";
     tell(&mut child.lock().unwrap(), statement);
     let between = sampler.sample(pid);
-    let truth = process_memory(&format!("/proc/{pid}")).unwrap();
     let mut child = child.lock().unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(truth.proportional, "the test reads its own child's Pss");
-    let truth = truth.bytes;
     assert_eq!(sampler.anonymous_at_read, read_at, "no walk between");
+    // It holds what it held at the walk (a block of the same size), so the figure is
+    // the walk's, give or take the interpreter's own small allocations; not the file
+    // pages' share, which moves as other processes map the same libraries and end.
     assert!(
-        between.rss <= truth + 2 * MIB && between.rss + 2 * MIB >= truth,
-        "walked {} MiB, between walks {} MiB, the kernel's Pss {} MiB",
-        walked.rss / MIB,
-        between.rss / MIB,
-        truth / MIB
+        between.rss.abs_diff(walked.rss) < 4 * MIB,
+        "walked {:.1} MiB, between walks {:.1} MiB",
+        walked.rss as f64 / MIB as f64,
+        between.rss as f64 / MIB as f64
     );
 }
