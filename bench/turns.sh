@@ -20,8 +20,10 @@
 # Odd rounds run A first, even rounds B first, so a machine that speeds up or slows down
 # over the minutes weighs on both. Per run: the wall time (`date +%s.%N` around the
 # command), and from its performance_metrics.json the scripts that succeeded, the
-# scripts' CPU (user and system, summed), their median peak memory and the cache misses.
-# Each round's ratio is B's wall over A's in that round.
+# scripts' CPU (user and system, summed), their median peak memory and the cache misses;
+# and from its execution log, how long after the zygote's ready the first script, and
+# the last of the first `--jobs`, were forked (the log's debug lines; a build older than
+# those lines shows none). Each round's ratio is B's wall over A's in that round.
 #
 # Output:  the Markdown report on stdout, progress on stderr; the report is also written
 #          to bench/results/<date>-<host>-turns-<time>.md and the raw figures to the .json
@@ -86,7 +88,7 @@ log "B: $side_b ($bin_b)"
 log "tree $tree, $cache_mode cache, $repeat rounds, options: $*"
 
 # run SIDE BIN OPTION…: one measured run in round $r; appends a row to $rows.
-rows=$scratch/rows.tsv # round, side, seconds, exit code, metrics path
+rows=$scratch/rows.tsv # round, side, seconds, exit code, metrics path, log path
 : >"$rows"
 run() {
     local side=$1 bin=$2 copy=$scratch/tree-$1 cache=$scratch/cache t0 t1 rc=0
@@ -102,7 +104,9 @@ run() {
     t1=$(date +%s.%N)
     local metrics=$scratch/metrics-$side-$r.json
     cp "$copy/execution_results/jax/performance_metrics.json" "$metrics" 2>/dev/null || metrics=-
-    printf '%s\t%s\t%s\t%s\t%s\n' "$r" "$side" "$(elapsed "$t0" "$t1")" "$rc" "$metrics" >>"$rows"
+    local runlog=$scratch/log-$side-$r.txt
+    cp "$copy/execution_results/jax/execution_log.txt" "$runlog" 2>/dev/null || runlog=-
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$side" "$(elapsed "$t0" "$t1")" "$rc" "$metrics" "$runlog" >>"$rows"
     log "round $r: $side $(elapsed "$t0" "$t1") s, exit $rc"
     [[ $cache_mode == filled ]] || rm -rf "$copy" "$cache"
 }
@@ -131,13 +135,35 @@ done
 stamp=$(stamp turns)
 mkdir -p "$root/bench/results"
 python3 - "$rows" "$root/bench/results/$stamp" "$side_a" "$side_b" "$tree" "$cache_mode" "$*" <<'PY'
-import datetime, json, os, platform, statistics, sys
+import datetime, json, os, platform, re, statistics, sys
 
 rows_path, out, side_a, side_b, tree, cache_mode, options = sys.argv[1:]
+def stamp_s(line):
+    # The log's timestamps, `2026-12-06T15:09:24.017192Z`: seconds of the day will do.
+    h, m, s = line[11:26].split(":")
+    return int(h) * 3600 + int(m) * 60 + float(s)
+
+def forks_after_ready(path):
+    # Milliseconds from the zygote's ready to the first script forked, and to the last
+    # of the first `--jobs` (each slot's first script): None where the log says neither.
+    ready, jobs, forks = None, None, []
+    for line in open(path, errors="replace"):
+        if ready is None and "warm start: the zygote makes" in line:
+            ready = stamp_s(line)
+        elif jobs is None and (m := re.search(r"script\(s\) on \S+, (\d+) at a time", line)):
+            jobs = int(m.group(1))
+        elif ready is not None and "warm start: forked " in line:
+            forks.append(round((stamp_s(line) - ready) * 1000, 1))
+    if ready is None or not forks:
+        return None, None
+    return forks[0], forks[min(jobs or 1, len(forks)) - 1]
+
 rounds = {}
 for line in open(rows_path):
-    r, side, seconds, rc, metrics = line.rstrip("\n").split("\t")
+    r, side, seconds, rc, metrics, runlog = line.rstrip("\n").split("\t")
     run = {"seconds": float(seconds), "exit_code": int(rc)}
+    if runlog != "-":
+        run["ready_to_first_fork_ms"], run["ready_to_first_wave_ms"] = forks_after_ready(runlog)
     if metrics != "-":
         m = json.load(open(metrics))
         scripts = m["scripts"]
@@ -176,6 +202,18 @@ ratios = [r["ratio"] for r in rounds.values()]
 faster = sum(1 for x in ratios if x < 1)
 lines += ["", "B's wall over A's, median %.3f (%.3f–%.3f); B faster in %d of %d rounds." % (
     statistics.median(ratios), min(ratios), max(ratios), faster, len(ratios))]
+
+def spread(side, key):
+    got = [rounds[n][side].get(key) for n in sorted(rounds)]
+    got = [x for x in got if x is not None]
+    if not got:
+        return "none in its log"
+    return "median %.1f ms (%.1f–%.1f, %d runs)" % (statistics.median(got), min(got), max(got), len(got))
+
+for key, what in [("ready_to_first_fork_ms", "the first script forked"),
+                  ("ready_to_first_wave_ms", "the last of the first `--jobs` forked")]:
+    lines.append("From the zygote's ready to %s (execution log): A %s; B %s." % (
+        what, spread("A", key), spread("B", key)))
 bad = [(n, s) for n, r in sorted(rounds.items()) for s in "AB" if r[s]["exit_code"] != 0]
 if bad:
     lines.append("Runs that exited non-zero: %s." % ", ".join("round %d %s" % x for x in bad))

@@ -110,7 +110,12 @@ pub(super) async fn start(
         match zygote::warm_request(spec, zygote) {
             Err(reason) => start = Start::ColdFallback(reason.to_string()),
             Ok(request) => match start_warm(spec, zygote, request).await {
-                Ok(Ok((pid, out, err))) => return Ok((pid, out, err, Start::Warm)),
+                Ok(Ok((pid, out, err))) => {
+                    // The log's timestamps then show how long the first scripts waited
+                    // after the zygote's ready (`bench/turns.sh` reads them).
+                    tracing::debug!("warm start: forked {} as pid {pid}", spec.script.display());
+                    return Ok((pid, out, err, Start::Warm));
+                }
                 Ok(Err(reason)) => {
                     start = Start::ColdFallback(format!("the zygote failed: {reason}"))
                 }
