@@ -60,6 +60,20 @@ fn well_behaved_scripts_succeed_with_the_full_contract() {
     let log = std::fs::read_to_string(t.results_dir().join("execution_log.txt")).unwrap();
     assert!(log.contains("succeeded ok_jax"), "{log}");
     assert!(log.contains("finished: 2 of 2 succeeded in "), "{log}");
+    // Each warm start leaves its line, the time it was forked (what bench/turns.sh
+    // measures from the zygote's ready), and a cold start none.
+    let forked: Vec<&str> = (log.lines())
+        .filter(|l| l.contains("warm start: forked "))
+        .collect();
+    let warm: Vec<&str> = ["ok_jax", "print_env"]
+        .into_iter()
+        .filter(|id| t.result(id)["attempts"][0]["start"] == "warm")
+        .collect();
+    assert_eq!(forked.len(), warm.len(), "{log}");
+    for id in warm {
+        let named = format!("{id}.py as pid ");
+        assert!(forked.iter().any(|l| l.contains(&named)), "{id}: {log}");
+    }
 }
 
 #[test]
