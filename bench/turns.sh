@@ -139,9 +139,9 @@ import datetime, json, os, platform, re, statistics, sys
 
 rows_path, out, side_a, side_b, tree, cache_mode, options = sys.argv[1:]
 def stamp_s(line):
-    # The log's timestamps, `2026-12-06T15:09:24.017192Z`: seconds of the day will do.
-    h, m, s = line[11:26].split(":")
-    return int(h) * 3600 + int(m) * 60 + float(s)
+    # The log's timestamps, `2026-12-06T15:09:24.017192Z`, as seconds (a run may
+    # cross midnight).
+    return datetime.datetime.fromisoformat(line[:26]).timestamp()
 
 def forks_after_ready(path):
     # Milliseconds from the zygote's ready to the first script forked, and to the last
