@@ -523,8 +523,8 @@ for pid, _ in children(runner):
         zygote = pid
 deadline = time.monotonic() + 10
 while True:
-    zombies = [pid for pid, state in children(zygote)] if zygote else []
-    zombies = [pid for pid in zombies if stat(pid)[0] == "Z"] if zombies else []
+    # The state as listed: a child read twice may be reaped in between.
+    zombies = [pid for pid, state in children(zygote) if state == "Z"] if zygote else []
     if not zombies or time.monotonic() > deadline:
         break
     time.sleep(0.05)
