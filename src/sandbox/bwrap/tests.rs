@@ -118,3 +118,57 @@ fn a_memory_limit_bounds_each_scratch_tmpfs_where_bwrap_can() {
 fn args_of(b: &Bwrap, m: &Mounts) -> Vec<OsString> {
     args(b, m, &steps(m))
 }
+
+/// A stand-in bwrap in `dir`: `--help` lists `options`, a namespace probe exits
+/// `probe_exit` (saying so on stderr), and `--version` answers only once a probe has
+/// started, waiting up to 20 s for one: a detection that asks one question after
+/// another gets "asked alone" for the version.
+fn fake_bwrap(dir: &Path, options: &str, probe_exit: i32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("bwrap");
+    let script = format!(
+        "#!/bin/sh\n\
+         d=$(dirname \"$0\")\n\
+         case \"$1\" in\n\
+         --version) i=0; while [ ! -e \"$d/probe-started\" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done\n\
+         \x20 if [ -e \"$d/probe-started\" ]; then echo 'bubblewrap 0.9.0'; else echo 'asked alone'; fi;;\n\
+         --help) for o in {options}; do echo \"    $o ARG\"; done;;\n\
+         *) touch \"$d/probe-started\"; echo 'no namespaces here' >&2; exit {probe_exit};;\n\
+         esac\n"
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn detection_asks_the_version_the_options_and_the_first_probe_side_by_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = fake_bwrap(tmp.path(), "--dir --perms --size", 0);
+    let b = detect_at(fake.clone()).unwrap();
+    assert_eq!(b.version, "bubblewrap 0.9.0", "the version waited for no probe");
+    assert_eq!(b.path, fake);
+    assert!(b.tmpfs_size, "--size is listed");
+    assert!(!b.disable_userns, "--disable-userns is not");
+    assert!(b.cap_drop);
+}
+
+#[test]
+fn a_bwrap_without_perms_is_too_old_whatever_its_probe_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = fake_bwrap(tmp.path(), "--dir --size", 0);
+    match detect_at(fake) {
+        Err(SandboxError::TooOld { version }) => assert_eq!(version, "bubblewrap 0.9.0"),
+        other => panic!("expected TooOld, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_probe_that_fails_every_try_says_what_bwrap_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = fake_bwrap(tmp.path(), "--dir --perms", 1);
+    match detect_at(fake) {
+        Err(SandboxError::Namespaces { stderr }) => assert_eq!(stderr, "no namespaces here"),
+        other => panic!("expected Namespaces, got {other:?}"),
+    }
+}
