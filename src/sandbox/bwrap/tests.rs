@@ -146,7 +146,10 @@ fn detection_asks_the_version_the_options_and_the_first_probe_side_by_side() {
     let tmp = tempfile::tempdir().unwrap();
     let fake = fake_bwrap(tmp.path(), "--dir --perms --size", 0);
     let b = detect_at(fake.clone()).unwrap();
-    assert_eq!(b.version, "bubblewrap 0.9.0", "the version waited for no probe");
+    assert_eq!(
+        b.version, "bubblewrap 0.9.0",
+        "the version waited for no probe"
+    );
     assert_eq!(b.path, fake);
     assert!(b.tmpfs_size, "--size is listed");
     assert!(!b.disable_userns, "--disable-userns is not");
