@@ -124,7 +124,7 @@ fn args_of(b: &Bwrap, m: &Mounts) -> Vec<OsString> {
 /// started, waiting up to 20 s for one: a detection that asks one question after
 /// another gets "asked alone" for the version.
 fn fake_bwrap(dir: &Path, options: &str, probe_exit: i32) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
+    use std::io::Write;
     let path = dir.join("bwrap");
     let script = format!(
         "#!/bin/sh\n\
@@ -136,8 +136,21 @@ fn fake_bwrap(dir: &Path, options: &str, probe_exit: i32) -> PathBuf {
          *) touch \"$d/probe-started\"; echo 'no namespaces here' >&2; exit {probe_exit};;\n\
          esac\n"
     );
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Written by a child of its own: no descriptor of it open for writing is ever in
+    // this process, where another test's fork could hold it and make its exec fail
+    // with ETXTBSY.
+    let mut sh = Command::new("sh")
+        .args(["-c", "cat > \"$0\" && chmod 755 \"$0\""])
+        .arg(&path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sh.stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    assert!(sh.wait().unwrap().success());
     path
 }
 
