@@ -1,6 +1,6 @@
 """anatomy.py: one run's figures from the kernel's process events (bench/anatomy.sh).
 
-    perf script -F comm,pid,tid,time,event,trace | python bench/anatomy.py SCRIPTS_DONE
+    perf script -F comm,pid,tid,time,event,trace | python bench/anatomy.py SCRIPTS
 
 Reads the sched_process_fork, _exec and _exit events `perf record` took around one
 command, and prints one JSON line:
@@ -15,8 +15,8 @@ command, and prints one JSON line:
 A script is a process (it has an exit of its own, the last of its threads) whose
 parent forked it and that lived longer than 50 ms and less than 60% of the command:
 that leaves out threads, bwrap's probes, the sandbox's test child and the zygotes,
-which live most of the run. SCRIPTS_DONE, the scripts the run completed, is checked
-against that count.
+which live most of the run. SCRIPTS, how many scripts the command was given, is
+checked against that count.
 """
 
 import json
@@ -61,7 +61,7 @@ def main():
         if died is not None and 50 < died - born < 0.6 * wall:
             scripts.append((parent, born, died))
     if len(scripts) != expected:
-        sys.exit("anatomy.py: counted %d scripts, the run completed %d" % (len(scripts), expected))
+        sys.exit("anatomy.py: counted %d scripts, the command was given %d" % (len(scripts), expected))
     # Each exit frees a slot for the next fork: the scripts started before the first
     # exit are the first of each slot; every later fork pairs with the exits in turn.
     births = sorted(b for _, b, _ in scripts)

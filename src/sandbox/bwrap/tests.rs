@@ -154,11 +154,17 @@ fn fake_bwrap(dir: &Path, options: &str, probe_exit: i32) -> PathBuf {
     path
 }
 
+/// What detection makes of a stand-in bwrap (see [`fake_bwrap`]), and its path.
+fn detect_fake(options: &str, probe_exit: i32) -> (Result<Bwrap, SandboxError>, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = fake_bwrap(tmp.path(), options, probe_exit);
+    (detect_at(fake.clone()), fake)
+}
+
 #[test]
 fn detection_asks_the_version_the_options_and_the_first_probe_side_by_side() {
-    let tmp = tempfile::tempdir().unwrap();
-    let fake = fake_bwrap(tmp.path(), "--dir --perms --size", 0);
-    let b = detect_at(fake.clone()).unwrap();
+    let (detected, fake) = detect_fake("--dir --perms --size", 0);
+    let b = detected.unwrap();
     assert_eq!(
         b.version, "bubblewrap 0.9.0",
         "the version waited for no probe"
@@ -171,9 +177,7 @@ fn detection_asks_the_version_the_options_and_the_first_probe_side_by_side() {
 
 #[test]
 fn a_bwrap_without_perms_is_too_old_whatever_its_probe_says() {
-    let tmp = tempfile::tempdir().unwrap();
-    let fake = fake_bwrap(tmp.path(), "--dir --size", 0);
-    match detect_at(fake) {
+    match detect_fake("--dir --size", 0).0 {
         Err(SandboxError::TooOld { version }) => assert_eq!(version, "bubblewrap 0.9.0"),
         other => panic!("expected TooOld, got {other:?}"),
     }
@@ -181,9 +185,7 @@ fn a_bwrap_without_perms_is_too_old_whatever_its_probe_says() {
 
 #[test]
 fn a_probe_that_fails_every_try_says_what_bwrap_said() {
-    let tmp = tempfile::tempdir().unwrap();
-    let fake = fake_bwrap(tmp.path(), "--dir --perms", 1);
-    match detect_at(fake) {
+    match detect_fake("--dir --perms", 1).0 {
         Err(SandboxError::Namespaces { stderr }) => assert_eq!(stderr, "no namespaces here"),
         other => panic!("expected Namespaces, got {other:?}"),
     }
