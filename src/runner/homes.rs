@@ -2,7 +2,8 @@
 //! cgroup of the slot's, made at the slot's first warm attempt and kept for the run.
 //! Each warm script is then forked where it is counted, with no move between cgroups
 //! per script: on cgroup v1 every move waits for an RCU grace period (6 to 15 ms,
-//! measured), more than a trivial script's whole run.
+//! measured), more than a trivial script's whole run. The one move of the slot's
+//! zygote is its own where it can be (see `AttemptCgroup::self_move_files`).
 
 use std::sync::{Arc, Mutex};
 
@@ -115,8 +116,9 @@ impl SlotHome {
     }
 }
 
-/// Makes a slot's cgroup, forks the slot's zygote and moves it there (the one move of
-/// the slot's life). Whatever fails leaves nothing behind.
+/// Makes a slot's cgroup, forks the slot's zygote and has it move there (the one move
+/// of the slot's life: by itself where the cgroup is v1, else by the runner). Whatever
+/// fails leaves nothing behind.
 fn make(
     zygote: &Zygote,
     name: &str,
@@ -124,16 +126,29 @@ fn make(
     view: Option<Vec<MountStep>>,
 ) -> Option<SlotHome> {
     let cgroup = AttemptCgroup::for_slot(name, max_procs)?;
-    let slot = match zygote.slot(view.as_deref()) {
-        Ok(z) => z,
+    // Closed as soon as the request has gone: the middle child and the slot's zygote
+    // hold their own copies, which the slot's zygote closes before any script.
+    let (slot, moved) = match zygote.slot(view.as_deref(), &cgroup.self_move_files()) {
+        Ok(made) => made,
         Err(e) => {
             tracing::debug!("no slot zygote: {e}");
             return None;
         }
     };
-    if let Err(e) = cgroup.settle(slot.pid()) {
-        tracing::debug!("the slot zygote could not join its cgroup: {e}");
-        return None;
+    let settled = match moved {
+        true => cgroup.settle_moved(slot.pid()),
+        false => cgroup.settle(slot.pid()).map(|()| true),
+    };
+    match settled {
+        Ok(by_runner) => tracing::debug!(
+            "slot zygote {} in {name}: moved by {}",
+            slot.pid(),
+            if by_runner { "the runner" } else { "itself" }
+        ),
+        Err(e) => {
+            tracing::debug!("the slot zygote could not join its cgroup: {e}");
+            return None;
+        }
     }
     Some(SlotHome {
         zygote: Arc::new(slot.into_resident()),

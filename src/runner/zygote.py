@@ -117,7 +117,8 @@ def make_ir_context_ahead(by):
     whose scripts use jax: every forked script's lowerings then start in it (a fork
     keeps the forking thread's thread-local values). A process's first context takes
     13 ms (12.8 to 13.2, measured: jax imports the MLIR mhlo dialect's module, 742 KB of
-    bytecode, for it), the next ones 2.8 ms. Asked for by the runner while the zygote
+    bytecode, for it), the next ones 2.8 ms; preload imports that module (see
+    import_context_dialects). Asked for by the runner while the zygote
     still imports (`by` "announcement"), so it is made as soon as the zygote is ready;
     where the run's scripts go through slots, each slot's zygote makes its own as it
     begins ("slot", see become_slot), on a core of its own while the runner moves it
@@ -157,6 +158,24 @@ def warm_first_lowering():
         pass
 
 
+def import_context_dialects():
+    """Imports the MLIR mhlo dialect's module, which jax loads lazily for the first
+    MLIR context a process makes (742 KB of bytecode and its extension, 6.7 ms here).
+    Each slot's zygote makes its context in a fresh fork, where that import's writes
+    each copy a page first: the first context took 16 to 21 ms in a fork against 13 in
+    the process that imported jax, and 4.6 to 9 ms in a fork once that process had
+    imported this module (3 forks each, measured). Both slots' zygotes make theirs at
+    once on the run's critical path, beside the runner, so the import is done once
+    here, while the zygote imports jax anyway. A jax without that lazy module is left
+    as it is."""
+    try:
+        from jax._src.lib.mlir import dialects
+
+        dialects.mhlo  # noqa: B018  (the lazy module's import is the point)
+    except Exception:  # another jax, another layout: the first context imports it
+        pass
+
+
 # The modules of the preload, for the telemetry shim's question at a script's end
 # (did the script take jax up?): made once by preload, not in every child (0.9 ms there).
 PRELOADED = frozenset()
@@ -179,6 +198,7 @@ def preload():
             atexit.register = _register
         share_ir_contexts()
         warm_first_lowering()
+        import_context_dialects()
     PRELOADED = frozenset(sys.modules)
 
 
@@ -269,7 +289,7 @@ def serve_requests():
         # zygote: it is reaped then, not left a zombie until the next request.
         CONTROL.settimeout(0.02 if MIDDLES else None)
         try:
-            data, fds, _flags, _addr = socket.recv_fds(CONTROL, 65536, 4)
+            data, fds, _flags, _addr = socket.recv_fds(CONTROL, 65536, 8)
         except socket.timeout:  # TimeoutError from Python 3.10 on
             reap_middles()
             continue
@@ -291,7 +311,7 @@ def serve_requests():
             # but for a slot's script, which needs no go.
             want = 3
             if req.get("slot"):
-                want = 1
+                want = 1 + int(req.get("cgroup_tasks") or 0)  # its socket, its tasks files
             elif req.get("view") and not req.get("resident"):
                 want = 4
             my_fds, pending_fds = pending_fds[:want], pending_fds[want:]

@@ -32,7 +32,7 @@ mod wire;
 use baseline::Baseline;
 pub use request::{warm_request, Request, WarmRequest};
 pub use wire::Made;
-use wire::{read_reply, send_with_fds, Ahead, Ready, Wire};
+use wire::{read_reply, read_slot_reply, send_with_fds, Ahead, Ready, Wire};
 
 /// One program in four files: the zygote, its child part, its sandbox half, its slot
 /// part (which ends by serving).
@@ -219,8 +219,9 @@ impl Zygote {
     }
 
     /// Forks a zygote for one worker slot, serving the same requests on a socket of its
-    /// own. The caller places it in the slot's cgroup (its [`Zygote::pid`]) before the
-    /// first request and marks it with [`Zygote::into_resident`]: a script it forks
+    /// own. It is in the slot's cgroup before the first request (it moved itself, or
+    /// the caller moves it: its [`Zygote::pid`]), and the caller marks it with
+    /// [`Zygote::into_resident`]: a script it forks
     /// then needs no move into a cgroup of its own, which on cgroup v1 costs a wait for
     /// an RCU grace period (6 to 15 ms) per script.
     ///
@@ -233,7 +234,15 @@ impl Zygote {
     /// The run's zygote answers as soon as it has forked the middle child that makes
     /// the slot's zygote; the slot's zygote then says its PID on its own socket. The
     /// run's zygote is held only for the fork, so a run's slots are made side by side.
-    pub fn slot(&self, view: Option<&[MountStep]>) -> Result<Zygote, ZygoteError> {
+    ///
+    /// `tasks`: the slot's cgroup's `tasks` files, which the slot's zygote moves itself
+    /// in through before it says its PID (see `AttemptCgroup::self_move_files`); the
+    /// second value is whether it says it did.
+    pub fn slot(
+        &self,
+        view: Option<&[MountStep]>,
+        tasks: &[std::fs::File],
+    ) -> Result<(Zygote, bool), ZygoteError> {
         let (ours, theirs) = UnixStream::pair().map_err(ZygoteError::Socket)?;
         let view = view.filter(|_| self.namespaces && !self.resident);
         let _middle = {
@@ -246,10 +255,13 @@ impl Zygote {
                 "ir_context": made.context,
                 "huge_pages": made.huge_pages,
                 "slot_view": Confinement::slot_view(view.unwrap_or_default()),
+                "cgroup_tasks": tasks.len(),
             });
             let line = format!("{line}\n");
-            send_with_fds(writer, line.as_bytes(), &[theirs.as_fd()])
-                .map_err(ZygoteError::Unreachable)?;
+            let fds: Vec<_> = std::iter::once(theirs.as_fd())
+                .chain(tasks.iter().map(|f| f.as_fd()))
+                .collect();
+            send_with_fds(writer, line.as_bytes(), &fds).map_err(ZygoteError::Unreachable)?;
             read_reply(reader)?
         };
         // Ours alone from here: the slot's zygote (or the middle child, to say what
@@ -257,8 +269,8 @@ impl Zygote {
         drop(theirs);
         let writer = ours.try_clone().map_err(ZygoteError::Socket)?;
         let mut reader = BufReader::new(ours);
-        let pid = read_reply(&mut reader)?;
-        Ok(Zygote {
+        let (pid, moved) = read_slot_reply(&mut reader)?;
+        let slot = Zygote {
             pid,
             channel: Mutex::new((writer, reader)),
             sandboxed: self.sandboxed,
@@ -268,7 +280,8 @@ impl Zygote {
             ahead: self.ahead.clone(),
             slot_view: view.map(<[MountStep]>::to_vec),
             early: Mutex::new(None),
-        })
+        };
+        Ok((slot, moved))
     }
 
     /// This slot zygote, now that it lives in the slot's cgroup.

@@ -181,10 +181,22 @@ impl WaitStatus {
 struct Reply {
     pid: Option<i32>,
     error: Option<String>,
+    /// A slot's zygote: whether it moved itself into the slot's cgroup (see
+    /// `AttemptCgroup::self_move_files`).
+    #[serde(default)]
+    moved: bool,
 }
 
 /// The zygote's answer to one request: the PID of the process it forked.
 pub(super) fn read_reply(reader: &mut BufReader<UnixStream>) -> Result<libc::pid_t, ZygoteError> {
+    read_slot_reply(reader).map(|(pid, _)| pid)
+}
+
+/// A slot's zygote's first line: its PID, and whether it says it moved itself into
+/// the slot's cgroup (the runner checks, see `AttemptCgroup::settle_moved`).
+pub(super) fn read_slot_reply(
+    reader: &mut BufReader<UnixStream>,
+) -> Result<(libc::pid_t, bool), ZygoteError> {
     reader
         .get_ref()
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -198,7 +210,7 @@ pub(super) fn read_reply(reader: &mut BufReader<UnixStream>) -> Result<libc::pid
     let reply: Reply =
         serde_json::from_str(&reply).map_err(|e| ZygoteError::Protocol(e.to_string()))?;
     match (reply.pid, reply.error) {
-        (Some(pid), _) if pid > 0 => Ok(pid),
+        (Some(pid), _) if pid > 0 => Ok((pid, reply.moved)),
         (_, Some(e)) => Err(ZygoteError::Refused(e)),
         _ => Err(ZygoteError::NoFork),
     }
