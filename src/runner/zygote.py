@@ -118,11 +118,11 @@ def make_ir_context_ahead(by):
     keeps the forking thread's thread-local values). A process's first context takes
     13 ms (12.8 to 13.2, measured: jax imports the MLIR mhlo dialect's module, 742 KB of
     bytecode, for it), the next ones 2.8 ms; preload imports that module (see
-    import_context_dialects). Asked for by the runner while the zygote
-    still imports (`by` "announcement"), so it is made as soon as the zygote is ready;
+    import_context_dialects). Asked for by the runner while the zygote still imports
+    (`by` "announcement"), so it is made as soon as the zygote is ready;
     where the run's scripts go through slots, each slot's zygote makes its own as it
-    begins ("slot", see become_slot), on a core of its own while the runner moves it
-    into its cgroup, and the run's zygote forks the slots at once instead of making
+    begins ("slot", see become_slot), on a core of its own while the runner settles it
+    in its cgroup, and the run's zygote forks the slots at once instead of making
     one first; a request says it again ("request"), for a zygote that had no word.
     Tried once, even if making it failed. No backend is touched, and no thread is
     started: the contexts' shared thread pool starts its threads at its first task,

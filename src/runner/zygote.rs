@@ -221,9 +221,9 @@ impl Zygote {
     /// Forks a zygote for one worker slot, serving the same requests on a socket of its
     /// own. It is in the slot's cgroup before the first request (it moved itself, or
     /// the caller moves it: its [`Zygote::pid`]), and the caller marks it with
-    /// [`Zygote::into_resident`]: a script it forks
-    /// then needs no move into a cgroup of its own, which on cgroup v1 costs a wait for
-    /// an RCU grace period (6 to 15 ms) per script.
+    /// [`Zygote::into_resident`]: a script it forks then needs no move into a cgroup
+    /// of its own, which on cgroup v1 costs a wait for an RCU grace period (6 to 15
+    /// ms) per script.
     ///
     /// `view`, for a zygote whose children build views: the run's part of every
     /// script's view ([`crate::sandbox::view::Split`]), which the slot's zygote is
