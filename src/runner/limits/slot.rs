@@ -1,8 +1,6 @@
 //! A worker slot's cgroup: made once, reused by the slot's attempts one after another,
 //! with the slot's zygote living in it (see `homes.rs`), and how that zygote gets there.
 
-use std::path::PathBuf;
-
 use super::AttemptCgroup;
 
 impl AttemptCgroup {
@@ -49,15 +47,19 @@ impl AttemptCgroup {
     /// Marks `pid` as the slot's zygote where it says it moved itself here; moves it
     /// where a folder does not list it after all. Returns whether the runner moved it.
     pub fn settle_moved(&self, pid: i32) -> std::io::Result<bool> {
-        let listed = |d: &PathBuf| {
-            std::fs::read_to_string(d.join("cgroup.procs"))
-                .is_ok_and(|s| s.split_whitespace().any(|p| p.parse() == Ok(pid)))
-        };
-        if self.dirs.iter().all(listed) {
+        if self.lists(pid) {
             let _ = self.resident.set(pid);
             return Ok(false);
         }
         self.settle(pid).map(|()| true)
+    }
+
+    /// Whether every folder's `cgroup.procs` lists `pid`.
+    pub fn lists(&self, pid: i32) -> bool {
+        self.dirs.iter().all(|d| {
+            std::fs::read_to_string(d.join("cgroup.procs"))
+                .is_ok_and(|s| s.split_whitespace().any(|p| p.parse() == Ok(pid)))
+        })
     }
 
     /// Whether a slot's zygote lives here.

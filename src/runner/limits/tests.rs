@@ -31,15 +31,6 @@ fn slot_cgroup(what: &str) -> Option<AttemptCgroup> {
     made
 }
 
-fn listed(cg: &AttemptCgroup, pid: i32) -> bool {
-    cg.dirs.iter().all(|d| {
-        std::fs::read_to_string(d.join("cgroup.procs"))
-            .unwrap()
-            .split_whitespace()
-            .any(|p| p.parse() == Ok(pid))
-    })
-}
-
 /// A slot's zygote that says it moved itself but is not listed is moved by the runner;
 /// one that is listed is left where it is. Either way it is the cgroup's resident, no
 /// attempt's process.
@@ -50,9 +41,9 @@ fn the_runner_moves_a_slots_zygote_that_did_not_move_itself() {
     };
     let p = sleeper();
     let pid = p.0.id() as i32;
-    assert!(!listed(&cg, pid));
+    assert!(!cg.lists(pid));
     assert!(cg.settle_moved(pid).unwrap(), "the runner moved it");
-    assert!(listed(&cg, pid));
+    assert!(cg.lists(pid));
     assert!(cg.has_resident());
     assert!(!cg.members().contains(&pid), "the resident is no member");
     assert!(!cg.settle_moved(pid).unwrap(), "already there");
@@ -90,10 +81,10 @@ fn a_process_moves_itself_through_the_tasks_files() {
     let p = Sleeper(child);
     let pid = p.0.id() as i32;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !listed(&cg, pid) && std::time::Instant::now() < deadline {
+    while !cg.lists(pid) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert!(listed(&cg, pid), "the process did not move itself");
+    assert!(cg.lists(pid), "the process did not move itself");
     assert!(!cg.settle_moved(pid).unwrap(), "nothing left to move");
     drop(p);
 }
