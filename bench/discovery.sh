@@ -87,7 +87,7 @@ echo "| binary | scripts found | median of $rounds | runs (s) |"
 echo "| --- | ---: | ---: | --- |"
 for bin in "$@"; do
     # shellcheck disable=SC2086
-    median=$(printf '%s\n' ${times[$bin]} | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    median=$(printf '%s\n' ${times[$bin]} | sort -g | awk '{a[NR]=$1} END {print (a[int((NR+1)/2)] + a[int(NR/2)+1]) / 2}')
     runs=$(printf '%.3f ' ${times[$bin]})
     printf '| `%s` | %s | %.3f s | %s|\n' "$bin" "${found[$bin]}" "$median" "$runs"
 done

@@ -62,5 +62,6 @@ if ok != int(sys.argv[2]):
     printf 'round %d: xargs %.2f s, jax-runner %.2f s (runner peak %s): %.2fx\n' \
         "$r" "$xargs_s" "$runner_s" "$rss" "$ratio"
 done
-printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {printf "median %.2fx (min %.2fx, max %.2fx) over %d rounds\n", a[int((NR+1)/2)], a[1], a[NR], NR}'
+# The median of an even count is the mean of the two middle rounds, not the lower one.
+printf '%s\n' "${ratios[@]}" | sort -n | awk '{a[NR]=$1} END {printf "median %.2fx (min %.2fx, max %.2fx) over %d rounds\n", (a[int((NR+1)/2)] + a[int(NR/2)+1]) / 2, a[1], a[NR], NR}'
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
