@@ -55,6 +55,16 @@ fn parent_dir(controller: &str) -> Option<(PathBuf, bool)> {
     None
 }
 
+/// The PIDs `dir`'s `cgroup.procs` lists; `None` where it cannot be read.
+fn procs_in(dir: &Path) -> Option<Vec<i32>> {
+    let text = std::fs::read_to_string(dir.join("cgroup.procs")).ok()?;
+    Some(
+        text.split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect(),
+    )
+}
+
 /// Creates `parent/jax-runner-<name>` (once) and writes `limits` into it; `None`
 /// (and nothing left behind) when the host refuses.
 fn limited(
@@ -205,12 +215,8 @@ impl AttemptCgroup {
         let mut out: Vec<i32> = self
             .dirs
             .iter()
-            .filter_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
-            .flat_map(|s| {
-                s.split_whitespace()
-                    .filter_map(|p| p.parse().ok())
-                    .collect::<Vec<i32>>()
-            })
+            .filter_map(|d| procs_in(d))
+            .flatten()
             .collect();
         out.sort_unstable();
         out.dedup();

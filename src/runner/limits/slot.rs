@@ -56,10 +56,7 @@ impl AttemptCgroup {
 
     /// Whether every folder's `cgroup.procs` lists `pid`.
     pub fn lists(&self, pid: i32) -> bool {
-        self.dirs.iter().all(|d| {
-            std::fs::read_to_string(d.join("cgroup.procs"))
-                .is_ok_and(|s| s.split_whitespace().any(|p| p.parse() == Ok(pid)))
-        })
+        (self.dirs.iter()).all(|d| super::procs_in(d).is_some_and(|p| p.contains(&pid)))
     }
 
     /// Whether a slot's zygote lives here.
