@@ -429,7 +429,7 @@ for w in workload:
     # Met or missed by the ratio itself, not by its rounding (0.1005 misses 0.10).
     w["target_met"] = exact <= w["target"] if exact is not None and w["target"] is not None else None
 
-# What the window gave the parallel rows: `xargs -P J` over the sequential loop is about
+# What the window gave the parallel rows: "xargs -P J" over the sequential loop is about
 # 1/J on J free cores (0.55 to 0.67 on this 2-core machine). Near 1 the window had about
 # one core for the J jobs (another run beside the harness, a busy host): its parallel
 # rows, the runner's among them, measure the window, not the runner.

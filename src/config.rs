@@ -201,10 +201,15 @@ pub enum WarmStart {
 /// the CPU client, a few dozen more a GPU) stay far below it; a script that needs
 /// more asks with `--max-procs`.
 pub fn default_max_procs() -> u32 {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    u32::try_from(cores.saturating_mul(64))
-        .unwrap_or(u32::MAX)
-        .max(4096)
+    // Once a process: std reads the cgroup's quota files each time it is asked, and
+    // every attempt asks (twenty system calls a script, measured).
+    static LIMIT: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        u32::try_from(cores.saturating_mul(64))
+            .unwrap_or(u32::MAX)
+            .max(4096)
+    })
 }
 
 impl RunConfig {

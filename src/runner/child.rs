@@ -136,7 +136,10 @@ pub async fn run_attempt(
     };
     // Whatever is left in the group goes, then anything that escaped it.
     sys::kill_group(pid, libc::SIGKILL);
-    let mut leaks = sweep(spec, sampler.seen.clone()).await;
+    // A slot's script in the sandbox's namespaces leaves its orphans to the slot's
+    // zygote, the init of its PID namespace: none can be among the runner's children.
+    let adopted = !resident.is_some_and(|z| z.holds_orphans());
+    let mut leaks = sweep(spec, sampler.seen.clone(), adopted).await;
     let (stdout, stderr, held_open) = collect_output(out_task, err_task).await;
     if held_open {
         leaks.push(Leak {
@@ -182,7 +185,7 @@ pub async fn run_attempt(
 
 /// Kills what the attempt left running outside its group, found by its token, and
 /// names it.
-async fn sweep(spec: &AttemptSpec, seen: Vec<u32>) -> Vec<Leak> {
+async fn sweep(spec: &AttemptSpec, seen: Vec<u32>, adopted: bool) -> Vec<Leak> {
     let token = spec.token.clone();
     let init = spec
         .sandbox
@@ -191,7 +194,7 @@ async fn sweep(spec: &AttemptSpec, seen: Vec<u32>) -> Vec<Leak> {
         .map(|p| p.to_string_lossy().into_owned());
     let cgroup = spec.cgroup.clone();
     tokio::task::spawn_blocking(move || {
-        let mut leaks = reaper::sweep(&token, &seen, init.as_deref());
+        let mut leaks = reaper::sweep(&token, &seen, adopted, init.as_deref());
         // What the sweep cannot see (a process that cleared its token and left the
         // group and session) is still in the attempt's cgroup.
         if let Some(cg) = cgroup {

@@ -72,7 +72,8 @@ fn command_line(pid: u32) -> String {
 }
 
 /// Finds every live process carrying `token` among `seen` (PIDs sampled from the
-/// script's tree) and the runner's own children (reparented orphans), kills each with
+/// script's tree) and, where `adopted` (the script's orphans may be reparented to the
+/// runner, a subreaper), the runner's own children, kills each with
 /// its descendants, waits until it is gone, reaps those that were reparented to us,
 /// and reports them. Repeats, because a killed leftover's own children are
 /// reparented to us in turn. A warm script's processes carry the token too: the
@@ -87,12 +88,15 @@ fn command_line(pid: u32) -> String {
 ///
 /// When it returns, every process it killed has exited: nothing it found can still
 /// write into the script's data folder, which is listed only afterwards.
-pub fn sweep(token: &str, seen: &[u32], sandbox_init: Option<&str>) -> Vec<Leak> {
+pub fn sweep(token: &str, seen: &[u32], adopted: bool, sandbox_init: Option<&str>) -> Vec<Leak> {
     let entry = format!("{TOKEN_VAR}={token}").into_bytes();
     let mut killed: Vec<Leak> = Vec::new();
     let mut waited: Vec<u32> = Vec::new();
     for _round in 0..8 {
-        let mut candidates: Vec<u32> = own_children();
+        // Read only where an orphan could be there: listing the runner's threads'
+        // children and reading each child's environment is most of what a trivial
+        // script's end costs the runner.
+        let mut candidates: Vec<u32> = if adopted { own_children() } else { Vec::new() };
         candidates.extend_from_slice(seen);
         candidates.sort_unstable();
         candidates.dedup();
@@ -255,6 +259,9 @@ fn reap_orphans(leaks: &[Leak]) {
 
 /// Reaps those of `pids` that are the runner's children and have exited.
 fn reap(pids: &[u32]) {
+    if pids.is_empty() {
+        return; // the common end of a script: nothing left, nothing to list
+    }
     let mine = own_children();
     for pid in pids.iter().filter(|p| mine.contains(p)) {
         let pid = rustix::process::Pid::from_raw(*pid as i32);

@@ -322,6 +322,13 @@ impl Zygote {
         self.sandboxed
     }
 
+    /// Whether the scripts it forks live in a PID namespace whose init it is (a slot's
+    /// zygote in the sandbox's namespaces): whatever a script leaves is reparented to
+    /// it, never to the runner, and dies with the namespace.
+    pub fn holds_orphans(&self) -> bool {
+        self.resident && self.namespaces
+    }
+
     /// Whether the process it starts for a script is the init of the script's PID
     /// namespace (a fork of the zygote, the runner's plumbing) rather than the script.
     pub fn starts_init(&self) -> bool {

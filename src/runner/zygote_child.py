@@ -36,35 +36,55 @@ def apply_jax_config(env):
 TOKEN_ENTRY = b"JAX_RUNNER_TOKEN="
 
 
-def claim_token(token):
-    """First thing in a script's forked child: write the attempt's token into this
-    process's copy of the environment block the zygote started with, in the slot the
-    runner left there (JAX_RUNNER_TOKEN=---...). A forked script never execs, so
-    /proc/<pid>/environ, which the kernel reads from that block, shows it: the runner's
-    sweep and its sentinel find the script's processes by the token, however they
-    detach, and every process forked from this one inherits the copy (one that execs
-    gets the token from os.environ). Raises when there is no slot or the token does not
-    fit: the zygote then refuses and the script starts cold."""
+def find_token_slot():
+    """Where the slot the runner left in this process's environment block lies
+    (JAX_RUNNER_TOKEN=---...): its address and length, read once in the zygote, whose
+    forks keep both, so a child writes its token there without reading /proc or the
+    block again. What is wrong instead (no slot, a slot not empty), for claim_token to
+    raise."""
     with open("/proc/self/stat", "rb") as fh:
         fields = fh.read().rsplit(b")", 1)[1].split()
     start, end = int(fields[47]), int(fields[48])  # env_start, env_end (50 and 51)
     if not 0 < start < end:
-        raise OSError("the environment block is not visible in /proc/self/stat")
+        return OSError("the environment block is not visible in /proc/self/stat")
     block = ctypes.string_at(start, end - start)
     if block.startswith(TOKEN_ENTRY):
         at = 0
     else:
         at = block.find(b"\0" + TOKEN_ENTRY)
         if at < 0:
-            raise OSError("the zygote's environment has no token slot")
+            return OSError("the zygote's environment has no token slot")
         at += 1
     at += len(TOKEN_ENTRY)
     stop = block.find(b"\0", at)
     slot = (stop if stop >= 0 else len(block)) - at
+    if block[at:at + slot].strip(b"-"):
+        return OSError("the zygote's token slot is not empty")
+    return start + at, slot
+
+
+try:
+    TOKEN_SLOT = find_token_slot()
+except OSError as exc:  # no /proc to read: each claim says so
+    TOKEN_SLOT = exc
+
+
+def claim_token(token):
+    """First thing in a script's forked child: write the attempt's token into this
+    process's copy of the environment block the zygote started with, in the slot the
+    runner left there (see find_token_slot). A forked script never execs, so
+    /proc/<pid>/environ, which the kernel reads from that block, shows it: the runner's
+    sweep and its sentinel find the script's processes by the token, however they
+    detach, and every process forked from this one inherits the copy (one that execs
+    gets the token from os.environ). Raises when there is no slot or the token does not
+    fit: the zygote then refuses and the script starts cold."""
+    if isinstance(TOKEN_SLOT, OSError):
+        raise TOKEN_SLOT
+    at, slot = TOKEN_SLOT
     value = token.encode()
-    if block[at:at + slot].strip(b"-") or len(value) > slot:
+    if len(value) > slot:
         raise OSError("the token does not fit the zygote's slot of %d bytes" % slot)
-    ctypes.memmove(start + at, value + b"\0" * (slot - len(value)), slot)
+    ctypes.memmove(at, value + b"\0" * (slot - len(value)), slot)
 
 
 def wait_for_reparent(runner_pid):

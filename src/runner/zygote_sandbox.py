@@ -8,7 +8,7 @@
 # user, the capabilities, the filters) and forks the script, then waits for it as the
 # namespace's init. A plan the library does not know is refused whole, and the child
 # exits 70 without running the script.
-PHASE_NAMESPACES, PHASE_PROCESS = 1, 2
+PHASE_NAMESPACES, PHASE_PROCESS, PHASE_SCRIPT = 1, 2, 5
 
 
 def load_confinement():
@@ -29,10 +29,12 @@ FILTERS = b"".join(len(p).to_bytes(4, sys.byteorder) + p for p in SECCOMP)
 
 
 def confine(plan, phase):
-    """Applies `phase` of `plan` (a request's "plan") to this process."""
+    """Applies `phase` of `plan` (a request's "plan", the record as the runner wrote it:
+    text the child hands on as it came, with no object of it made or walked in the
+    zygote's shared pages; or a record as the probe's) to this process."""
     if CONFINE is None:
         raise OSError("failed to confine the script: the zygote has no jax-runner library")
-    text = json.dumps(plan).encode()
+    text = plan.encode() if isinstance(plan, str) else json.dumps(plan).encode()
     err = ctypes.create_string_buffer(1024)
     if CONFINE(text, len(text), FILTERS, len(FILTERS), phase, err, len(err)) != 0:
         raise OSError(err.value.decode("utf-8", "replace"))

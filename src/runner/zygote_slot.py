@@ -214,8 +214,7 @@ def run_resident(req, fds):
             if os.getppid() != me:
                 os._exit(137)
             if req.get("view"):
-                confine(req["plan"], PHASE_NAMESPACES)
-                confine(req["plan"], PHASE_PROCESS)
+                confine(req["plan"], PHASE_SCRIPT)  # both phases, in one call
             elif req.get("confined"):
                 confine(req["plan"], PHASE_PROCESS)
         except BaseException as exc:

@@ -99,6 +99,10 @@ pub enum Phase {
     /// part of every view, [`Confinement::slot_view`]); nothing else of the record
     /// applies.
     SlotPid = 4,
+    /// [`Phase::Namespaces`] then [`Phase::Process`] in this one process, every
+    /// descriptor left as it is: a worker slot's script, whose fork holds the pipes
+    /// it answers the slot's zygote on (one parse of the record, not two).
+    Script = 5,
 }
 
 impl Phase {
@@ -109,6 +113,7 @@ impl Phase {
             Phase::Process,
             Phase::All,
             Phase::SlotPid,
+            Phase::Script,
         ]
         .into_iter()
         .find(|p| *p as u32 == n)
@@ -348,7 +353,8 @@ mod tests {
             assert!(serde_json::from_value::<Confinement>(bad).is_err());
         }
         assert!(serde_json::from_value::<Confinement>(known).is_ok());
-        assert_eq!(Phase::from_raw(5), None);
+        assert_eq!(Phase::from_raw(6), None);
+        assert_eq!(Phase::from_raw(5), Some(Phase::Script));
         assert_eq!(Phase::from_raw(4), Some(Phase::SlotPid));
         assert_eq!(Phase::from_raw(2), Some(Phase::Process));
     }

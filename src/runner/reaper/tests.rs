@@ -81,3 +81,39 @@ fn trees_killed_first_are_ended_whole_by_their_waits() {
         );
     }
 }
+
+/// The sweep reads the runner's own children only where the attempt's orphans may have
+/// come to it (`adopted`): a leftover among them is left alone when not, killed,
+/// reaped and named when so.
+#[test]
+#[allow(clippy::zombie_processes)]
+fn the_sweep_looks_among_its_own_children_only_when_told_they_may_be_the_scripts() {
+    let token = format!(
+        "adopted-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    );
+    let child = std::process::Command::new("sleep")
+        .arg("600")
+        .env(TOKEN_VAR, &token)
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let _guard = Guard(pid);
+    // Its environment is readable once it has exec'd sleep.
+    let entry = format!("{TOKEN_VAR}={token}").into_bytes();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !environ_has(pid, &entry) {
+        assert!(std::time::Instant::now() < deadline, "no token seen");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(sweep(&token, &[], false, None).is_empty());
+    assert!(
+        !sys::ended(pid),
+        "a child the sweep was not to look at was killed"
+    );
+    let leaks = sweep(&token, &[], true, None);
+    assert_eq!(leaks.iter().map(|l| l.pid).collect::<Vec<_>>(), vec![pid]);
+    assert!(sys::ended(pid));
+    assert!(!own_children().contains(&pid), "{pid} not reaped");
+}

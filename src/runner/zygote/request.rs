@@ -21,12 +21,27 @@ pub struct Request<'a> {
     pub cgroup_procs: Vec<String>,
     /// Sandboxed in a view of its own: the child builds it (and waits for the go).
     pub view: bool,
-    /// Sandboxed: the confinement the child hands the library before the script runs.
+    /// Sandboxed: the confinement the child hands the library before the script runs,
+    /// as JSON text inside the request: the zygote and its child pass it on as one
+    /// string, never building (or, in the child, walking and copying the pages of) a
+    /// hundred objects of a record only the library reads.
+    #[serde(serialize_with = "as_text")]
     pub plan: Option<&'a Confinement>,
     /// Sandboxed: the child confines the script (user, Landlock, filter) before it runs.
     pub confined: bool,
     /// For a slot's zygote: it forks the script as its own child and answers its end.
     pub resident: bool,
+}
+
+/// `plan` as a JSON string holding the record's JSON.
+fn as_text<S: serde::Serializer>(plan: &Option<&Confinement>, s: S) -> Result<S::Ok, S::Error> {
+    match plan {
+        Some(p) => {
+            let text = serde_json::to_string(p).map_err(serde::ser::Error::custom)?;
+            s.serialize_some(&text)
+        }
+        None => s.serialize_none(),
+    }
 }
 
 /// An owned warm-start request, or why this attempt must start cold.
