@@ -35,6 +35,10 @@ pub struct Plan {
     /// The platform scripts are set up for.
     pub platform: Platform,
     pub jobs: usize,
+    /// Slots the run may open beyond `jobs` once its scripts turn out very short
+    /// (see `runner/spare.rs`): a local CPU run whose `--jobs` was not given, where
+    /// memory allows; 0 otherwise.
+    pub spare: usize,
     /// Why a GPU request will run on the CPU from the start, if it will.
     pub gpu_unusable: Option<String>,
     /// How the platform was chosen, in words.
@@ -85,18 +89,17 @@ pub fn plan(config: &RunConfig, env: Option<&DoctorReport>, learned: Learned) ->
     let on_cpu = platform == Platform::Cpu || (gpu_unusable.is_some() && config.fallback_to_cpu);
     let gpu = (platform == Platform::Gpu && !on_cpu)
         .then(|| gpu_plan(config, &nvml, learned.gpu_peak_mb));
-    let jobs = config.jobs.map(|j| j.get()).unwrap_or(if on_cpu {
-        cpu_slots(learned.peak_mb)
-    } else if let Some(g) = &gpu {
+    let (jobs, spare) = match config.jobs {
+        Some(j) => (j.get(), 0),
+        None if on_cpu => cpu_slots(learned.peak_mb),
         // One script per GPU unless asked to share: scripts on one GPU fight over its
         // memory.
-        g.jobs()
-    } else {
-        1
-    });
+        None => (gpu.as_ref().map_or(1, GpuPlan::jobs), 0),
+    };
     Plan {
         platform,
         jobs,
+        spare,
         gpu_unusable,
         reason,
         gpu,
@@ -153,18 +156,20 @@ pub fn device_for(
 }
 
 /// CPU slots: one per core, fewer when free memory would not hold that many scripts at
-/// the largest peak the previous run saw.
-fn cpu_slots(history_peak_mb: Option<f64>) -> usize {
+/// the largest peak the previous run saw; and the spare slots a run of very short
+/// scripts may open, where that memory holds them too.
+fn cpu_slots(history_peak_mb: Option<f64>) -> (usize, usize) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spare = crate::runner::spare::for_cores(cores);
     let Some(peak) = history_peak_mb.filter(|p| *p > 0.0) else {
-        return cores;
+        return (cores, spare);
     };
     let mut sys = sysinfo::System::new();
     sys.refresh_memory();
     let free_mb = sys.available_memory() as f64 / (1024.0 * 1024.0);
     // Keep a tenth of free memory for everything else.
     let fit = (free_mb * 0.9 / peak).floor() as usize;
-    cores.min(fit.max(1))
+    (cores.min(fit.max(1)), spare.min(fit.saturating_sub(cores)))
 }
 
 /// A Ray or Slurm run: the cluster decides. `auto` takes a GPU when the cluster has one (the
@@ -184,6 +189,7 @@ pub fn ray_plan(config: &RunConfig, cluster: &Cluster) -> Plan {
     };
     Plan {
         platform,
+        spare: 0,
         jobs: config.jobs.map_or((slots as usize).max(1), |j| j.get()),
         gpu_unusable: None,
         gpu: None,

@@ -207,6 +207,7 @@ async fn execute(
         device_times: exec.schedule.device_times,
         families: exec.schedule.families,
         earlier_logs: crate::results::archive::EarlierLogs::read(&config.results_dir),
+        spare_opened: Default::default(),
         halt: halt.clone(),
         fail_budget: runner::budget::FailBudget::new(
             config.max_fail.map(std::num::NonZeroUsize::get),
@@ -215,7 +216,8 @@ async fn execute(
     });
     let scripts = exec.schedule.order.iter().map(|(_, s)| s.clone()).collect();
     let sandboxed = ctx.sandbox_info.kind != "none";
-    let ran = runner::run_all(ctx, scripts, events.clone(), stop.clone()).await;
+    let ran = runner::run_all(ctx.clone(), scripts, events.clone(), stop.clone()).await;
+    prepared.spare_opened = ctx.spare_opened.load(std::sync::atomic::Ordering::Relaxed);
     // The filter refuses setuid and setgid modes; should one get past it, no file of
     // the sandbox user's in the cache keeps it once the run is over.
     if let (true, Some(cache)) = (sandboxed, &prepared.compilation_cache) {
@@ -254,6 +256,7 @@ fn run_info(
         device_requested: config.device,
         device: plan.starts_on(config.fallback_to_cpu),
         jobs: plan.jobs,
+        spare_slots: prepared.spare_opened,
         interpreter: interp.map(|i| i.path.display().to_string()),
         interpreter_source: interp.map(|i| i.source.as_str().to_string()),
         python_version: interp.map(|i| i.info.python_version.clone()),

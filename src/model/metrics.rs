@@ -33,6 +33,11 @@ pub struct RunInfo {
     pub device: Platform,
     /// Scripts run at once.
     pub jobs: usize,
+    /// Slots the run opened beyond `jobs` once its scripts proved very short (a local
+    /// CPU run with the default `--jobs`: see docs/execution.md): up to `jobs +
+    /// spare_slots` ran at once from then on.
+    #[serde(default)]
+    pub spare_slots: usize,
     /// Path of the Python interpreter (absent when no script needed one).
     pub interpreter: Option<String>,
     /// How the interpreter was chosen (`flag`, `env`, `virtualenv`, `path`, `managed`).
@@ -90,6 +95,17 @@ pub struct RunInfo {
     /// `--xla-preset`, when given.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub xla_preset: Option<XlaPreset>,
+}
+
+impl RunInfo {
+    /// How many ran at once, in words: `2 job(s)`, or with the spare slots a run of
+    /// very short scripts opened, `2 job(s) and 1 spare slot(s)`.
+    pub fn jobs_words(&self) -> String {
+        match self.spare_slots {
+            0 => format!("{} job(s)", self.jobs),
+            n => format!("{} job(s) and {n} spare slot(s)", self.jobs),
+        }
+    }
 }
 
 /// Seconds of a script's last successful run on each device (what `--device auto`

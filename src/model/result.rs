@@ -16,7 +16,8 @@ pub struct Attempt {
     pub number: u32,
     /// The platform whose environment the attempt ran with.
     pub device: Platform,
-    /// Worker slot that ran it (0 to jobs - 1).
+    /// Worker slot that ran it (0 to jobs - 1, or to jobs + spare_slots - 1 once a
+    /// run of very short scripts opened spare slots).
     #[serde(default)]
     pub slot: usize,
     /// Start time, RFC 3339 UTC.

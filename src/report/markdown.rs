@@ -73,11 +73,11 @@ fn summary(s: &mut String, m: &PerformanceMetrics) {
     let _ = writeln!(s, "# JAX execution report\n");
     let _ = writeln!(
         s,
-        "{} in {:.2} s on {} with {} job(s).\n",
+        "{} in {:.2} s on {} with {}.\n",
         t.outcomes().words(),
         m.run.wall_time_s,
         m.run.device.as_str(),
-        m.run.jobs
+        m.run.jobs_words()
     );
     // What step 11 failed to render has no script to fail: said before anything else.
     if !m.render_failures.is_empty() {

@@ -85,7 +85,7 @@ pub fn run_table(m: &PerformanceMetrics) -> String {
     );
     let t = &m.totals;
     out.push_str(&format!(
-        "\nran on {}{} with {} job(s)\n",
+        "\nran on {}{} with {}\n",
         m.run.device.as_str(),
         if m.run.device_requested.as_str() == m.run.device.as_str()
             || m.run.device_requested == crate::model::Device::Auto
@@ -94,7 +94,7 @@ pub fn run_table(m: &PerformanceMetrics) -> String {
         } else {
             format!(" ({} requested)", m.run.device_requested.as_str())
         },
-        m.run.jobs
+        m.run.jobs_words()
     ));
     if let Some(how) = isolation(m) {
         out.push_str(&how);

@@ -21,6 +21,7 @@ mod script;
 pub mod sentinel;
 mod slots;
 pub mod slurm;
+pub mod spare;
 pub mod sys;
 pub mod telemetry;
 pub mod tree;
@@ -86,6 +87,8 @@ pub struct RunContext {
     pub families: std::collections::HashMap<String, u64>,
     /// The logs earlier runs left, by script: read before the run writes any.
     pub earlier_logs: crate::results::archive::EarlierLogs,
+    /// Spare slots the run opened (see [`spare`]), for its record.
+    pub spare_opened: std::sync::atomic::AtomicUsize,
 }
 
 /// A script's data folder outside GNN's layout: `RESULTS/data/<id>`.
@@ -168,6 +171,7 @@ pub async fn run_all(
     stop: watch::Receiver<Stop>,
 ) -> Vec<ScriptSummary> {
     let slots = slots::Slots::new(ctx.plan.jobs);
+    let mut spare = spare::Spare::new(ctx.plan.jobs, ctx.plan.spare);
     let budget = &ctx.fail_budget;
     // What running scripts obey: the run's stop, raised by `--fail-fast=now` too. The
     // loop below keeps the run's own, so the scripts left are skipped, not interrupted.
@@ -193,8 +197,14 @@ pub async fn run_all(
         let picked = match lease {
             Some(_) if stopped() || budget.is_spent() => None,
             Some(_) => {
-                let (q, g, t, r) = (&mut queue, &mut gates, &mut tasks, &mut results[..]);
-                next_to_start(q, g, t, r, &ctx, &stop).await
+                let mut ends = Ends {
+                    gates: &mut gates,
+                    results: &mut results,
+                    spare: &mut spare,
+                    slots: &slots,
+                    ctx: &ctx,
+                };
+                next_to_start(&mut queue, &mut ends, &mut tasks, &stop).await
             }
             None => None,
         };
@@ -209,20 +219,26 @@ pub async fn run_all(
             break;
         };
         gates.started(&script.id, std::time::Instant::now());
-        let (ctx, events, slots) = (ctx.clone(), events.clone(), slots.clone());
+        let (task_ctx, events, task_slots) = (ctx.clone(), events.clone(), slots.clone());
         let stop = script_stop.clone();
         // Spawned tasks run on tokio's worker threads, which live as long as the run:
         // the children's death signal is tied to the thread that forked them.
         tasks.spawn(async move {
+            let (ctx, slots) = (task_ctx, task_slots);
             let result = script::run_script(&ctx, &script, lease, &slots, &events, stop).await;
             (index, result)
         });
         // Finished tasks hold their whole future until joined: join them as we go so
         // memory stays flat however many scripts the run has.
+        let mut ends = Ends {
+            gates: &mut gates,
+            results: &mut results,
+            spare: &mut spare,
+            slots: &slots,
+            ctx: &ctx,
+        };
         while let Some(joined) = tasks.try_join_next() {
-            let (index, summary) = joined.expect("script task does not panic");
-            gates.ended(&summary.id);
-            results[index] = Some(summary);
+            ends.joined(joined.expect("script task does not panic"), queue.len());
         }
     }
     let why = match ctx.halt.reason() {
@@ -259,35 +275,69 @@ pub async fn run_all(
 /// one may start; `None` when the run stops, halts or spends its budget meanwhile.
 async fn next_to_start(
     queue: &mut std::collections::VecDeque<(usize, Script)>,
-    gates: &mut families::Gates,
+    ends: &mut Ends<'_>,
     tasks: &mut JoinSet<(usize, ScriptSummary)>,
-    results: &mut [Option<ScriptSummary>],
-    ctx: &RunContext,
     stop: &watch::Receiver<Stop>,
 ) -> Option<(usize, Script)> {
+    let ctx = ends.ctx;
     loop {
         let now = std::time::Instant::now();
-        if let Some(pos) = queue.iter().position(|(_, s)| gates.may_start(&s.id, now)) {
+        if let Some(pos) = queue
+            .iter()
+            .position(|(_, s)| ends.gates.may_start(&s.id, now))
+        {
             return queue.remove(pos);
         }
         let mut stop_rx = stop.clone();
-        let opening = gates.next_opening().map(tokio::time::Instant::from_std);
+        let opening = ends
+            .gates
+            .next_opening()
+            .map(tokio::time::Instant::from_std);
         let far = tokio::time::Instant::now() + std::time::Duration::from_secs(3600);
         tokio::select! {
             joined = tasks.join_next() => match joined {
                 Some(joined) => {
-                    let (index, summary) = joined.expect("script task does not panic");
-                    gates.ended(&summary.id);
-                    results[index] = Some(summary);
+                    ends.joined(joined.expect("script task does not panic"), queue.len());
                 }
                 // Nothing running is left to wait for.
-                None => gates.open_all(),
+                None => ends.gates.open_all(),
             },
             _ = tokio::time::sleep_until(opening.unwrap_or(far)), if opening.is_some() => {}
             _ = stop_rx.wait_for(|s| *s != Stop::Run) => return None,
             _ = ctx.halt.raised() => return None,
             _ = ctx.fail_budget.spent() => return None,
         }
+    }
+}
+
+/// What the run loop does with a script's line as its task is joined.
+struct Ends<'a> {
+    gates: &'a mut families::Gates,
+    results: &'a mut [Option<ScriptSummary>],
+    spare: &'a mut spare::Spare,
+    slots: &'a slots::Slots,
+    ctx: &'a RunContext,
+}
+
+impl Ends<'_> {
+    /// The script's family opens, its line is kept, and its wall time tells whether
+    /// the run's scripts are short enough for a spare slot (`waiting`: the scripts
+    /// not started yet).
+    fn joined(&mut self, (index, summary): (usize, ScriptSummary), waiting: usize) {
+        self.gates.ended(&summary.id);
+        if let Some(open) = self.spare.ended(summary.execution_time_s, waiting) {
+            let all = self.slots.open(open.slots);
+            self.ctx
+                .spare_opened
+                .fetch_add(open.slots, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(
+                "scripts this short (median {:.0} ms) wait on their start as long as they \
+                 run: {} spare slot(s) opened, {all} scripts at once",
+                open.median_s * 1000.0,
+                open.slots,
+            );
+        }
+        self.results[index] = Some(summary);
     }
 }
 

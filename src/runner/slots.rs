@@ -2,6 +2,7 @@
 //! of the report's timeline). A script holds a slot only while an attempt runs: while
 //! it waits for a retry, the slot goes to the next script in the queue.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -10,7 +11,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 #[derive(Debug, Clone)]
 pub struct Slots {
     permits: Arc<Semaphore>,
-    jobs: u32,
+    /// Slots in all, the spare ones opened included.
+    jobs: Arc<AtomicU32>,
     /// Free slot numbers, lowest last (so slot 0 is taken first).
     free: Arc<Mutex<Vec<usize>>>,
 }
@@ -30,7 +32,7 @@ impl Slots {
         let jobs = jobs.max(1);
         Slots {
             permits: Arc::new(Semaphore::new(jobs)),
-            jobs: jobs as u32,
+            jobs: Arc::new(AtomicU32::new(jobs as u32)),
             free: Arc::new(Mutex::new((0..jobs).rev().collect())),
         }
     }
@@ -44,7 +46,19 @@ impl Slots {
     /// alone (a retry after running out of memory on a shared GPU). Waiters behind it
     /// wait meanwhile, so it cannot starve. The lease's own number is the lowest.
     pub async fn acquire_all(&self) -> Lease {
-        self.acquire_many(self.jobs).await
+        self.acquire_many(self.jobs.load(Ordering::SeqCst)).await
+    }
+
+    /// Opens `n` more slots, numbered after the last (the spare: see `spare.rs`);
+    /// returns the slots in all.
+    pub fn open(&self, n: usize) -> usize {
+        let before = self.jobs.fetch_add(n as u32, Ordering::SeqCst) as usize;
+        if let Ok(mut f) = self.free.lock() {
+            f.extend(before..before + n);
+            f.sort_unstable_by(|a, b| b.cmp(a));
+        }
+        self.permits.add_permits(n);
+        before + n
     }
 
     async fn acquire_many(&self, n: u32) -> Lease {
@@ -112,5 +126,24 @@ mod tests {
         assert!(tokio::time::timeout(short, slots.acquire()).await.is_err());
         drop(all);
         assert_eq!(slots.acquire().await.slot(), 0);
+    }
+
+    #[tokio::test]
+    async fn opened_slots_come_numbered_after_the_last_and_count_for_the_exclusive_lease() {
+        let slots = Slots::new(2);
+        let (a, b) = (slots.acquire().await, slots.acquire().await);
+        let short = std::time::Duration::from_millis(50);
+        assert!(tokio::time::timeout(short, slots.acquire()).await.is_err());
+        assert_eq!(slots.open(1), 3);
+        let c = tokio::time::timeout(short, slots.acquire()).await;
+        let c = c.expect("the opened slot is free at once");
+        assert_eq!(c.slot(), 2);
+        drop((a, b));
+        // The exclusive lease waits for the opened slot too.
+        assert!(tokio::time::timeout(short, slots.acquire_all())
+            .await
+            .is_err());
+        drop(c);
+        assert_eq!(slots.acquire_all().await.slot(), 0);
     }
 }

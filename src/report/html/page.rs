@@ -168,7 +168,7 @@ fn run_info(run: &RunInfo, interpreter: &Option<String>) -> Vec<(&'static str, S
             ),
         ),
         ("device choice", run.device_choice.clone()),
-        ("jobs", run.jobs.to_string()),
+        ("jobs", run.jobs_words()),
         (
             "interpreter",
             or_dash(&run.interpreter.clone().or_else(|| interpreter.clone())),

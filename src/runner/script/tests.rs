@@ -42,6 +42,12 @@ pub(super) struct Fake {
     pub(super) gpus: Mutex<Vec<Option<crate::gpu::share::GpuSlot>>>,
     /// Raised to `Graceful` when an attempt of this script starts.
     interrupt_on: Option<(String, watch::Sender<Stop>)>,
+    /// How long each attempt takes (none: it ends at once) and the wall time it
+    /// reports (5 ms unless set).
+    pace: Option<(Duration, Duration)>,
+    /// Attempts running now, and the most that ran at once.
+    running: std::sync::atomic::AtomicUsize,
+    pub(super) most_at_once: std::sync::atomic::AtomicUsize,
 }
 
 impl Backend for Fake {
@@ -63,6 +69,17 @@ impl Backend for Fake {
                 }
             }
             let ending = self.plays.lock().unwrap().get_mut(&id).unwrap().remove(0);
+            let now = self
+                .running
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                + 1;
+            self.most_at_once
+                .fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+            if let Some((takes, _)) = self.pace {
+                tokio::time::sleep(takes).await;
+            }
+            self.running
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             let mut stderr = Drained::default();
             let mut stdout = Drained::default();
             let (code, signal) = match ending {
@@ -101,7 +118,7 @@ impl Backend for Fake {
             };
             let outcome = AttemptOutcome {
                 started_at: SystemTime::now(),
-                duration: Duration::from_millis(5),
+                duration: self.pace.map_or(Duration::from_millis(5), |p| p.1),
                 exit: Exit {
                     code,
                     signal,
@@ -164,6 +181,7 @@ pub(super) fn context_with(
         plan: Arc::new(Plan {
             platform,
             jobs: 1,
+            spare: 0,
             gpu_unusable: None,
             reason: "test".into(),
             gpu: None,
@@ -178,6 +196,7 @@ pub(super) fn context_with(
         device_times: Default::default(),
         families: Default::default(),
         earlier_logs: Default::default(),
+        spare_opened: Default::default(),
         halt: Default::default(),
         fail_budget: crate::runner::budget::FailBudget::new(None),
     }
@@ -375,5 +394,56 @@ async fn every_attempt_leaves_only_regular_files_and_folders() {
             format!("removed fifo `pipe` {kept}"),
             format!("removed symlink `sub/link` {kept}"),
         ]
+    );
+}
+
+/// Runs `n` scripts that each take 20 ms and report `reported` as their wall time, on
+/// one planned slot that may open `spare` more; returns the most that ran at once and
+/// the spare slots the run says it opened.
+async fn run_many(n: usize, reported: Duration, spare: usize) -> (usize, usize) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ids: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+    let plays: Vec<(&str, &[Ending])> = ids
+        .iter()
+        .map(|id| (id.as_str(), &[Ending::Exit(0)][..]))
+        .collect();
+    let mut f = fake(&plays);
+    f.pace = Some((Duration::from_millis(20), reported));
+    let f = Arc::new(f);
+    let mut ctx = context(tmp.path(), f.clone(), Platform::Cpu, 0);
+    ctx.plan = Arc::new(Plan {
+        spare,
+        ..(*ctx.plan).clone()
+    });
+    let ctx = Arc::new(ctx);
+    let (_tx, stop) = watch::channel(Stop::Run);
+    let (events, _rx) = EventSender::channel();
+    let scripts = ids.iter().map(|id| script(id)).collect();
+    let lines = crate::runner::run_all(ctx.clone(), scripts, events, stop).await;
+    assert!(lines.iter().all(|l| l.status == Status::Succeeded));
+    let opened = ctx.spare_opened.load(std::sync::atomic::Ordering::SeqCst);
+    (
+        f.most_at_once.load(std::sync::atomic::Ordering::SeqCst),
+        opened,
+    )
+}
+
+#[tokio::test]
+async fn short_scripts_open_the_spare_slot_and_run_one_more_at_once() {
+    // One slot: a window is 4 ended scripts, then the spare opens with 16 left.
+    let (most, opened) = run_many(20, Duration::from_millis(5), 1).await;
+    assert_eq!(opened, 1);
+    assert_eq!(most, 2, "the planned slot and the spare ran side by side");
+}
+
+#[tokio::test]
+async fn long_scripts_or_a_plan_without_leave_keep_to_the_planned_slots() {
+    let (most, opened) = run_many(20, Duration::from_millis(300), 1).await;
+    assert_eq!((most, opened), (1, 0), "scripts of 300 ms do not open it");
+    let (most, opened) = run_many(20, Duration::from_millis(5), 0).await;
+    assert_eq!(
+        (most, opened),
+        (1, 0),
+        "no spare where the plan allows none"
     );
 }
