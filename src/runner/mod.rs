@@ -171,17 +171,20 @@ pub async fn run_all(
     stop: watch::Receiver<Stop>,
 ) -> Vec<ScriptSummary> {
     let slots = slots::Slots::new(ctx.plan.jobs);
-    let mut spare = spare::Spare::new(ctx.plan.jobs, ctx.plan.spare);
     let budget = &ctx.fail_budget;
     // What running scripts obey: the run's stop, raised by `--fail-fast=now` too. The
     // loop below keeps the run's own, so the scripts left are skipped, not interrupted.
     let script_stop = budget::stop_for_scripts(&ctx, stop.clone());
     let mut tasks = JoinSet::new();
-    let mut results: Vec<Option<ScriptSummary>> = vec![None; scripts.len()];
     let mut not_started = Vec::new();
     let mut skipped = Vec::new();
-    let mut gates =
-        families::Gates::new(ctx.families.clone(), scripts.iter().map(|s| s.id.as_str()));
+    let mut ends = Ends {
+        gates: families::Gates::new(ctx.families.clone(), scripts.iter().map(|s| s.id.as_str())),
+        results: vec![None; scripts.len()],
+        spare: spare::Spare::new(ctx.plan.jobs, ctx.plan.spare),
+        slots: &slots,
+        ctx: &ctx,
+    };
     let mut queue: std::collections::VecDeque<(usize, Script)> =
         scripts.into_iter().enumerate().collect();
 
@@ -196,16 +199,7 @@ pub async fn run_all(
         let stopped = || *stop.borrow() != Stop::Run || ctx.halt.is_raised();
         let picked = match lease {
             Some(_) if stopped() || budget.is_spent() => None,
-            Some(_) => {
-                let mut ends = Ends {
-                    gates: &mut gates,
-                    results: &mut results,
-                    spare: &mut spare,
-                    slots: &slots,
-                    ctx: &ctx,
-                };
-                next_to_start(&mut queue, &mut ends, &mut tasks, &stop).await
-            }
+            Some(_) => next_to_start(&mut queue, &mut ends, &mut tasks, &stop).await,
             None => None,
         };
         let (Some(lease), Some((index, script))) = (lease, picked) else {
@@ -218,7 +212,7 @@ pub async fn run_all(
             }
             break;
         };
-        gates.started(&script.id, std::time::Instant::now());
+        ends.gates.started(&script.id, std::time::Instant::now());
         let (task_ctx, events, task_slots) = (ctx.clone(), events.clone(), slots.clone());
         let stop = script_stop.clone();
         // Spawned tasks run on tokio's worker threads, which live as long as the run:
@@ -230,13 +224,6 @@ pub async fn run_all(
         });
         // Finished tasks hold their whole future until joined: join them as we go so
         // memory stays flat however many scripts the run has.
-        let mut ends = Ends {
-            gates: &mut gates,
-            results: &mut results,
-            spare: &mut spare,
-            slots: &slots,
-            ctx: &ctx,
-        };
         while let Some(joined) = tasks.try_join_next() {
             ends.joined(joined.expect("script task does not panic"), queue.len());
         }
@@ -256,6 +243,7 @@ pub async fn run_all(
         .into_iter()
         .map(|s| (s, &why, false))
         .chain(skipped.into_iter().map(|s| (s, &skip_why, true)));
+    let mut results = ends.results;
     for ((index, script), why, skip) in unstarted {
         results[index] = Some(not_run(&ctx, &script, why, skip, &events));
     }
@@ -310,11 +298,12 @@ async fn next_to_start(
     }
 }
 
-/// What the run loop does with a script's line as its task is joined.
+/// What the run loop keeps of the scripts it started, and does with a script's line
+/// as its task is joined.
 struct Ends<'a> {
-    gates: &'a mut families::Gates,
-    results: &'a mut [Option<ScriptSummary>],
-    spare: &'a mut spare::Spare,
+    gates: families::Gates,
+    results: Vec<Option<ScriptSummary>>,
+    spare: spare::Spare,
     slots: &'a slots::Slots,
     ctx: &'a RunContext,
 }
