@@ -160,7 +160,7 @@ pub fn device_for(
 /// scripts may open, where that memory holds them too.
 fn cpu_slots(history_peak_mb: Option<f64>) -> (usize, usize) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let spare = crate::runner::spare::for_cores(cores);
+    let spare = spare_for_cores(cores);
     let Some(peak) = history_peak_mb.filter(|p| *p > 0.0) else {
         return (cores, spare);
     };
@@ -170,6 +170,14 @@ fn cpu_slots(history_peak_mb: Option<f64>) -> (usize, usize) {
     // Keep a tenth of free memory for everything else.
     let fit = (free_mb * 0.9 / peak).floor() as usize;
     (cores.min(fit.max(1)), spare.min(fit.saturating_sub(cores)))
+}
+
+/// The spare slots a CPU run of one slot per core may open once its scripts prove very
+/// short (`runner/spare.rs`): one for every four cores, rounded up. The 12% of two
+/// cores left idle by 1,000 `print(i)` scripts calls for a quarter of a slot a core; a
+/// whole one is what two cores can have.
+fn spare_for_cores(cores: usize) -> usize {
+    cores.div_ceil(4)
 }
 
 /// A Ray or Slurm run: the cluster decides. `auto` takes a GPU when the cluster has one (the
@@ -197,5 +205,17 @@ pub fn ray_plan(config: &RunConfig, cluster: &Cluster) -> Plan {
             "{}: {} CPU, {} GPU",
             cluster.what, cluster.cpus, cluster.gpus
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_spare_slot_per_four_cores_rounded_up() {
+        let spares: Vec<usize> = [1, 2, 4, 5, 8, 16]
+            .iter()
+            .map(|&c| super::spare_for_cores(c))
+            .collect();
+        assert_eq!(spares, vec![1, 1, 1, 2, 2, 4]);
     }
 }

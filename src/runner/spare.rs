@@ -9,7 +9,7 @@
 //! opens only once the scripts that ended show that the run's scripts are that short.
 //!
 //! Only where the plan allows it ([`crate::plan::Plan::spare`]: a local CPU run whose
-//! `--jobs` was not given, with memory for it). It is judged on windows of ended
+//! `--jobs` was not given, with memory for it; one spare for every four cores). It is judged on windows of ended
 //! scripts, opens once and stays open: a longer script after it opened shares the
 //! cores one way more, as it would beside any other process.
 
@@ -93,13 +93,6 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-/// The spare slots a run of `jobs` slots, one per core, may open: one for every four
-/// cores, rounded up. The 12% of two cores left idle calls for a quarter of a slot
-/// per core; a whole one is what two cores can have.
-pub fn for_cores(jobs: usize) -> usize {
-    jobs.div_ceil(4)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,12 +143,6 @@ mod tests {
         // Fewer scripts waiting than a window: the run is nearly over.
         assert!((0..40).all(|_| ending.ended(FAST, 7).is_none()));
         assert_eq!(ending.opened(), 0);
-    }
-
-    #[test]
-    fn one_spare_per_four_cores_rounded_up() {
-        let spares: Vec<usize> = [1, 2, 4, 5, 8, 16].iter().map(|&j| for_cores(j)).collect();
-        assert_eq!(spares, vec![1, 1, 1, 2, 2, 4]);
     }
 
     #[test]
