@@ -160,16 +160,24 @@ pub fn device_for(
 /// scripts may open, where that memory holds them too.
 fn cpu_slots(history_peak_mb: Option<f64>) -> (usize, usize) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let fit = history_peak_mb.filter(|p| *p > 0.0).map(|peak| {
+        let mut sys = sysinfo::System::new();
+        sys.refresh_memory();
+        let free_mb = sys.available_memory() as f64 / (1024.0 * 1024.0);
+        // Keep a tenth of free memory for everything else.
+        (free_mb * 0.9 / peak).floor() as usize
+    });
+    slots_within(cores, fit)
+}
+
+/// One slot per core and its spare ones, within `fit` scripts of memory (none: no
+/// history to size them by).
+fn slots_within(cores: usize, fit: Option<usize>) -> (usize, usize) {
     let spare = spare_for_cores(cores);
-    let Some(peak) = history_peak_mb.filter(|p| *p > 0.0) else {
-        return (cores, spare);
-    };
-    let mut sys = sysinfo::System::new();
-    sys.refresh_memory();
-    let free_mb = sys.available_memory() as f64 / (1024.0 * 1024.0);
-    // Keep a tenth of free memory for everything else.
-    let fit = (free_mb * 0.9 / peak).floor() as usize;
-    (cores.min(fit.max(1)), spare.min(fit.saturating_sub(cores)))
+    match fit {
+        None => (cores, spare),
+        Some(fit) => (cores.min(fit.max(1)), spare.min(fit.saturating_sub(cores))),
+    }
 }
 
 /// The spare slots a CPU run of one slot per core may open once its scripts prove very
@@ -217,5 +225,16 @@ mod tests {
             .map(|&c| super::spare_for_cores(c))
             .collect();
         assert_eq!(spares, vec![1, 1, 1, 2, 2, 4]);
+    }
+
+    #[test]
+    fn memory_for_fewer_scripts_takes_the_spare_slots_first() {
+        use super::slots_within;
+        assert_eq!(slots_within(8, None), (8, 2), "no history: all of them");
+        assert_eq!(slots_within(8, Some(100)), (8, 2));
+        assert_eq!(slots_within(8, Some(9)), (8, 1));
+        assert_eq!(slots_within(8, Some(8)), (8, 0));
+        assert_eq!(slots_within(8, Some(3)), (3, 0));
+        assert_eq!(slots_within(8, Some(0)), (1, 0), "always one");
     }
 }

@@ -82,7 +82,7 @@ pub async fn run(
     {
         events.emit(RunEvent::Warning { message });
     }
-    let results = execute(
+    let (results, spare_slots) = execute(
         &config,
         &mut prepared,
         swept.standing,
@@ -95,6 +95,7 @@ pub async fn run(
     warnings.extend(end_strays(&events).await);
     let mut run = run_info(&config, &prepared, started_at, started, &stop);
     run.halted = halt.reason().map(|r| r.to_string());
+    run.spare_slots = spare_slots;
     let mut metrics =
         PerformanceMetrics::build(run, results, prepared.discovery.missing.clone(), warnings)
             .with_refused(prepared.discovery.refused.clone())
@@ -150,7 +151,8 @@ pub async fn dry_run(
     }
 }
 
-/// Step 2: the kept results go out as they are, the rest run.
+/// Step 2: the kept results go out as they are, the rest run. Returns the scripts'
+/// lines and the spare slots the run opened (see `runner/spare.rs`).
 async fn execute(
     config: &Arc<RunConfig>,
     prepared: &mut Prepared,
@@ -158,12 +160,12 @@ async fn execute(
     events: &EventSender,
     stop: &watch::Receiver<Stop>,
     halt: &Halt,
-) -> Vec<ScriptSummary> {
+) -> (Vec<ScriptSummary>, usize) {
     let (Some(exec), Some(interp)) = (prepared.execution.take(), &prepared.interpreter) else {
         // Nothing of this run's to start: the records that stand are still the tree's.
         let carried =
             crate::results::carry::left_out(config, &prepared.discovery, standing, events);
-        return crate::results::carry::in_discovery_order(carried);
+        return (crate::results::carry::in_discovery_order(carried), 0);
     };
     let total = prepared.discovery.scripts.len();
     events.emit(RunEvent::RunStarted {
@@ -217,7 +219,6 @@ async fn execute(
     let scripts = exec.schedule.order.iter().map(|(_, s)| s.clone()).collect();
     let sandboxed = ctx.sandbox_info.kind != "none";
     let ran = runner::run_all(ctx.clone(), scripts, events.clone(), stop.clone()).await;
-    prepared.spare_opened = ctx.spare_opened.load(std::sync::atomic::Ordering::Relaxed);
     // The filter refuses setuid and setgid modes; should one get past it, no file of
     // the sandbox user's in the cache keeps it once the run is over.
     if let (true, Some(cache)) = (sandboxed, &prepared.compilation_cache) {
@@ -233,7 +234,11 @@ async fn execute(
         .iter()
         .zip(summaries)
         .filter_map(|(s, l)| Some((s.relative_path.clone(), l?)));
-    crate::results::carry::in_discovery_order(lines.chain(carried).collect())
+    let spare_slots = ctx.spare_opened.load(std::sync::atomic::Ordering::Relaxed);
+    (
+        crate::results::carry::in_discovery_order(lines.chain(carried).collect()),
+        spare_slots,
+    )
 }
 
 /// Step 3's record of the run itself.
@@ -256,7 +261,7 @@ fn run_info(
         device_requested: config.device,
         device: plan.starts_on(config.fallback_to_cpu),
         jobs: plan.jobs,
-        spare_slots: prepared.spare_opened,
+        spare_slots: 0,
         interpreter: interp.map(|i| i.path.display().to_string()),
         interpreter_source: interp.map(|i| i.source.as_str().to_string()),
         python_version: interp.map(|i| i.info.python_version.clone()),

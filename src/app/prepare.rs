@@ -48,8 +48,6 @@ pub struct Prepared {
     /// The earlier runs' history folders' sizes, read while the zygote imports jax,
     /// for the sweep before the first script (see `HistorySizes`).
     pub history_sizes: Option<std::thread::JoinHandle<HistorySizes>>,
-    /// Spare slots the run opened (see `runner/spare.rs`), once it ran.
-    pub spare_opened: usize,
 }
 
 pub use super::local::Execution;
@@ -180,7 +178,6 @@ pub async fn prepare(config: &Arc<RunConfig>) -> Result<Prepared, Error> {
         execution,
         dry,
         history_sizes,
-        spare_opened: 0,
     })
 }
 
@@ -223,14 +220,8 @@ fn plan_run(
         gpu_peak_mb: history.max_gpu_peak_mb(),
     };
     let mut plan = plan(config, environment, learned);
-    let (jobs, lowered) = crate::runner::capacity::clamp_jobs_here(plan.jobs);
-    plan.jobs = jobs;
-    // The spare slots only where the runner's descriptors and memory hold them too,
-    // without a word: nobody asked for them.
-    if plan.spare > 0 {
-        let (with_spare, _) = crate::runner::capacity::clamp_jobs_here(jobs + plan.spare);
-        plan.spare = with_spare.saturating_sub(jobs);
-    }
+    let (jobs, spare, lowered) = crate::runner::capacity::clamp_jobs_here(plan.jobs, plan.spare);
+    (plan.jobs, plan.spare) = (jobs, spare);
     warnings.extend(lowered);
     plan
 }

@@ -51,12 +51,26 @@ pub fn clamp_jobs(jobs: usize, fd_limit: u64, available_mb: u64) -> (usize, Opti
     )
 }
 
-/// [`clamp_jobs`] against this machine, after raising the open-file limit.
-pub fn clamp_jobs_here(jobs: usize) -> (usize, Option<String>) {
+/// [`clamp_jobs`] against this machine, after raising the open-file limit, and the
+/// `spare` slots (see `spare.rs`) clamped the same way on top of the jobs kept.
+pub fn clamp_jobs_here(jobs: usize, spare: usize) -> (usize, usize, Option<String>) {
     let fds = raise_fd_limit();
     let mut sys = sysinfo::System::new();
     sys.refresh_memory();
-    clamp_jobs(jobs, fds, sys.available_memory() / (1024 * 1024))
+    clamp_with_spare(jobs, spare, fds, sys.available_memory() / (1024 * 1024))
+}
+
+/// [`clamp_jobs`], then the spare slots within what is left, without a word: nobody
+/// asked for them.
+fn clamp_with_spare(
+    jobs: usize,
+    spare: usize,
+    fd_limit: u64,
+    available_mb: u64,
+) -> (usize, usize, Option<String>) {
+    let (jobs, lowered) = clamp_jobs(jobs, fd_limit, available_mb);
+    let (with_spare, _) = clamp_jobs(jobs + spare, fd_limit, available_mb);
+    (jobs, with_spare - jobs, lowered)
 }
 
 /// Whether a failure to start a script is the runner running out of descriptors or
@@ -71,6 +85,16 @@ pub fn is_exhaustion(e: &std::io::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spare_slots_go_first_and_silently_where_the_limits_hold_fewer() {
+        // 1024 descriptors hold (1024 - 128) / 12 = 74 scripts.
+        assert_eq!(clamp_with_spare(2, 1, 1024, 8000), (2, 1, None));
+        assert_eq!(clamp_with_spare(74, 1, 1024, 100_000), (74, 0, None));
+        let (jobs, spare, why) = clamp_with_spare(80, 1, 1024, 100_000);
+        assert_eq!((jobs, spare), (74, 0));
+        assert!(why.unwrap().starts_with("--jobs 80 lowered to 74"));
+    }
 
     #[test]
     fn jobs_within_the_limits_stay_as_asked() {

@@ -9,9 +9,9 @@
 //! opens only once the scripts that ended show that the run's scripts are that short.
 //!
 //! Only where the plan allows it ([`crate::plan::Plan::spare`]: a local CPU run whose
-//! `--jobs` was not given, with memory for it; one spare for every four cores). It is judged on windows of ended
-//! scripts, opens once and stays open: a longer script after it opened shares the
-//! cores one way more, as it would beside any other process.
+//! `--jobs` was not given, with memory for it; one spare for every four cores). It is
+//! judged on windows of ended scripts, opens once and stays open: a longer script after
+//! it opened shares the cores one way more, as it would beside any other process.
 
 use std::time::Duration;
 
