@@ -1,14 +1,15 @@
 """fork_floor.py: the least time a warm start can take over a set of jax scripts.
 
-One process imports jax once, has each thread's lowerings share one MLIR context (64
-to a context, the main thread's made ahead for more scripts than jobs) and freezes its
-heap as the import leaves it, as jax-runner's zygote does, then forks every script
-(`--jobs` at a time) and runs it with runpy in its own folder, its output to
-/dev/null. A script's exit runs its own handlers and jax's, less the freeing that a
-process about to end does not need (as the zygote's children do). Nothing else: no
-sandbox, no telemetry, no memory sampling, no result files, no reports. `bench/compare.sh` runs it in each round
-beside the runner's defaults, on the compilation cache that run filled, so the gap
-between the two rows is what the runner itself costs.
+One process imports jax once (its garbage collector off until the heap is frozen), has
+each thread's lowerings share one MLIR context (64 to a context, the main thread's made
+ahead for more scripts than jobs) and freezes its heap as the import leaves it, as
+jax-runner's zygote does, then forks every script (`--jobs` at a time) and runs it with
+runpy in its own folder, its output to /dev/null. A script's exit runs its own handlers
+and jax's, less the freeing that a process about to end does not need (as the zygote's
+children do). Nothing else: no sandbox, no telemetry, no memory sampling, no result
+files, no reports. `bench/compare.sh` runs it in each round beside the runner's
+defaults, on the compilation cache that run filled, so the gap between the two rows is
+what the runner itself costs.
 
     python bench/fork_floor.py --jobs 2 --cache DIR --out DIR script.py ...
 
@@ -47,6 +48,8 @@ os.environ.update(
 # jax's exit handlers are held back at import and run in each child (see child_exit).
 held = []
 register = atexit.register
+# The collector off while jax imports, frozen before it is back on: as the zygote does.
+gc.disable()
 atexit.register = lambda func, *a, **k: (held.append((func, a, k)), func)[1]
 import jax  # noqa: E402,F401
 import jax.numpy  # noqa: E402,F401
@@ -74,6 +77,7 @@ mlir.make_ir_context = shared_context
 if len(opts.scripts) > opts.jobs:
     shared.context, shared.lowerings = make_context(), 0
 gc.freeze()
+gc.enable()
 
 
 def child_exit():
