@@ -265,18 +265,19 @@ def serve():
     # The sandbox's test child first: it builds a script's namespaces (8 ms, measured)
     # while the import below runs, not after it with a core idle.
     probe = start_probe() if SANDBOXED else None
-    # The collector stays off while jax imports: its ~210 collections there (three or
-    # four full ones, 11 to 18 ms each) free almost nothing, and they lie on the run's
-    # critical path, before any script can start: the import took 41 ms less without
-    # them (mean of 12 alternating starts, faster in 10; 30 of 30 for a bare import).
+    # The collector stays off while jax imports: its ~210 collections there (two full
+    # ones, 11 to 18 ms each; 35 to 42 ms in all) free almost nothing, and they lie on
+    # the run's critical path, before any script can start: the import took 41 ms less
+    # without them (mean of 12 alternating starts, faster in 10; 30 of 30 for a bare
+    # import). What they would have freed, 980 objects (functions, tuples, cells, the
+    # leftovers of made classes: no file, nothing with a finaliser), is frozen instead.
     gc.disable()
     preload()
-    # No gc.collect() first: the import's own collections leave nothing behind (a full
-    # collection here found 0 unreachable objects in 30 of 30 imports of jax), and
-    # walking its 89,000 objects took 33 ms before the first fork, on one core while
-    # the other idled. The heap is frozen as a cold script's is after `import jax`,
-    # and frozen before the collector is back on: frozen objects are no generation's,
-    # so the import's 100,000 (all young, none collected) cost no collection at all.
+    # No gc.collect() first: walking the import's 100,000 objects took 33 ms before the
+    # first fork, on one core while the other idled, to free those 980. The heap is
+    # frozen as a cold script's is after `import jax`, and frozen before the collector
+    # is back on: frozen objects are no generation's, so the import's objects (all
+    # young, none collected) cost no collection at all.
     freeze_heap()
     gc.enable()
     ready = {"ready": True, "pid": os.getpid()}
