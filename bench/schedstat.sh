@@ -5,7 +5,8 @@
 # exec and exit something). Each script of a copy of the tree reports, as its
 # `main()` returns: its `main()`'s wall time, and from /proc its main thread's and all
 # its threads' time on a CPU and time runnable but waiting for one (schedstat: the
-# run-queue wait, the cost of sharing two cores), and its age.
+# run-queue wait, the cost of sharing two cores), its user and system time, its minor
+# page faults and its age.
 #
 # Usage:   bench/schedstat.sh TREE
 #   TREE     `jax-runner render-workload`'s output (its scripts end in
@@ -13,8 +14,8 @@
 # Env:     BENCH_REPEAT  rounds (default 6)
 #          BIN           the jax-runner binary (default target/release/jax-runner)
 #
-# Output:  per variant, the medians over rounds of the per-round sums and of the
-#          command's wall time; the raw lines go to
+# Output:  per variant, the medians over rounds of the per-round sums (a script that
+#          failed reports nothing) and of the command's wall time; the raw lines go to
 #          bench/results/<date>-<host>-schedstat-<time>.jsonl.
 set -euo pipefail
 
@@ -105,6 +106,7 @@ for r in $(seq 1 "$repeat"); do
         run "$v"
         t1=$(date +%s.%N)
         for f in "$data"/*/schedstat.json; do
+            [[ -f $f ]] || { log "$v: no script reported"; continue; }
             "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); d.update(variant=sys.argv[2], round=int(sys.argv[3]), wall_s=float(sys.argv[4])); print(json.dumps(d))' \
                 "$f" "$v" "$r" "$(elapsed "$t0" "$t1")" >>"$raw"
             rm -f "$f"
