@@ -631,3 +631,52 @@ fn a_run_whose_scripts_never_name_jax_gets_a_lean_zygote() {
         }
     }
 }
+
+/// Prints whether the interpreter's arena allocator is jax-runner's keeper of
+/// frame-stack chunks (found by the library its function lies in), and how many
+/// freed chunks the keeper holds after a recursion ~30 chunks deep returned (-1: no
+/// keeper).
+const KEEPER_PROBE: &str = r#"
+import ctypes, sys
+class Arena(ctypes.Structure):
+    _fields_ = [("ctx", ctypes.c_void_p), ("alloc", ctypes.c_void_p), ("free", ctypes.c_void_p)]
+class Found(ctypes.Structure):
+    _fields_ = [("file", ctypes.c_char_p), ("base", ctypes.c_void_p),
+                ("symbol", ctypes.c_char_p), ("address", ctypes.c_void_p)]
+now = Arena()
+ctypes.pythonapi.PyObject_GetArenaAllocator(ctypes.byref(now))
+found = Found()
+ctypes.CDLL(None).dladdr(ctypes.c_void_p(now.alloc), ctypes.byref(found))
+path = (found.file or b"").decode()
+ours = "libjax_runner_confine" in path
+def down(n):
+    return 0 if n == 0 else 1 + down(n - 1)
+sys.setrecursionlimit(20000)
+assert down(5000) == 5000
+print(ours, ctypes.CDLL(path).jax_runner_kept_frame_chunks() if ours else -1)
+"#;
+
+/// Issue 34: a warm script runs with jax-runner's keeper of CPython's frame-stack
+/// chunks as its interpreter's arena allocator, in every sandbox mode, so a call on a
+/// chunk's edge reuses a freed chunk instead of mapping and unmapping one each time;
+/// it keeps at most eight (`arena.rs`, whose unit tests hold the rest). A cold script
+/// runs on the interpreter's own allocator. The exactness tests (`exact.rs`) hold
+/// every simulation value to a sequential run's.
+#[test]
+fn a_warm_script_keeps_its_freed_frame_chunks() {
+    for (sandbox, warm, expected) in [
+        ("off", "on", "True 8"),
+        ("auto", "on", "True 8"),
+        ("off", "off", "False -1"),
+    ] {
+        let t = Tree::new();
+        t.write("m/jax/keeper.py", KEEPER_PROBE);
+        let out = t.run(&["--sandbox", sandbox, "--warm-start", warm]);
+        assert_eq!(code(&out), 0, "{sandbox} {warm}: {}", stderr(&out));
+        let r = t.result("keeper");
+        let start = if warm == "on" { "warm" } else { "cold" };
+        assert_eq!(r["attempts"][0]["start"], start, "{sandbox} {warm}: {r}");
+        let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+        assert_eq!(stdout.trim(), expected, "{sandbox} {warm}: {r}");
+    }
+}

@@ -16,7 +16,7 @@
 # and a fourth descriptor, the runner's go. With --confined it runs on the host's view
 # and each request's plan holds the script by Landlock's rules, the seccomp filter
 # and, as root, the sandbox user. Either way the plan is applied by the jax-runner
-# library (--confine-lib), never by this program: see the sandbox half below.
+# library (--library), never by this program: see the sandbox half below.
 #
 # A request {"slot": true} with one descriptor (a socket) forks a worker slot's own
 # zygote, which serves that slot on the socket, forking each script as its own child
@@ -30,6 +30,26 @@ import sys
 
 import atexit
 import logging
+
+
+def load_library():
+    """jax-runner's library (--library=PATH; the runner names it in every mode), with
+    its keeper of the interpreter's frame-stack chunks set as the arena allocator
+    before anything else is imported: the zygote's import and every script it forks
+    then reuse a freed 16 KiB chunk instead of mapping and unmapping one at each call
+    on a chunk's edge (crates/confine, arena.rs). None without the library."""
+    path = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--library=")), None)
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return None  # the sandbox half then refuses to confine; unsandboxed, no keeper
+    lib.jax_runner_keep_frame_chunks()
+    return lib
+
+
+LIBRARY = load_library()
 
 # The exit handlers the preload registers (jax's, jaxlib's, typing's) free what those
 # modules hold in memory. They are held back here, not registered: in a forked script

@@ -150,10 +150,20 @@ impl Zygote {
         for n in 0..filter_fds.len() {
             cmd.arg(format!("--seccomp-fd={}", FIRST_FILTER_FD + n as RawFd));
         }
-        if let Some(sb) = sandbox {
-            let mut lib = OsString::from("--confine-lib=");
-            lib.push(&sb.library);
+        // jax-runner's library: the sandbox's confinement and, in every mode, the keeper
+        // of the interpreter's frame-stack chunks (`crates/confine`, `arena.rs`). An
+        // unsandboxed zygote whose cache folder takes no file runs without the keeper:
+        // slower by a few per cent, every result the same.
+        let library = match sandbox {
+            Some(sb) => Some(sb.library.clone()),
+            None => crate::sandbox::bwrap::library().ok(),
+        };
+        if let Some(path) = library {
+            let mut lib = OsString::from("--library=");
+            lib.push(path);
             cmd.arg(lib);
+        }
+        if let Some(sb) = sandbox {
             let probe =
                 serde_json::to_string(&sb.probe_plan()).map_err(|e| start_error(e.into()))?;
             cmd.arg(format!("--probe-plan={probe}"));

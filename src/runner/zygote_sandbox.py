@@ -12,12 +12,11 @@ PHASE_NAMESPACES, PHASE_PROCESS, PHASE_SCRIPT = 1, 2, 5
 
 
 def load_confinement():
-    """The library's entry point, loaded before any fork; None when the runner named
-    no library (an unsandboxed zygote)."""
-    path = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--confine-lib=")), None)
-    if path is None:
+    """The library's entry point (the library zygote.py loaded before any import);
+    None for an unsandboxed zygote, or when the library did not load."""
+    if not CONFINED or LIBRARY is None:
         return None
-    fn = ctypes.CDLL(path).jax_runner_confine
+    fn = LIBRARY.jax_runner_confine
     fn.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t,
                    ctypes.c_uint32, ctypes.c_char_p, ctypes.c_size_t]
     fn.restype = ctypes.c_int

@@ -13,6 +13,8 @@
 //!
 //! - `lib.rs`: the record ([`Confinement`]) and its phases ([`Phase`]).
 //! - `ffi.rs`: [`ffi::jax_runner_confine`], the library's door for the warm zygote.
+//! - `arena.rs`: the keeper of CPython's frame-stack chunks the warm zygote sets as its
+//!   arena allocator (the library's one part that is no confinement).
 //! - `mount.rs`: the view's steps ([`mount::MountStep`]), as the zygote reads them.
 //! - `namespaces.rs`: the view made without bwrap (mount, network, IPC, UTS and PID
 //!   namespaces, the same steps).
@@ -27,6 +29,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub mod arena;
 pub mod ffi;
 pub mod landlock;
 pub mod mount;
