@@ -268,7 +268,7 @@ for n in $sizes; do
         f=$(median ${runs[floor]})
         d=$(median ${runs[defaults-warm]})
         gap=$(awk -v d="$d" -v f="$f" 'BEGIN { printf "%+.1f%%", (d / f - 1) * 100 }')
-        row workload "$n" "fork floor (bench/fork_floor.py), warm cache" "$f" "${floor_ok:-?}" "$n" "no runner: jax imported once, each script forked $jobs at a time on the defaults run's cache; median of: ${runs[floor]% }; each round against its sequential loop: $(round_ratios floor); the runner's defaults cost $gap over it"
+        row workload "$n" "fork floor (bench/fork_floor.py), warm cache" "$f" "${floor_ok:-?}" "$n" "no runner: jax imported once (the keeper of frame-stack chunks set, as the zygote does), each script forked $jobs at a time on the defaults run's cache; median of: ${runs[floor]% }; each round against its sequential loop: $(round_ratios floor); the runner's defaults cost $gap over it"
     fi
     rm -rf "$work"
 done

@@ -2,8 +2,10 @@
 
 One process imports jax once (its garbage collector off until the heap is frozen), has
 each thread's lowerings share one MLIR context (64 to a context, the main thread's made
-ahead for more scripts than jobs) and freezes its heap as the import leaves it, as
-jax-runner's zygote does, then forks every script (`--jobs` at a time) and runs it with
+ahead for more scripts than jobs), freezes its heap as the import leaves it and, before
+anything else, sets jax-runner's keeper of frame-stack chunks as the interpreter's arena
+allocator (the library the runner writes into its cache folder), as jax-runner's zygote
+does, then forks every script (`--jobs` at a time) and runs it with
 runpy in its own folder, its output to /dev/null. A script's exit runs its own handlers
 and jax's, less the freeing that a process about to end does not need (as the zygote's
 children do). Nothing else: no sandbox, no telemetry, no memory sampling, no result
@@ -11,15 +13,21 @@ files, no reports. `bench/compare.sh` runs it in each round beside the runner's
 defaults, on the compilation cache that run filled, so the gap between the two rows is
 what the runner itself costs.
 
-    python bench/fork_floor.py --jobs 2 --cache DIR --out DIR script.py ...
+    python bench/fork_floor.py --jobs 2 --cache DIR --out DIR [--keeper LIB|auto|off] script.py ...
+
+--keeper: the library (auto, the default: the newest `libjax_runner_confine-*.so` in
+jax-runner's cache folder that has the keeper; off: none, the interpreter's own
+allocator).
 
 Prints one JSON line: {"seconds": wall from start to the last exit, "ok": scripts
-that exited 0, "total": scripts}.
+that exited 0, "total": scripts, "keeper": the library set, or null}.
 """
 
 import argparse
 import atexit
+import ctypes
 import gc
+import glob
 import json
 import os
 import runpy
@@ -33,8 +41,32 @@ args.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
 args.add_argument("--cache", required=True, help="the compilation cache the scripts use")
 args.add_argument("--out", required=True, help="where each script's GNN_OUTPUT_DIR goes")
 args.add_argument("--platform", default="cpu")
+args.add_argument("--keeper", default="auto", help="the library with the keeper, auto or off")
 args.add_argument("scripts", nargs="+")
 opts = args.parse_args()
+
+
+def set_keeper(choice):
+    """Sets the keeper of frame-stack chunks from the library `choice` names (see the
+    module's docstring); returns its path, or None."""
+    if choice == "off":
+        return None
+    if choice != "auto":
+        ctypes.CDLL(choice).jax_runner_keep_frame_chunks()
+        return choice
+    cache = os.environ.get("JAX_RUNNER_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "jax-runner")
+    found = glob.glob(os.path.join(cache, "libjax_runner_confine-*.so"))
+    for path in sorted(found, key=os.path.getmtime, reverse=True):
+        lib = ctypes.CDLL(path)
+        if hasattr(lib, "jax_runner_keep_frame_chunks"):
+            lib.jax_runner_keep_frame_chunks()
+            return path
+    return None
+
+
+keeper = set_keeper(opts.keeper)
 
 # The variables jax reads at import, set as the runner sets them for a script.
 os.environ.update(
@@ -139,4 +171,4 @@ for script in opts.scripts:
 while running:
     reap()
 print(json.dumps({"seconds": round(time.monotonic() - started, 3), "ok": ok,
-                  "total": len(opts.scripts)}))
+                  "total": len(opts.scripts), "keeper": keeper}))
