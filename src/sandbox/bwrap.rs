@@ -45,7 +45,8 @@ pub const EXEC_ARG: &str = "__sandbox-exec";
 
 /// The confinement library's name (the start of its file's): the `jax-runner-confine`
 /// crate's cdylib, which build.rs builds and the binary carries, and the warm zygote
-/// loads to confine each script (`crates/confine`, `ffi.rs`).
+/// loads, in every sandbox mode, for its keeper of frame-stack chunks (`arena.rs`)
+/// and, sandboxed, to confine each script (`ffi.rs`).
 pub const LIBRARY: &str = "libjax_runner_confine";
 
 /// The library's bytes, as build.rs built them.
