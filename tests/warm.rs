@@ -656,27 +656,59 @@ assert down(5000) == 5000
 print(ours, ctypes.CDLL(path).jax_runner_kept_frame_chunks() if ours else -1)
 "#;
 
-/// Issue 34: a warm script runs with jax-runner's keeper of CPython's frame-stack
-/// chunks as its interpreter's arena allocator, in every sandbox mode, so a call on a
-/// chunk's edge reuses a freed chunk instead of mapping and unmapping one each time;
-/// it keeps at most eight (`arena.rs`, whose unit tests hold the rest). A cold script
-/// runs on the interpreter's own allocator. The exactness tests (`exact.rs`) hold
-/// every simulation value to a sequential run's.
-#[test]
-fn a_warm_script_keeps_its_freed_frame_chunks() {
+/// What the keeper probe prints, run as `account` (bwrap on `PATH` or not) with each
+/// sandbox and start: the keeper in every mode a warm script runs in, the
+/// interpreter's own allocator for a cold one.
+fn a_warm_script_keeps_chunks_as(account: common::user::Account, bwrap: bool) {
     for (sandbox, warm, expected) in [
         ("off", "on", "True 8"),
         ("auto", "on", "True 8"),
         ("off", "off", "False -1"),
     ] {
-        let t = Tree::new();
-        t.write("m/jax/keeper.py", KEEPER_PROBE);
-        let out = t.run(&["--sandbox", sandbox, "--warm-start", warm]);
-        assert_eq!(code(&out), 0, "{sandbox} {warm}: {}", stderr(&out));
-        let r = t.result("keeper");
+        let what = format!(
+            "{} bwrap={bwrap} --sandbox {sandbox} --warm-start {warm}",
+            account.who.name()
+        );
+        let tree = account.tree();
+        tree.write("m/jax/keeper.py", KEEPER_PROBE);
+        account.give(&tree.root());
+        let mut cmd = account.runner(&tree);
+        if !bwrap {
+            cmd.env("PATH", "/nonexistent");
+        }
+        let out = cmd
+            .args(["--sandbox", sandbox, "--warm-start", warm])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{what}: {}", stderr(&out));
+        let r = tree.result("keeper");
         let start = if warm == "on" { "warm" } else { "cold" };
-        assert_eq!(r["attempts"][0]["start"], start, "{sandbox} {warm}: {r}");
+        assert_eq!(r["attempts"][0]["start"], start, "{what}: {r}");
         let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
-        assert_eq!(stdout.trim(), expected, "{sandbox} {warm}: {r}");
+        assert_eq!(stdout.trim(), expected, "{what}: {r}");
+    }
+}
+
+/// Issue 34: a warm script runs with jax-runner's keeper of CPython's frame-stack
+/// chunks as its interpreter's arena allocator, in every sandbox mode, so a call on a
+/// chunk's edge reuses a freed chunk instead of mapping and unmapping one each time;
+/// it keeps at most eight (`arena.rs`, whose unit tests hold the rest). A cold script
+/// runs on the interpreter's own allocator. As root and as an ordinary user, with
+/// bwrap and without (the library comes from the user's own cache folder, and inside
+/// the sandbox from its view). The exactness tests (`exact.rs`) hold every
+/// simulation value to a sequential run's.
+#[test]
+fn as_root_a_warm_script_keeps_its_freed_frame_chunks() {
+    for bwrap in [true, false] {
+        if let Some(root) = common::user::Account::root("the keeper, as root") {
+            a_warm_script_keeps_chunks_as(root, bwrap);
+        }
+    }
+}
+
+#[test]
+fn as_user_a_warm_script_keeps_its_freed_frame_chunks() {
+    for bwrap in [true, false] {
+        a_warm_script_keeps_chunks_as(common::user::Account::user(), bwrap);
     }
 }
