@@ -567,6 +567,16 @@ print(before, compiled, mhlo, info.is_user_filename(os.path.abspath(__file__)),
       info.is_user_filename(theirs + "lib.py"))
 "#;
 
+/// What script `id` printed (trimmed), once its record says it started as
+/// `--warm-start warm` asked (`on`: warm; `off`: cold).
+fn printed_after_start(t: &Tree, id: &str, warm: &str, what: &str) -> String {
+    let r = t.result(id);
+    let start = if warm == "on" { "warm" } else { "cold" };
+    assert_eq!(r["attempts"][0]["start"], start, "{what}: {r}");
+    let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
+    stdout.trim().to_string()
+}
+
 /// Issue 34: what every script's first lowering did for itself (import the builtin
 /// dialect's module, compile the frame filter's patterns) a warm script finds done by
 /// the zygote, in every sandbox mode, and the first MLIR context's import (mhlo's)
@@ -584,11 +594,8 @@ fn a_warm_script_finds_its_first_lowerings_work_done() {
         t.write("m/jax/first.py", FIRST_LOWERING_PROBE);
         let out = t.run(&["--sandbox", sandbox, "--warm-start", warm]);
         assert_eq!(code(&out), 0, "{sandbox} {warm}: {}", stderr(&out));
-        let r = t.result("first");
-        let start = if warm == "on" { "warm" } else { "cold" };
-        assert_eq!(r["attempts"][0]["start"], start, "{sandbox} {warm}: {r}");
-        let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
-        assert_eq!(stdout.trim(), expected, "{sandbox} {warm}");
+        let stdout = printed_after_start(&t, "first", warm, &format!("{sandbox} {warm}"));
+        assert_eq!(stdout, expected, "{sandbox} {warm}");
     }
 }
 
@@ -681,11 +688,8 @@ fn a_warm_script_keeps_chunks_as(account: common::user::Account, bwrap: bool) {
             .output()
             .unwrap();
         assert_eq!(code(&out), 0, "{what}: {}", stderr(&out));
-        let r = tree.result("keeper");
-        let start = if warm == "on" { "warm" } else { "cold" };
-        assert_eq!(r["attempts"][0]["start"], start, "{what}: {r}");
-        let stdout = std::fs::read_to_string(r["stdout_log"].as_str().unwrap()).unwrap();
-        assert_eq!(stdout.trim(), expected, "{what}: {r}");
+        let stdout = printed_after_start(&tree, "keeper", warm, &what);
+        assert_eq!(stdout, expected, "{what}");
     }
 }
 
