@@ -31,6 +31,9 @@ import sys
 import atexit
 import logging
 
+SANDBOXED = "--sandboxed" in sys.argv
+CONFINED = SANDBOXED or "--confined" in sys.argv
+
 
 def load_library():
     """jax-runner's library (--library=PATH; the runner names it in every mode), with
@@ -44,7 +47,9 @@ def load_library():
     try:
         lib = ctypes.CDLL(path)
     except OSError:
-        return None  # the sandbox half then refuses to confine; unsandboxed, no keeper
+        if CONFINED:
+            raise  # confining needs it: a confined zygote fails to start without it
+        return None  # unsandboxed: no keeper, every result the same
     lib.jax_runner_keep_frame_chunks()
     return lib
 
@@ -269,8 +274,6 @@ def collapse_into_huge_pages():
 CONTROL = socket.socket(fileno=3)
 MAX_FD = os.sysconf("SC_OPEN_MAX")
 TRUTHY = ("1", "true", "yes", "on")
-SANDBOXED = "--sandboxed" in sys.argv
-CONFINED = SANDBOXED or "--confined" in sys.argv
 # The seccomp programs every script installs, in order (handed to the library).
 SECCOMP = []
 for _arg in sys.argv:

@@ -12,8 +12,8 @@ PHASE_NAMESPACES, PHASE_PROCESS, PHASE_SCRIPT = 1, 2, 5
 
 
 def load_confinement():
-    """The library's entry point (the library zygote.py loaded before any import);
-    None for an unsandboxed zygote, or when the library did not load."""
+    """The library's entry point (the library zygote.py loaded before any import,
+    which a confined zygote cannot start without); None for an unsandboxed zygote."""
     if not CONFINED or LIBRARY is None:
         return None
     fn = LIBRARY.jax_runner_confine
