@@ -40,15 +40,17 @@ def load_library():
     its keeper of the interpreter's frame-stack chunks set as the arena allocator
     before anything else is imported: the zygote's import and every script it forks
     then reuse a freed 16 KiB chunk instead of mapping and unmapping one at each call
-    on a chunk's edge (crates/confine, arena.rs). None without the library."""
+    on a chunk's edge (crates/confine, arena.rs). None without the library, which only
+    an unconfined zygote may run without: it confines every script, so a confined
+    zygote fails to start, named or loaded, rather than refuse each script."""
     path = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--library=")), None)
-    if path is None:
-        return None
     try:
+        if path is None:
+            raise OSError("failed to load jax-runner's library: no --library was named")
         lib = ctypes.CDLL(path)
     except OSError:
         if CONFINED:
-            raise  # confining needs it: a confined zygote fails to start without it
+            raise
         return None  # unsandboxed: no keeper, every result the same
     lib.jax_runner_keep_frame_chunks()
     return lib

@@ -26,6 +26,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod baseline;
+#[cfg(test)]
+mod library_tests;
 mod request;
 mod wire;
 
