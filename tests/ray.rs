@@ -60,6 +60,9 @@ fn with_ray_head(
     let script = format!(
         r#"set -u
 ip link set lo up
+# The second node's fixed ports (below) above the range the kernel picks a connection's
+# own port from: no connection made before it starts can hold one of them.
+echo 32768 52000 > /proc/sys/net/ipv4/ip_local_port_range
 export RAY_USAGE_STATS_ENABLED=0 PATH={bin}:$PATH
 PGIDS=""
 trap 'for p in $PGIDS; do kill -TERM -- -$p 2>/dev/null; done; sleep 3; for p in $PGIDS; do kill -KILL -- -$p 2>/dev/null; done' EXIT
@@ -73,6 +76,9 @@ gpu_worker() {{
   # One IP for two nodes: the second's own ports must differ from the head's.
   node --address 127.0.0.1:6379 --node-ip-address 127.0.0.1 --num-gpus 1 --dashboard-agent-listen-port 52466 --dashboard-agent-grpc-port 52467 --runtime-env-agent-port 52468 --metrics-export-port 52469 --node-manager-port 52470 --object-manager-port 52471
   for i in $(seq 90); do {bin}/python -c 'import json, sys, urllib.request; n = json.load(urllib.request.urlopen("http://127.0.0.1:8265/api/v0/nodes?detail=1", timeout=2)); sys.exit(0 if sum(x["resources_total"].get("GPU", 0) for x in n["data"]["result"]["result"] if x["state"] == "ALIVE") else 1)' 2>/dev/null && break; sleep 1; done
+  # A node listed ALIVE may not yet set up a job's runtime environment: one GPU job that
+  # ends well says it can.
+  for i in $(seq 10); do timeout 120 {bin}/ray job submit --address http://127.0.0.1:8265 --entrypoint-num-gpus 1 -- python -c pass >/dev/null 2>&1 && break; sleep 1; done
 }}
 # A folder of its own: `ray start --head` refuses to start when the default one names a
 # cluster whose GCS process runs, and another test's head in another namespace would.
@@ -228,6 +234,7 @@ fn ray_runs_bring_back_what_local_runs_record() {
     place(small, "writes_data.py", "big/jax/writes_data.py");
     place(small, "gpu_env_error.py", "gpu/jax/gpu_env_error.py");
     place(small, "thread_bomb.py", "bomb/jax/bomb.py");
+    place(small, "ray_supervisor_dies.py", "lost/jax/lost.py");
     let hidden = t.root().join("hidden");
     std::fs::create_dir_all(&hidden).unwrap();
     let bin = assert_cmd::cargo::cargo_bin("jax-runner");
@@ -241,6 +248,7 @@ fn ray_runs_bring_back_what_local_runs_record() {
          {ray} --output-dir {small}/big --results-dir {hidden}/big --ray-max-return 16K; echo big_rc=$?\n\
          {ray} --output-dir {small}/big --results-dir {small}/shared; echo shared_rc=$?\n\
          {ray} --output-dir {small}/gpu --results-dir {small}/refused --device gpu; echo refused_rc=$?\n\
+         {ray} --output-dir {small}/lost --results-dir {hidden}/lost --device cpu --env JAX_RUNNER_TEST_PIDFILE={small}/lost.pid; echo lost_rc=$?\n\
          {ray} --output-dir {small}/bomb --results-dir {hidden}/bomb --device cpu --max-procs 64; echo bomb_rc=$?\n\
          gpu_worker\n\
          {ray} --output-dir {small}/gpu --results-dir {hidden}/gpu --device gpu; echo gpu_rc=$?",
@@ -260,8 +268,11 @@ fn ray_runs_bring_back_what_local_runs_record() {
         "refused_rc=2",
         "gpu_rc=0",
         "bomb_rc=1",
+        "lost_rc=0",
     ] {
-        assert!(text.contains(expected), "{expected}: {text}");
+        if !text.contains(expected) {
+            panic!("{expected}: {text}\n{}", what_ran(&hidden, state.path()));
+        }
     }
     assert!(
         text.contains("has no GPU"),
@@ -272,6 +283,81 @@ fn ray_runs_bring_back_what_local_runs_record() {
     shared_folder_is_not_copied(&small.join("shared"));
     gpu_failure_falls_back(&hidden.join("gpu"));
     held_to_the_process_limit(&hidden.join("bomb"));
+    a_lost_job_is_retried_and_leaves_nothing(&hidden.join("lost"), &small.join("lost.pid"));
+}
+
+/// A job the cluster lost under its script (its supervisor killed) is retried, as a
+/// Slurm job whose node failed is, and its first attempt says what Ray said; nothing of
+/// the script outlives the job.
+fn a_lost_job_is_retried_and_leaves_nothing(results: &std::path::Path, pidfile: &std::path::Path) {
+    let r = read_json(&results.join("lost_results.json"));
+    assert_eq!(r["status"], "succeeded", "{r}");
+    let attempts = r["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{r}");
+    let first = &attempts[0];
+    assert_eq!(first["class"], "killed_by_signal", "{r}");
+    assert_eq!(first["signal"], libc::SIGKILL, "{r}");
+    assert_eq!(
+        first["ray"]["error_type"], "JOB_SUPERVISOR_ACTOR_DIED",
+        "{r}"
+    );
+    let line = first["matched_line"].as_str().unwrap_or_default();
+    assert!(
+        line.starts_with("Ray job ") && line.contains("(JOB_SUPERVISOR_ACTOR_DIED)"),
+        "{line}"
+    );
+    assert_eq!(attempts[1]["status"], "succeeded", "{r}");
+    // The child the first attempt left: its PID, and the command only it runs.
+    let pid = std::fs::read_to_string(pidfile).expect("the first attempt ran");
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pid.trim())).unwrap_or_default();
+    let alive = String::from_utf8_lossy(&cmdline).contains("time.sleep(600)");
+    if alive {
+        unsafe { libc::kill(pid.trim().parse().unwrap(), libc::SIGKILL) };
+    }
+    assert!(!alive, "the first attempt's child outlived its job");
+}
+
+/// What each run under `hidden` recorded, and the errors in the cluster's own logs: a
+/// run that ended otherwise than expected says why.
+fn what_ran(hidden: &std::path::Path, state: &std::path::Path) -> String {
+    let mut out = String::new();
+    for run in std::fs::read_dir(hidden).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(run.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let path = file.path();
+            if !path.to_string_lossy().ends_with("_results.json") {
+                continue;
+            }
+            let Ok(r) = serde_json::from_str::<serde_json::Value>(
+                &std::fs::read_to_string(&path).unwrap_or_default(),
+            ) else {
+                continue;
+            };
+            out += &format!("{}: {} {}\n", path.display(), r["status"], r["reason"]);
+            for a in r["attempts"].as_array().into_iter().flatten() {
+                out += &format!(
+                    "  attempt {} {} {} {} {}\n",
+                    a["number"],
+                    a["class"],
+                    a["matched_line"],
+                    a["ray"]["error_type"],
+                    a["ray"]["message"]
+                );
+            }
+        }
+    }
+    let logs = state.join("ray/session_latest/logs");
+    for file in std::fs::read_dir(logs).into_iter().flatten().flatten() {
+        let text = std::fs::read_to_string(file.path()).unwrap_or_default();
+        let errors: Vec<&str> = text.lines().filter(|l| l.contains("ERROR")).collect();
+        for line in &errors[errors.len().saturating_sub(10)..] {
+            out += &format!("{}: {line}\n", file.file_name().to_string_lossy());
+        }
+    }
+    out
 }
 
 /// Each result key by key with a local run's; the wrapper's figures and telemetry

@@ -15,11 +15,11 @@ use sha2::{Digest, Sha256};
 
 use super::attempt::{AttemptOutcome, Start, StoppedBy};
 use super::output::Drained;
-use super::sys::Exit;
 use super::Stop;
 
 mod outcome;
 mod package;
+pub use outcome::lost_line_of;
 mod returned;
 #[cfg(test)]
 mod wrapper_tests;
@@ -301,18 +301,7 @@ pub async fn run_attempt(
     let mut outcome = AttemptOutcome {
         started_at,
         duration: started.elapsed(),
-        exit: Exit {
-            code: status["driver_exit_code"].as_i64().map(|c| c as i32).or(
-                match status["status"].as_str() {
-                    Some("SUCCEEDED") => Some(0),
-                    _ => Some(1),
-                },
-            ),
-            signal: None,
-            user_cpu: Duration::ZERO,
-            system_cpu: Duration::ZERO,
-            max_rss_bytes: 0,
-        },
+        exit: outcome::driver_exit(&status),
         stopped_by,
         peak_rss_bytes: 0,
         // Until the wrapper's report says what it counted.
@@ -337,6 +326,7 @@ pub async fn run_attempt(
         Some(r) => outcome::reported(r, spec, &mut outcome, &mut job),
         None => {
             outcome::whole_log(&logs, &nonce, spec, &mut outcome);
+            outcome::lost(&job, &mut outcome);
             None
         }
     };

@@ -199,6 +199,39 @@ def tail_of(path, limit):
         return fh.read(), max(0, size - limit)
 
 
+def guard_group(pgid):
+    """A process in the script's group that kills the group once the wrapper is gone.
+
+    Ray ends a job it gives up on (its supervisor died, a stop's grace ran out) by
+    killing the job's own processes, and the script's group is not among them. The
+    guard holds the read end of a pipe whose write end only the wrapper holds; the end
+    of the wrapper, however it came (SIGKILL included), closes it, and the guard kills
+    the group, itself with it. It ignores the stops' signals, which the script's group
+    receives and may outlive. None when the group is already gone."""
+    read_end, write_end = os.pipe()
+    try:
+        guard = subprocess.Popen(
+            ["/bin/sh", "-c", "trap '' HUP INT TERM; read _; kill -KILL 0"],
+            stdin=read_end,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=lambda: os.setpgid(0, pgid),
+        )
+    except (OSError, subprocess.SubprocessError):
+        os.close(write_end)
+        return None
+    finally:
+        os.close(read_end)
+    # Never written, never closed: the wrapper's end closes it. The script, started
+    # before it, cannot hold it open.
+    GUARD_PIPES.append(write_end)
+    return guard
+
+
+# The guards' write ends, open for the wrapper's life.
+GUARD_PIPES = []
+
+
 def run(script, env, work, max_procs, memory_limit):
     """Runs the script to its end: its streams into `work` (and the job's log), its
     tree's memory and GPU devices sampled, and held to `max_procs` tasks and
@@ -208,13 +241,15 @@ def run(script, env, work, max_procs, memory_limit):
     stopped = []
     # What the watchdog stopped it for: "process_limit" or "memory_limit".
     limit_hit = []
+    # A group of its own, which the stops and the watchdog kill whole.
     child = subprocess.Popen(
         [sys.executable, os.path.abspath(script)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        start_new_session=True,
+        preexec_fn=os.setpgrp,
     )
+    guard = guard_group(child.pid)
 
     def on_stop(signum, _frame):
         # The first stop asks for the script's stacks; a second goes straight through.
@@ -277,6 +312,8 @@ def run(script, env, work, max_procs, memory_limit):
         os.killpg(child.pid, signal.SIGKILL)
     except OSError:
         pass
+    if guard is not None:
+        guard.wait()
     for t in pumps:
         t.join(5)
     for f in streams:

@@ -122,6 +122,66 @@ pub fn whole_log(logs: &str, nonce: &str, spec: &JobSpec<'_>, outcome: &mut Atte
     outcome.stdout = stdout;
 }
 
+/// How the job's driver ended, until the wrapper's report says how the script did:
+/// Ray's exit code, where a negative one is Python's way of saying "killed by that
+/// signal", as a local attempt records it.
+pub fn driver_exit(status: &serde_json::Value) -> Exit {
+    let code = status["driver_exit_code"].as_i64().map(|c| c as i32);
+    let (code, signal) = match code {
+        Some(c) if c < 0 => (None, Some(-c)),
+        Some(c) => (Some(c), None),
+        None if status["status"] == "SUCCEEDED" => (Some(0), None),
+        None => (Some(1), None),
+    };
+    Exit {
+        code,
+        signal,
+        user_cpu: Duration::ZERO,
+        system_cpu: Duration::ZERO,
+        max_rss_bytes: 0,
+    }
+}
+
+/// Ray's error types for a job the cluster failed itself (its runtime environment, its
+/// supervisor, its node), as against `JOB_ENTRYPOINT_COMMAND_ERROR`, the wrapper's own
+/// non-zero exit.
+fn failed_by_cluster(job: &RayJob) -> bool {
+    job.status == "FAILED"
+        && !job.reported
+        && (job.error_type.as_deref()).is_some_and(|t| t != "JOB_ENTRYPOINT_COMMAND_ERROR")
+}
+
+/// A job the cluster failed before its script's end was reported reads as a Slurm
+/// job whose node failed: killed, which the default `--retry-on` tries again, with
+/// Ray's words in its output's tail, where the reason takes its last line from.
+pub fn lost(job: &RayJob, outcome: &mut AttemptOutcome) {
+    if !failed_by_cluster(job) {
+        return;
+    }
+    outcome.exit.code = None;
+    outcome.exit.signal = Some(libc::SIGKILL);
+    let line = format!("[jax-runner] {}", lost_line(job));
+    outcome.stdout.tail.push(line.clone());
+    outcome.stderr.tail.push(line);
+}
+
+/// The line that names what the cluster did, for the attempt's `matched_line`; `None`
+/// for a job it did not fail.
+pub fn lost_line_of(job: &RayJob) -> Option<String> {
+    failed_by_cluster(job).then(|| lost_line(job))
+}
+
+fn lost_line(job: &RayJob) -> String {
+    let kind = job.error_type.as_deref().unwrap_or_default();
+    let mut line = format!("Ray job {} failed on the cluster ({kind})", job.job_id);
+    // Ray's message: its first line, which says what; the rest is detail and log.
+    if let Some(first) = (job.message.as_deref()).and_then(|m| m.lines().next()) {
+        let first: String = first.chars().take(300).collect();
+        line += &format!(": {}", first.trim());
+    }
+    line
+}
+
 /// A log made anew: a link or FIFO left at its name is replaced, not followed.
 fn write_log(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     std::io::Write::write_all(&mut crate::confined::create_file(path)?, bytes)
@@ -134,5 +194,93 @@ fn relocate(frame: &mut SourceFrame, script: &std::path::Path) {
     let copy = std::path::Path::new(&frame.file);
     if script.file_name().is_some() && copy.file_name() == script.file_name() {
         frame.file = script.display().to_string();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(status: &str, error_type: Option<&str>, reported: bool) -> RayJob {
+        RayJob {
+            job_id: "j-1".into(),
+            status: status.into(),
+            error_type: error_type.map(str::to_string),
+            message: Some("Job supervisor actor died: the actor died.\n\tpid: 7".into()),
+            reported,
+            ..Default::default()
+        }
+    }
+
+    fn outcome(exit: Exit) -> AttemptOutcome {
+        AttemptOutcome {
+            started_at: std::time::SystemTime::UNIX_EPOCH,
+            duration: Duration::ZERO,
+            exit,
+            stopped_by: None,
+            peak_rss_bytes: 0,
+            memory_source: MemorySource::Rss,
+            peak_scratch_bytes: 0,
+            stdout: Drained::default(),
+            stderr: Drained::default(),
+            leaks: Vec::new(),
+            kernel_oom_kill: false,
+            refused_forks: 0,
+            sampled_cpu: (0.0, 0.0),
+            start: crate::runner::attempt::Start::Cold,
+            gpu_device_opened: None,
+            capabilities: None,
+            gpu: None,
+        }
+    }
+
+    #[test]
+    fn a_negative_driver_exit_code_is_the_signal_that_killed_it() {
+        let exit = |s: serde_json::Value| {
+            let e = driver_exit(&s);
+            (e.code, e.signal)
+        };
+        let failed = |code: i64| json!({"status": "FAILED", "driver_exit_code": code});
+        assert_eq!(exit(failed(-9)), (None, Some(9)));
+        assert_eq!(exit(failed(3)), (Some(3), None));
+        assert_eq!(exit(json!({"status": "SUCCEEDED"})), (Some(0), None));
+        assert_eq!(exit(json!({"status": "FAILED"})), (Some(1), None));
+    }
+
+    /// Only a job the cluster failed, whose wrapper never reported, reads as killed;
+    /// the wrapper's own non-zero exit, a job that reported, or one stopped, do not.
+    #[test]
+    fn a_job_the_cluster_failed_reads_as_killed_and_says_by_whom() {
+        for kind in [
+            "JOB_SUPERVISOR_ACTOR_DIED",
+            "RUNTIME_ENV_SETUP_FAILURE",
+            "JOB_SUPERVISOR_ACTOR_START_TIMEOUT",
+        ] {
+            let j = job("FAILED", Some(kind), false);
+            let mut o = outcome(driver_exit(&json!({"status": "FAILED"})));
+            lost(&j, &mut o);
+            assert_eq!((o.exit.code, o.exit.signal), (None, Some(libc::SIGKILL)));
+            let line = lost_line_of(&j).unwrap();
+            assert_eq!(
+                line,
+                format!(
+                    "Ray job j-1 failed on the cluster ({kind}): Job supervisor actor died: \
+                     the actor died."
+                )
+            );
+            assert_eq!(o.stderr.tail.last(), Some(&format!("[jax-runner] {line}")));
+        }
+        for j in [
+            job("FAILED", Some("JOB_ENTRYPOINT_COMMAND_ERROR"), false),
+            job("FAILED", Some("JOB_SUPERVISOR_ACTOR_DIED"), true),
+            job("STOPPED", Some("JOB_SUPERVISOR_ACTOR_DIED"), false),
+            job("FAILED", None, false),
+        ] {
+            let mut o = outcome(driver_exit(&json!({"status": "FAILED"})));
+            lost(&j, &mut o);
+            assert_eq!((o.exit.code, o.exit.signal), (Some(1), None), "{j:?}");
+            assert!(o.stderr.tail.is_empty() && lost_line_of(&j).is_none());
+        }
     }
 }

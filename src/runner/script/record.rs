@@ -44,6 +44,11 @@ pub(super) fn recorded(
         done.jax.report,
         result,
     );
+    // A job the cluster failed before its script's end was reported: Ray's error type
+    // and words decided the class.
+    if let Some(line) = done.ray.as_ref().and_then(crate::runner::ray::lost_line_of) {
+        a.matched_line = Some(line);
+    }
     a.ray = done.ray;
     // A job Slurm ended before jax-runner on its node could record it: Slurm's state
     // and reason are what decided the class, and what the reader needs.

@@ -126,3 +126,50 @@ fn the_wrapper_holds_a_job_to_its_limits() {
         assert_eq!(r.report.signal, signal, "{env:?}: {:?}", r.report);
     }
 }
+
+/// Ray gives up on a job by killing the job's own processes (its supervisor died, a
+/// stop's grace ran out), and the wrapper is one of them: however the wrapper ends, the
+/// script's group, which has its own, ends with it: the script and a child it started.
+#[test]
+fn a_killed_wrapper_takes_the_scripts_group_with_it() {
+    let tmp = setup();
+    let script = "import os, subprocess, sys, time\n\
+        kid = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n\
+        print('ready', os.getpid(), kid.pid, flush=True)\n\
+        time.sleep(120)\n";
+    let mut child = start_with(tmp.path(), "script.py", script, &tmp.path().join("d"), &[]);
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let pids: Vec<i32> = line
+        .strip_prefix("ready ")
+        .unwrap_or_else(|| panic!("{line}"))
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 2, "{line}");
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    // Gone, or a zombie its new parent has yet to reap: nothing of it runs.
+    let running = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+            .is_some_and(|zombie| !zombie)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while pids.iter().any(|p| running(*p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left: Vec<i32> = pids.iter().copied().filter(|p| running(*p)).collect();
+    for p in &left {
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    assert!(
+        left.is_empty(),
+        "the script's processes outlived the wrapper: {left:?}"
+    );
+}
