@@ -13,8 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::attempt::{AttemptOutcome, Start, StoppedBy};
-use super::output::Drained;
+use super::attempt::{AttemptOutcome, StoppedBy};
 use super::Stop;
 
 mod outcome;
@@ -298,26 +297,7 @@ pub async fn run_attempt(
         error_type: status["error_type"].as_str().map(str::to_string),
         ..Default::default()
     };
-    let mut outcome = AttemptOutcome {
-        started_at,
-        duration: started.elapsed(),
-        exit: outcome::driver_exit(&status),
-        stopped_by,
-        peak_rss_bytes: 0,
-        // Until the wrapper's report says what it counted.
-        memory_source: crate::model::MemorySource::Rss,
-        peak_scratch_bytes: 0,
-        stdout: Drained::default(),
-        stderr: Drained::default(),
-        leaks: Vec::new(),
-        kernel_oom_kill: false,
-        refused_forks: 0,
-        sampled_cpu: (0.0, 0.0),
-        gpu_device_opened: None,
-        capabilities: None,
-        gpu: None,
-        start: Start::Cold,
-    };
+    let mut outcome = outcome::from_status(&status, started_at, started.elapsed(), stopped_by);
     // A log Ray could not fetch from the job's node leaves its message, which holds the
     // log's last 20,000 characters: a small return block fits in it.
     let message = status["message"].as_str().unwrap_or_default();

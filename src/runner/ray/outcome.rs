@@ -122,10 +122,39 @@ pub fn whole_log(logs: &str, nonce: &str, spec: &JobSpec<'_>, outcome: &mut Atte
     outcome.stdout = stdout;
 }
 
+/// An attempt's outcome as the job's status alone tells it, before its log is read.
+pub fn from_status(
+    status: &serde_json::Value,
+    started_at: std::time::SystemTime,
+    duration: Duration,
+    stopped_by: Option<StoppedBy>,
+) -> AttemptOutcome {
+    AttemptOutcome {
+        started_at,
+        duration,
+        exit: driver_exit(status),
+        stopped_by,
+        peak_rss_bytes: 0,
+        // Until the wrapper's report says what it counted.
+        memory_source: MemorySource::Rss,
+        peak_scratch_bytes: 0,
+        stdout: Drained::default(),
+        stderr: Drained::default(),
+        leaks: Vec::new(),
+        kernel_oom_kill: false,
+        refused_forks: 0,
+        sampled_cpu: (0.0, 0.0),
+        gpu_device_opened: None,
+        capabilities: None,
+        gpu: None,
+        start: crate::runner::attempt::Start::Cold,
+    }
+}
+
 /// How the job's driver ended, until the wrapper's report says how the script did:
 /// Ray's exit code, where a negative one is Python's way of saying "killed by that
 /// signal", as a local attempt records it.
-pub fn driver_exit(status: &serde_json::Value) -> Exit {
+fn driver_exit(status: &serde_json::Value) -> Exit {
     let code = status["driver_exit_code"].as_i64().map(|c| c as i32);
     let (code, signal) = match code {
         Some(c) if c < 0 => (None, Some(-c)),
@@ -213,26 +242,14 @@ mod tests {
         }
     }
 
-    fn outcome(exit: Exit) -> AttemptOutcome {
-        AttemptOutcome {
-            started_at: std::time::SystemTime::UNIX_EPOCH,
-            duration: Duration::ZERO,
-            exit,
-            stopped_by: None,
-            peak_rss_bytes: 0,
-            memory_source: MemorySource::Rss,
-            peak_scratch_bytes: 0,
-            stdout: Drained::default(),
-            stderr: Drained::default(),
-            leaks: Vec::new(),
-            kernel_oom_kill: false,
-            refused_forks: 0,
-            sampled_cpu: (0.0, 0.0),
-            start: crate::runner::attempt::Start::Cold,
-            gpu_device_opened: None,
-            capabilities: None,
-            gpu: None,
-        }
+    fn failed() -> AttemptOutcome {
+        let status = json!({"status": "FAILED"});
+        from_status(
+            &status,
+            std::time::SystemTime::UNIX_EPOCH,
+            Duration::ZERO,
+            None,
+        )
     }
 
     #[test]
@@ -258,7 +275,7 @@ mod tests {
             "JOB_SUPERVISOR_ACTOR_START_TIMEOUT",
         ] {
             let j = job("FAILED", Some(kind), false);
-            let mut o = outcome(driver_exit(&json!({"status": "FAILED"})));
+            let mut o = failed();
             lost(&j, &mut o);
             assert_eq!((o.exit.code, o.exit.signal), (None, Some(libc::SIGKILL)));
             let line = lost_line_of(&j).unwrap();
@@ -277,7 +294,7 @@ mod tests {
             job("STOPPED", Some("JOB_SUPERVISOR_ACTOR_DIED"), false),
             job("FAILED", None, false),
         ] {
-            let mut o = outcome(driver_exit(&json!({"status": "FAILED"})));
+            let mut o = failed();
             lost(&j, &mut o);
             assert_eq!((o.exit.code, o.exit.signal), (Some(1), None), "{j:?}");
             assert!(o.stderr.tail.is_empty() && lost_line_of(&j).is_none());
