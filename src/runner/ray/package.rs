@@ -16,6 +16,8 @@ pub const WRAPPER: &str = include_str!("../ray_job.py");
 pub const WRAPPER_MODULE: &str = "jax_runner_ray_job";
 /// The wrapper's folders on the node (made, marked, removed), a module beside it.
 const FOLDERS: &str = include_str!("../ray_job_folders.py");
+/// The wrapper's view of the script's processes (memory, devices, stacks, the guard).
+const PROCS: &str = include_str!("../ray_job_procs.py");
 
 /// Zips `dir` with its files at the archive's root (Ray's `working_dir` layout).
 pub fn package(dir: &Path) -> Result<Vec<u8>, RayError> {
@@ -66,7 +68,7 @@ fn is_left_out(name: &std::ffi::OsStr) -> bool {
     name == "__pycache__" || name.to_string_lossy().starts_with('.')
 }
 
-/// jax-runner's own package: the wrapper and its folders' module at the root (Ray
+/// jax-runner's own package: the wrapper and its two modules at the root (Ray
 /// puts the root on `PYTHONPATH`), the shim in a folder of its own that only the
 /// script's interpreter gets on its path.
 pub fn wrapper_package() -> Vec<u8> {
@@ -75,6 +77,10 @@ pub fn wrapper_package() -> Vec<u8> {
         (
             "jax_runner_ray_folders.py".to_string(),
             FOLDERS.as_bytes().to_vec(),
+        ),
+        (
+            "jax_runner_ray_procs.py".to_string(),
+            PROCS.as_bytes().to_vec(),
         ),
         (
             "jax_runner_shim/sitecustomize.py".to_string(),
@@ -138,6 +144,7 @@ mod tests {
             vec![
                 "jax_runner_ray_folders.py",
                 "jax_runner_ray_job.py",
+                "jax_runner_ray_procs.py",
                 "jax_runner_shim/sitecustomize.py"
             ]
         );
