@@ -103,7 +103,7 @@ def run(script, env, work, max_procs, memory_limit):
         stderr=subprocess.PIPE,
         preexec_fn=os.setpgrp,
     )
-    guard = guard_group(child.pid)
+    guard, guard_pipe = guard_group(child.pid)
 
     def on_stop(signum, _frame):
         # The first stop asks for the script's stacks; a second goes straight through.
@@ -167,6 +167,8 @@ def run(script, env, work, max_procs, memory_limit):
     except OSError:
         pass
     if guard is not None:
+        # Closed first: a guard the kill missed ends the group itself.
+        os.close(guard_pipe)
         guard.wait()
     for t in pumps:
         t.join(5)

@@ -128,7 +128,8 @@ def guard_group(pgid):
     guard holds the read end of a pipe whose write end only the wrapper holds; the end
     of the wrapper, however it came (SIGKILL included), closes it, and the guard kills
     the group, itself with it. It ignores the stops' signals, which the script's group
-    receives and may outlive. None when the group is already gone."""
+    receives and may outlive. Returns the guard and the pipe's write end, to be closed
+    once the group is gone; (None, None) when the group already is."""
     read_end, write_end = os.pipe()
     try:
         guard = subprocess.Popen(
@@ -140,14 +141,9 @@ def guard_group(pgid):
         )
     except (OSError, subprocess.SubprocessError):
         os.close(write_end)
-        return None
+        return None, None
     finally:
         os.close(read_end)
-    # Never written, never closed: the wrapper's end closes it. The script, started
-    # before it, cannot hold it open.
-    GUARD_PIPES.append(write_end)
-    return guard
-
-
-# The guards' write ends, open for the wrapper's life.
-GUARD_PIPES = []
+    # Never written: the wrapper's end closes it. The script, started before it, cannot
+    # hold it open.
+    return guard, write_end

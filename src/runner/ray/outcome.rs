@@ -182,16 +182,14 @@ fn failed_by_cluster(job: &RayJob) -> bool {
 
 /// A job the cluster failed before its script's end was reported reads as a Slurm
 /// job whose node failed: killed, which the default `--retry-on` tries again, with
-/// Ray's words in its output's tail, where the reason takes its last line from.
+/// Ray's words ending the stderr tail, where the reason takes its last line from.
 pub fn lost(job: &RayJob, outcome: &mut AttemptOutcome) {
     if !failed_by_cluster(job) {
         return;
     }
     outcome.exit.code = None;
     outcome.exit.signal = Some(libc::SIGKILL);
-    let line = format!("[jax-runner] {}", lost_line(job));
-    outcome.stdout.tail.push(line.clone());
-    outcome.stderr.tail.push(line);
+    (outcome.stderr.tail).push(format!("[jax-runner] {}", lost_line(job)));
 }
 
 /// The line that names what the cluster did, for the attempt's `matched_line`; `None`

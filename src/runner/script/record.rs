@@ -44,17 +44,14 @@ pub(super) fn recorded(
         done.jax.report,
         result,
     );
-    // A job the cluster failed before its script's end was reported: Ray's error type
-    // and words decided the class.
-    if let Some(line) = done.ray.as_ref().and_then(crate::runner::ray::lost_line_of) {
+    // A job its cluster ended before the script's end could be recorded (Slurm's state,
+    // Ray's error type): the cluster's words decided the class, and the reader needs them.
+    let slurm = (done.slurm.as_ref().filter(|j| !j.reported)).map(crate::runner::slurm::slurm_line);
+    let ray = done.ray.as_ref().and_then(crate::runner::ray::lost_line_of);
+    if let Some(line) = slurm.or(ray) {
         a.matched_line = Some(line);
     }
     a.ray = done.ray;
-    // A job Slurm ended before jax-runner on its node could record it: Slurm's state
-    // and reason are what decided the class, and what the reader needs.
-    if let Some(job) = done.slurm.as_ref().filter(|j| !j.reported) {
-        a.matched_line = Some(crate::runner::slurm::slurm_line(job));
-    }
     a.slurm = done.slurm;
     gpu::usage(&mut a, o.gpu.as_ref());
     a

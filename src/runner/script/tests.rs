@@ -30,6 +30,11 @@ pub(super) enum Ending {
     /// Leaves `kept.txt`, a FIFO `pipe` and a symlink `sub/link` to `/etc/passwd` in
     /// its data folder, then is killed by SIGKILL (retried by default).
     LeavesSpecials,
+    /// A job the cluster lost before its record came back, as its backend reports it:
+    /// killed by SIGKILL, the Slurm job (`NODE_FAIL` on `node7`) beside it.
+    SlurmLost,
+    /// The same on Ray: the job `FAILED` with `JOB_SUPERVISOR_ACTOR_DIED`.
+    RayLost,
 }
 
 /// Plays a list of endings per script id, one per attempt, and remembers what it was
@@ -103,6 +108,7 @@ impl Backend for Fake {
                     (None, Some(9))
                 }
                 Ending::Signal(s) => (None, Some(s)),
+                Ending::SlurmLost | Ending::RayLost => (None, Some(9)),
                 Ending::GpuOom => {
                     let line = "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4.00GiB.";
                     stderr.scan.line(line.as_bytes());
@@ -144,8 +150,19 @@ impl Backend for Fake {
             Ok(Attempted {
                 outcome,
                 jax: Default::default(),
-                ray: None,
-                slurm: None,
+                ray: matches!(ending, Ending::RayLost).then(|| crate::model::RayJob {
+                    job_id: format!("{id}-{}", req.number),
+                    status: "FAILED".into(),
+                    error_type: Some("JOB_SUPERVISOR_ACTOR_DIED".into()),
+                    message: Some("Job supervisor actor died: gone.\nlog".into()),
+                    ..Default::default()
+                }),
+                slurm: matches!(ending, Ending::SlurmLost).then(|| crate::model::SlurmJob {
+                    job_id: "7".into(),
+                    state: "NODE_FAIL".into(),
+                    node: Some("node7".into()),
+                    ..Default::default()
+                }),
                 enforced: Default::default(),
             })
         })
@@ -248,6 +265,33 @@ async fn retries_only_the_classes_asked_for() {
     assert_eq!(broken.attempts.len(), 1);
     assert_eq!(broken.class, FailureClass::ScriptError);
     assert_eq!(broken.return_code, Some(3));
+}
+
+/// A job its cluster lost (a Slurm node failure, a Ray supervisor's death) is retried as
+/// a killed script is, and its attempt names what the cluster said.
+#[tokio::test]
+async fn a_job_the_cluster_lost_is_retried_and_names_what_the_cluster_said() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = Arc::new(fake(&[
+        ("slurm", &[Ending::SlurmLost, Ending::Exit(0)]),
+        ("ray", &[Ending::RayLost, Ending::Exit(0)]),
+    ]));
+    let ctx = context(tmp.path(), f, Platform::Cpu, 1);
+    let (_tx, stop) = watch::channel(Stop::Run);
+    for (id, line) in [
+        ("slurm", "Slurm job 7 ended NODE_FAIL on node7"),
+        (
+            "ray",
+            "Ray job ray-1 failed on the cluster (JOB_SUPERVISOR_ACTOR_DIED): Job supervisor \
+             actor died: gone.",
+        ),
+    ] {
+        let r = run(&ctx, id, stop.clone()).await;
+        assert_eq!(r.status, Status::Succeeded, "{id}");
+        assert_eq!(r.attempts.len(), 2, "{id}");
+        assert_eq!(r.attempts[0].class, FailureClass::KilledBySignal, "{id}");
+        assert_eq!(r.attempts[0].matched_line.as_deref(), Some(line), "{id}");
+    }
 }
 
 #[tokio::test]
